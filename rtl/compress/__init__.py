@@ -1,0 +1,1 @@
+"""Blocks of the compress family."""

