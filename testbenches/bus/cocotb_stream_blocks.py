@@ -54,7 +54,7 @@ async def run_test(dut, idle, backpressure, salt):
     await tb.reset()
 
     # The count is of transfers on the narrow side, so a split or gather runs as long as a copy.
-    words = random_words(data_rng, max(1, count * tb.input_width // max(tb.input_width, tb.output_width)),
+    words = random_words(data_rng, max(1, count * min(tb.input_width, tb.output_width) // tb.input_width),
                          tb.input_width)
     expected = regroup(words, input_width=tb.input_width, output_width=tb.output_width,
                        element_width=tb.element_width())
@@ -88,7 +88,7 @@ async def throughput_without_stalls(dut):
     tb = TB(dut)
     count = knobs.vectors(4096)
     await tb.reset()
-    words = random_words(knobs.rng(7), max(1, count * tb.input_width // max(tb.input_width, tb.output_width)),
+    words = random_words(knobs.rng(7), max(1, count * min(tb.input_width, tb.output_width) // tb.input_width),
                          tb.input_width)
     expected = regroup(words, input_width=tb.input_width, output_width=tb.output_width,
                        element_width=tb.element_width())

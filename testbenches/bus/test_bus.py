@@ -31,6 +31,7 @@ def test_width_converter(input_width, output_width):
                params={"input_width": input_width, "output_width": output_width, "element_width": 32})
 
 
+@pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 def test_parameters_are_validated():
     from rtl.bus.stream_fifo import StreamFIFO
     from rtl.bus.width_converter import StreamWidthConverter
