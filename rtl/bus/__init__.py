@@ -1,3 +1,7 @@
 """Stream plumbing: pipeline registers, width converters, FIFOs."""
 
 from . import skid_buffer, stream_fifo, width_converter  # noqa: F401  (registers the blocks)
+from .axi_burst_planner import AXIBurstPlanner  # noqa: F401
+from .axi_burst_reader import AXIBurstReader  # noqa: F401
+from .axi_burst_writer import AXIBurstWriter  # noqa: F401
+from .axi_lite_control import AXILiteControl  # noqa: F401

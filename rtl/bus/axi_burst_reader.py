@@ -1,0 +1,184 @@
+"""AXI4 read DMA: streams (address, beats) commands out of memory as data beats."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import stream
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.wiring import Out
+
+from ..registry import register_block
+from .axi import PAGE_BYTES, drive_address_constants
+from .axi_dma import AXIDMAEngine, beat_layout, dma_params
+
+__all__ = ["AXIBurstReader"]
+
+
+class AXIBurstReader(AXIDMAEngine):
+    """Read DMA engine: each command ``(address, length)`` becomes ``length`` beats on ``data``.
+
+    Commands are cut into INCR bursts by :class:`AXIBurstPlanner` (at most ``max_burst``
+    beats, never across a 4 KB boundary; addresses are beat-aligned, their low bits are
+    ignored; a command of length 0 is dropped). Up to ``max_outstanding`` read bursts are
+    in flight at once, all with ID 0, so the data returns in order.
+
+    Buffering is credit based: a burst is issued on AR only when the output buffer has room
+    for all its beats, counting the beats of bursts already in flight. R is therefore never
+    stalled by the engine (``rready`` stays high), whatever the consumer does; a slow
+    consumer throttles AR instead. The buffer holds ``max_outstanding * min(max_burst,
+    4096 // beat bytes)`` beats.
+
+    Errors: the first SLVERR or DECERR response latches ``error`` and its code in
+    ``error_resp`` (sticky until ``clear``). From then on no AR is issued; the bursts
+    already in flight are drained; and every remaining beat of every command (the rest
+    of the failing burst, the bursts in flight behind it, the unissued part of the
+    command and any later command) is delivered as zero data with the normal ``last``
+    flags. So a command always yields exactly ``length`` beats and a consumer counting
+    beats never hangs; the beats before the first failing one are the memory contents.
+
+    Parameters
+    ----------
+    address_width : int
+        Byte address width, 12 to 64.
+    data_width : int
+        AXI data width and beat width in bits, a power of two from 32 to 1024.
+    id_width : int
+        AXI ID width (the engine always uses ID 0).
+    max_burst : int
+        Longest burst in beats, 1 to 256.
+    max_outstanding : int
+        Read bursts in flight at most, 2 to 64.
+    length_width : int
+        Width of the command's beat count, 1 to 32.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(command_layout(address_width, length_width)))
+        Commands: ``address`` in bytes, ``length`` in beats of ``data_width // 8`` bytes.
+    data : Out(stream.Signature(beat_layout(data_width)))
+        Beats in command order; ``last`` marks the final beat of each command.
+    m_axi : Out(AXI4Signature(address_width, data_width, id_width))
+        Memory port. Only AR and R are used: ``awvalid`` and ``wvalid`` are tied low,
+        ``bready`` high.
+    busy : Out(1)
+        A command is being cut, a burst is in flight, or beats wait in the buffer.
+    done : Out(1)
+        One-cycle pulse when ``busy`` falls: everything accepted has been delivered.
+    error : Out(1)
+        Sticky: a read response was SLVERR or DECERR.
+    error_resp : Out(2)
+        The first failing response code (2 SLVERR, 3 DECERR), 0 while ``error`` is low.
+    clear : In(1)
+        Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
+
+    Notes
+    -----
+    Latency: the first AR leaves two cycles after the command is taken; a beat on R is on
+    ``data`` one cycle later. Throughput: one beat per cycle when memory and consumer keep
+    up and enough beats are in flight to cover the memory latency.
+    """
+
+    def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
+                 length_width=32):
+        super().__init__(address_width=address_width, data_width=data_width, id_width=id_width,
+                         max_burst=max_burst, max_outstanding=max_outstanding, length_width=length_width,
+                         ports={"data": Out(stream.Signature(beat_layout(data_width)))})
+
+    @property
+    def buffer_beats(self):
+        """Beats the output buffer holds (the credits available to bursts in flight)."""
+        page_beats = PAGE_BYTES // (self._data_width // 8)
+        return self._max_outstanding * min(self._max_burst, page_beats)
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.m_axi
+        credits_total = self.buffer_beats
+
+        planner = self.planner(m)
+        burst = planner.burst
+
+        # One entry per burst in flight: whether it is the final burst of its command.
+        m.submodules.inflight = inflight = SyncFIFO(width=1, depth=self._max_outstanding)
+        # One spare entry: the buffered FIFO's write side can be full for a cycle while its
+        # output register refills, and R must never see that.
+        layout = beat_layout(self._data_width)
+        m.submodules.buffer = buffer = SyncFIFOBuffered(width=layout.size, depth=credits_total + 1)
+
+        credits = Signal(range(credits_total + 1), init=credits_total)
+        busy = Signal()
+        r_fire = axi.rvalid & axi.rready
+        error = self.error_and_status(m, busy, r_fire & axi.rresp[1], axi.rresp)
+        fill_left = Signal(range(self._max_burst + 1))
+        fill_final = Signal()
+
+        drive_address_constants(m, axi, "ar", self._data_width)
+        drive_address_constants(m, axi, "aw", self._data_width)
+        m.d.comb += [axi.awvalid.eq(0), axi.wvalid.eq(0), axi.bready.eq(1)]
+
+        # AR: a registered request, refilled in the cycle the previous one is accepted.
+        ar_free = ~axi.arvalid | axi.arready
+        issue = Signal()
+        take_fill = Signal()
+        m.d.comb += [
+            issue.eq(burst.valid & ~error & ar_free & inflight.w_rdy & (credits >= burst.payload.beats)),
+            # After an error, bursts become zero fill once the real ones have drained, to keep order.
+            take_fill.eq(burst.valid & error & (fill_left == 0) & ~inflight.r_rdy & ~axi.arvalid),
+            burst.ready.eq(issue | take_fill),
+            inflight.w_en.eq(issue),
+            inflight.w_data.eq(burst.payload.final),
+        ]
+        with m.If(issue):
+            m.d.sync += [
+                axi.arvalid.eq(1),
+                axi.araddr.eq(burst.payload.address),
+                axi.arlen.eq(burst.payload.beats - 1),
+            ]
+        with m.Elif(axi.arready):
+            m.d.sync += axi.arvalid.eq(0)
+
+        # R: every beat goes into the buffer; from the first failure on its data is zeroed.
+        m.d.comb += [
+            axi.rready.eq(buffer.w_rdy),
+            inflight.r_en.eq(r_fire & axi.rlast),
+        ]
+
+        with m.If(take_fill):
+            m.d.sync += [fill_left.eq(burst.payload.beats), fill_final.eq(burst.payload.final)]
+        fill_write = Signal()
+        m.d.comb += fill_write.eq((fill_left != 0) & (credits != 0))
+        with m.If(fill_write):
+            m.d.sync += fill_left.eq(fill_left - 1)
+
+        written = Signal(layout)
+        with m.If(fill_write):
+            m.d.comb += written.last.eq(fill_final & (fill_left == 1))
+        with m.Else():
+            m.d.comb += [
+                written.data.eq(Mux(error | axi.rresp[1], 0, axi.rdata)),
+                written.last.eq(axi.rlast & inflight.r_data[0]),
+            ]
+        m.d.comb += [
+            buffer.w_en.eq(r_fire | fill_write),
+            buffer.w_data.eq(written),
+        ]
+
+        out_fire = self.data.valid & self.data.ready
+        m.d.comb += [
+            self.data.valid.eq(buffer.r_rdy),
+            self.data.payload.eq(buffer.r_data),
+            buffer.r_en.eq(self.data.ready),
+        ]
+
+        # Beats in flight or being filled hold credits; a beat leaving the buffer returns one.
+        spent = Mux(issue, burst.payload.beats, 0) + fill_write
+        m.d.sync += credits.eq(credits - spent + out_fire)
+
+        m.d.comb += busy.eq(planner.busy | axi.arvalid | inflight.r_rdy | (fill_left != 0)
+                            | (buffer.level != 0))
+        return m
+
+
+register_block(
+    "axi_burst_reader", AXIBurstReader, family="bus",
+    summary="AXI4 read DMA: commands to INCR bursts, credit-buffered beats out, sticky error, no hang.",
+    params=dma_params("read bursts in flight"),
+)

@@ -1,0 +1,162 @@
+"""AXI4 write DMA: writes a data stream to memory as directed by (address, beats) commands."""
+
+from amaranth.hdl import Const, Module, Signal
+from amaranth.lib import data, stream
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In
+
+from ..registry import register_block
+from .axi import drive_address_constants
+from .axi_dma import AXIDMAEngine, beat_layout, dma_params
+from .skid_buffer import SkidBuffer
+
+__all__ = ["AXIBurstWriter"]
+
+# What the W side needs to know about each burst, queued in AW order.
+_W_BURST = data.StructLayout({"last_beat": 8, "discard": 1})
+
+
+class AXIBurstWriter(AXIDMAEngine):
+    """Write DMA engine: each command ``(address, length)`` writes the next ``length`` beats of ``data``.
+
+    Commands are cut into INCR bursts by :class:`AXIBurstPlanner` (at most ``max_burst``
+    beats, never across a 4 KB boundary; addresses are beat-aligned, their low bits are
+    ignored; a command of length 0 is dropped and consumes no data). An AW is issued while
+    fewer than ``max_outstanding`` bursts await their B response; the W beats of each
+    burst follow in AW order, whole beats only: ``wstrb`` is all ones. W goes through a
+    skid buffer, so ``wvalid``, ``wdata`` and ``wlast`` are registers.
+
+    Errors: a B response of SLVERR or DECERR latches ``error`` and its code in
+    ``error_resp`` (sticky until ``clear``). From then on no AW is issued. AXI requires the
+    W data of every burst whose AW has been issued, so those bursts are completed with
+    their real data and their responses collected. The rest of the data stream that the
+    accepted commands cover is consumed and discarded, so the producer never hangs;
+    ``done`` pulses when all B responses are back and all covered data is consumed.
+
+    Parameters
+    ----------
+    address_width : int
+        Byte address width, 12 to 64.
+    data_width : int
+        AXI data width and beat width in bits, a power of two from 32 to 1024.
+    id_width : int
+        AXI ID width (the engine always uses ID 0).
+    max_burst : int
+        Longest burst in beats, 1 to 256.
+    max_outstanding : int
+        Write bursts issued and awaiting their B response at most, 2 to 64.
+    length_width : int
+        Width of the command's beat count, 1 to 32.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(command_layout(address_width, length_width)))
+        Commands: ``address`` in bytes, ``length`` in beats of ``data_width // 8`` bytes.
+    data : In(stream.Signature(data_width))
+        Beats to write, in command order, with nothing between commands.
+    m_axi : Out(AXI4Signature(address_width, data_width, id_width))
+        Memory port. Only AW, W and B are used: ``arvalid`` is tied low, ``rready`` high.
+    busy : Out(1)
+        A command is being cut, a burst's data is being sent or a B response is awaited.
+    done : Out(1)
+        One-cycle pulse when ``busy`` falls: every accepted command is written (or, after an
+        error, discarded) and every response is back.
+    error : Out(1)
+        Sticky: a write response was SLVERR or DECERR.
+    error_resp : Out(2)
+        The first failing response code (2 SLVERR, 3 DECERR), 0 while ``error`` is low.
+    clear : In(1)
+        Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
+
+    Notes
+    -----
+    Latency: the first AW leaves two cycles after the command is taken; a data beat is on
+    W one cycle after it is accepted. Throughput: one beat per cycle when the producer and
+    memory keep up and enough bursts are outstanding to cover the B latency.
+    """
+
+    def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
+                 length_width=32):
+        super().__init__(address_width=address_width, data_width=data_width, id_width=id_width,
+                         max_burst=max_burst, max_outstanding=max_outstanding, length_width=length_width,
+                         ports={"data": In(stream.Signature(data_width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.m_axi
+
+        planner = self.planner(m)
+        burst = planner.burst
+
+        m.submodules.bursts = bursts = SyncFIFO(width=_W_BURST.size, depth=self._max_outstanding)
+        outstanding = Signal(range(self._max_outstanding + 1))
+        busy = Signal()
+        b_fire = axi.bvalid & axi.bready
+        error = self.error_and_status(m, busy, b_fire & axi.bresp[1], axi.bresp)
+
+        drive_address_constants(m, axi, "aw", self._data_width)
+        drive_address_constants(m, axi, "ar", self._data_width)
+        m.d.comb += [axi.arvalid.eq(0), axi.rready.eq(1)]
+
+        # AW: a registered request, refilled in the cycle the previous one is accepted. After
+        # an error the bursts still pass through the queue, marked to discard their data.
+        aw_free = ~axi.awvalid | axi.awready
+        issue = Signal()
+        discard = Signal()
+        queued = Signal(_W_BURST)
+        m.d.comb += [
+            issue.eq(burst.valid & ~error & aw_free & bursts.w_rdy
+                     & (outstanding != self._max_outstanding)),
+            discard.eq(burst.valid & error & bursts.w_rdy),
+            burst.ready.eq(issue | discard),
+            queued.last_beat.eq(burst.payload.beats - 1),
+            queued.discard.eq(error),
+            bursts.w_en.eq(issue | discard),
+            bursts.w_data.eq(queued),
+        ]
+        with m.If(issue):
+            m.d.sync += [
+                axi.awvalid.eq(1),
+                axi.awaddr.eq(burst.payload.address),
+                axi.awlen.eq(burst.payload.beats - 1),
+            ]
+        with m.Elif(axi.awready):
+            m.d.sync += axi.awvalid.eq(0)
+
+        # W: beats of the burst at the head of the queue, numbered to place wlast.
+        m.submodules.w_register = w_register = SkidBuffer(payload_shape=beat_layout(self._data_width))
+        head = _W_BURST(bursts.r_data)
+        beat = Signal(8)
+        is_last = beat == head.last_beat
+        m.d.comb += [
+            w_register.i.valid.eq(self.data.valid & bursts.r_rdy & ~head.discard),
+            w_register.i.payload.data.eq(self.data.payload),
+            w_register.i.payload.last.eq(is_last),
+            self.data.ready.eq(bursts.r_rdy & (head.discard | w_register.i.ready)),
+            axi.wvalid.eq(w_register.o.valid),
+            axi.wdata.eq(w_register.o.payload.data),
+            axi.wlast.eq(w_register.o.payload.last),
+            axi.wstrb.eq(Const(-1, len(axi.wstrb))),
+            w_register.o.ready.eq(axi.wready),
+        ]
+        with m.If(self.data.valid & self.data.ready):
+            with m.If(is_last):
+                m.d.sync += beat.eq(0)
+                m.d.comb += bursts.r_en.eq(1)
+            with m.Else():
+                m.d.sync += beat.eq(beat + 1)
+
+        # B: always accepted; one response per issued burst, in order.
+        m.d.comb += axi.bready.eq(1)
+        m.d.sync += outstanding.eq(outstanding + issue - b_fire)
+
+        # A burst whose data is in flight on W still awaits its response, so `outstanding` covers W.
+        m.d.comb += busy.eq(planner.busy | axi.awvalid | bursts.r_rdy | (outstanding != 0))
+        return m
+
+
+register_block(
+    "axi_burst_writer", AXIBurstWriter, family="bus",
+    summary="AXI4 write DMA: commands plus a data stream to INCR AW/W bursts, B counted, sticky error.",
+    params=dma_params("write bursts awaiting B"),
+)

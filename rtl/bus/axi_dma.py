@@ -1,0 +1,88 @@
+"""What the AXI4 read and write DMA engines share: parameters, common ports, status logic."""
+
+from amaranth.hdl import Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..registry import Param, check_int
+from .axi import AXI4Signature, check_data_width
+from .axi_burst_planner import AXIBurstPlanner, command_layout
+
+__all__ = ["AXIDMAEngine", "dma_params", "beat_layout"]
+
+
+def beat_layout(data_width):
+    """A data beat with ``last``: the reader's output payload (``last`` ends a command), the writer's W."""
+    return data.StructLayout({"data": data_width, "last": 1})
+
+
+def dma_params(outstanding_help):
+    """The registry parameters of a DMA engine; ``outstanding_help`` says what is counted."""
+    return [
+        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
+        Param("data_width", int, 512, "AXI data width in bits (power of two)", minimum=32, maximum=1024),
+        Param("id_width", int, 1, "AXI ID width", minimum=1, maximum=16),
+        Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
+        Param("max_outstanding", int, 4, outstanding_help, minimum=2, maximum=64),
+        Param("length_width", int, 32, "width of the command beat count", minimum=1, maximum=32),
+    ]
+
+
+class AXIDMAEngine(wiring.Component):
+    """Base of :class:`AXIBurstReader` and :class:`AXIBurstWriter` (not a block by itself).
+
+    Validates the shared parameters and declares the shared ports: ``cmd``, ``m_axi``,
+    ``busy``, ``done``, ``error``, ``error_resp`` and ``clear`` (see the engines), plus the
+    engine's own ``ports``.
+    """
+
+    throughput = 1
+
+    def __init__(self, *, address_width, data_width, id_width, max_burst, max_outstanding, length_width,
+                 ports):
+        self._address_width = check_int("address_width", address_width, 12, 64)
+        self._data_width = check_data_width(data_width, 32)
+        self._id_width = check_int("id_width", id_width, 1, 16)
+        self._max_burst = check_int("max_burst", max_burst, 1, 256)
+        self._max_outstanding = check_int("max_outstanding", max_outstanding, 2, 64)
+        self._length_width = check_int("length_width", length_width, 1, 32)
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(address_width, length_width))),
+            "m_axi": Out(AXI4Signature(address_width=address_width, data_width=data_width,
+                                       id_width=id_width)),
+            "busy": Out(1),
+            "done": Out(1),
+            "error": Out(1),
+            "error_resp": Out(2),
+            "clear": In(1),
+            **ports,
+        })
+
+    def planner(self, m):
+        """Add the burst planner fed from ``cmd`` to ``m``; return it."""
+        m.submodules.planner = planner = AXIBurstPlanner(
+            address_width=self._address_width, data_width=self._data_width,
+            max_burst=self._max_burst, length_width=self._length_width)
+        wiring.connect(m, wiring.flipped(self.cmd), planner.cmd)
+        return planner
+
+    def error_and_status(self, m, busy, failed, resp):
+        """The sticky error (set by ``failed`` with code ``resp``), ``busy``, ``done`` and ``clear``.
+
+        Returns the sticky error signal, which the engine uses to stop issuing bursts.
+        """
+        error = Signal()
+        error_resp = Signal(2)
+        busy_before = Signal()
+        with m.If(failed & ~error):
+            m.d.sync += [error.eq(1), error_resp.eq(resp)]
+        with m.If(self.clear & ~busy):
+            m.d.sync += [error.eq(0), error_resp.eq(0)]
+        m.d.sync += busy_before.eq(busy)
+        m.d.comb += [
+            self.busy.eq(busy),
+            self.done.eq(busy_before & ~busy),
+            self.error.eq(error),
+            self.error_resp.eq(error_resp),
+        ]
+        return error
