@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.neartrain-installed
 
-.PHONY: all run test test-full verilog lint clean setup
+.PHONY: all run test test-full verilog lint clean setup sweep bitstream
 
 all: run
 
@@ -35,6 +35,26 @@ verilog: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m scripts.lint_verilog
+
+# `make sweep`: resources of SWEEP_BLOCK over SWEEP_VARY against a board budget (CSV + plots).
+SWEEP_BLOCK  ?= adam_updater
+SWEEP_VARY   ?= lanes=1,2,4,8,16
+SWEEP_TARGET ?= xcup
+SWEEP_BOARD  ?= smartssd
+
+sweep: $(STAMP)
+	$(BIN)/neartrain sweep $(SWEEP_BLOCK) $(foreach vary,$(SWEEP_VARY),--vary $(vary)) \
+		--target $(SWEEP_TARGET) --board $(SWEEP_BOARD) -o build/sweep/$(SWEEP_BLOCK)
+
+# `make bitstream`: an ECP5 bitstream of BITSTREAM_BLOCK in its evaluation top, with Fmax and use.
+BITSTREAM_BLOCK ?= fp_add
+BITSTREAM_SET   ?= fmt=f32
+BITSTREAM_BOARD ?= ulx3s-85f
+BITSTREAM_FREQ  ?= 125
+
+bitstream: $(STAMP)
+	$(BIN)/neartrain bitstream $(BITSTREAM_BLOCK) $(foreach set,$(BITSTREAM_SET),--set $(set)) \
+		--board $(BITSTREAM_BOARD) --freq $(BITSTREAM_FREQ) -o build/bitstream/$(BITSTREAM_BLOCK)
 
 clean:
 	rm -rf build .pytest_cache

@@ -48,7 +48,8 @@ def main():
     doc.write_text(
         "# Stream blocks\n\n"
         "## Throughput without stalls\n\n"
-        "Cycles counted in cocotb on Verilator from the first to the last output transfer, "
+        "Cycles counted in cocotb on Verilator from the first to the last output transfer; the rate is "
+        "(output transfers - 1) / (cycles - 1), in narrow-side transfers, "
         "with `valid` always offered and `ready` always high. A width converter's narrow side "
         "moves one transfer per cycle; its wide side one per ratio cycles.\n\n"
         "Command: `.venv/bin/python -m scripts.bench_bus`\n\n" + "\n".join(lines) + "\n\n"

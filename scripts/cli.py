@@ -184,7 +184,7 @@ def _extensions():
     import importlib
 
     found = []
-    for module_name in ("scripts.main_job",):
+    for module_name in ("scripts.main_job", "scripts.boards_cli"):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:

