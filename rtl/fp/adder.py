@@ -1,0 +1,119 @@
+"""Pipelined IEEE-754 addition and subtraction."""
+
+from amaranth.hdl import Cat, Const, Mux
+
+from ..registry import Param, check_bool, register_block
+from .classify import SpecialResult, UnpackedFloat, infinity
+from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .rounding import round_aligned
+from .shift import add_or_subtract, count_leading_zeros, normalise_left, one_hot_from_top, shift_right_sticky
+
+__all__ = ["FloatAdder"]
+
+# Guard, round and sticky positions below the significand during alignment.
+_GUARD_BITS = 3
+
+
+class FloatAdder(FloatUnit):
+    """Pipelined floating-point adder: ``a + b`` (or ``a - b``), rounded to nearest even.
+
+    The operands are swapped so the larger magnitude comes first, the smaller is aligned
+    with guard, round and sticky bits, added or subtracted, normalised by a leading-zero
+    count that stops at the subnormal boundary (a subnormal sum is always exact), and
+    rounded by :func:`~rtl.fp.rounding.round_aligned`.
+
+    Parameters
+    ----------
+    fmt : str or FloatFormat
+        Operand and result format: ``"f32"``, ``"f16"``, ``"bf16"`` or any :class:`FloatFormat`.
+    flush_subnormals : bool
+        Read subnormal operands as zero and flush subnormal results to zero (with
+        underflow and inexact).
+    subtract : bool
+        Compute ``a - b`` instead of ``a + b``.
+    tag_width : int
+        Width of the tag carried from ``i`` to ``o`` (0 for none).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(operand_layout(fmt.width, ("a", "b"), tag_width)))
+        Operands.
+    o : Out(stream.Signature(result_layout(fmt.width, tag_width)))
+        Result and exception flags (inexact, underflow, overflow, invalid). NaN results
+        are the canonical quiet NaN; ``inf - inf`` and signaling NaNs raise invalid.
+    latency : int
+        6 cycles: swap, align, add, count leading zeros, normalise, round.
+
+    Throughput is one operation per cycle (II = 1) while ``o.ready`` is high; a low
+    ``o.ready`` with a valid output holds the whole pipeline.
+    """
+
+    LATENCY = 6
+
+    def __init__(self, *, fmt="f32", flush_subnormals=False, subtract=False, tag_width=0):
+        self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
+        self._subtract = check_bool("subtract", subtract)
+        super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a", "b"),
+                         tag_width=tag_width, latency=self.LATENCY)
+
+    def _datapath(self, m, pipe):
+        fmt, flush = self._fmt, self._flush
+        p, e = fmt.precision, fmt.exponent_bits
+        payload = self.i.payload
+        b_bits = Cat(payload.b[:-1], ~payload.b[-1]) if self._subtract else payload.b
+        a = UnpackedFloat(fmt, payload.a, flush_subnormals=flush)
+        b = UnpackedFloat(fmt, b_bits, flush_subnormals=flush)
+
+        # Stage 1: order the operands by magnitude, so the sum is never negative.
+        swap = b.magnitude > a.magnitude
+        big_exponent = Mux(swap, b.exponent, a.exponent)
+        big_sign = Mux(swap, b.sign, a.sign)
+        effective_subtract = a.sign ^ b.sign
+        opposite_infinities = a.is_infinite & b.is_infinite & effective_subtract
+        special = SpecialResult.nan_or(
+            fmt, nan=a.is_nan | b.is_nan | opposite_infinities,
+            invalid=a.is_signaling | b.is_signaling | opposite_infinities,
+            active=a.is_infinite | b.is_infinite, bits=infinity(fmt, big_sign))
+        s = pipe.stage(
+            big_sign=big_sign, big_exponent=big_exponent, effective_subtract=effective_subtract,
+            big_significand=Mux(swap, b.significand, a.significand),
+            small_significand=Mux(swap, a.significand, b.significand),
+            distance=(big_exponent - Mux(swap, a.exponent, b.exponent))[:e],
+            # An exact zero sum is -0 only when both addends are -0 (round to nearest).
+            zero_sign=a.sign & b.sign, special=special)
+
+        # Stage 2: align the smaller significand; the sticky bit joins the lowest position.
+        shifted, sticky = shift_right_sticky(Cat(Const(0, _GUARD_BITS), s.small_significand), s.distance)
+        s = pipe.stage(s, "big_sign", "big_exponent", "effective_subtract", "zero_sign", "special",
+                       big=Cat(Const(0, _GUARD_BITS), s.big_significand), small=shifted | sticky)
+
+        # Stage 3: add or subtract.
+        width = p + _GUARD_BITS
+        total, _ = add_or_subtract(s.big, s.small, s.effective_subtract)
+        # The leading-zero count is capped so that the exponent stops at the subnormal scale:
+        # the top bit of ``total`` (the carry) has biased exponent big_exponent + 1. The cap is
+        # decoded here, off the critical path of stage 4.
+        s = pipe.stage(s, "big_sign", "big_exponent", "zero_sign", "special", total=total,
+                       cap=one_hot_from_top(width + 1, s.big_exponent))
+
+        # Stage 4: count leading zeros.
+        s = pipe.stage(s, "total", "big_exponent", "special", shift=count_leading_zeros(s.total | s.cap),
+                       sign=Mux(s.total == 0, s.zero_sign, s.big_sign))
+
+        # Stage 5: normalise.
+        s = pipe.stage(s, "sign", "special", significand=normalise_left(s.total, s.shift),
+                       exponent=s.big_exponent + 1 - s.shift)
+
+        # Stage 6: round, then let NaN and infinity override.
+        rounded = round_aligned(fmt, sign=s.sign, exponent=s.exponent, significand=s.significand,
+                                sticky=0, flush_subnormals=flush)
+        result, flags = s.special.select(*rounded)
+        pipe.output(result=result, flags=flags)
+
+
+register_block(
+    "fp_add", FloatAdder, family="fp",
+    summary="Pipelined IEEE-754 adder or subtractor (II = 1, round to nearest even, SoftFloat flags).",
+    params=[FORMAT_PARAM, FLUSH_PARAM, Param("subtract", bool, False, "compute a - b instead of a + b"),
+            TAG_PARAM],
+)
