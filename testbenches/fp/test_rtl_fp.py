@@ -6,12 +6,15 @@ mode, and runs 10**6 random vectors per configuration.
 """
 
 import itertools
+import os
 
 import pytest
 
+from testbenches.fp.parallel_units import ParallelUnits
 from testbenches.harness import run_cocotb
 
 MODULE = "testbenches.fp.cocotb_fp_unit"
+LANES_MODULE = "testbenches.fp.cocotb_fp_lanes"
 FORMATS = ("f32", "f16", "bf16")
 ARITHMETIC = ("fp_add", "fp_mul", "fp_fma", "fp_div", "fp_sqrt")
 
@@ -57,8 +60,47 @@ def test_fp_unit(block, params):
     run_cocotb(block, MODULE, params=params)
 
 
+# 16 copies of the unit check 16 vectors per simulated cycle (see parallel_units.py).
+MILLION_LANES = 16
+
+
+def _unary_16_bit_configurations():
+    for fmt, flush in itertools.product(("f16", "bf16"), (False, True)):
+        yield "fp_sqrt", {"fmt": fmt, "flush_subnormals": flush}
+        for target in FORMATS:
+            if target != fmt:
+                yield "fp_convert", {"source": fmt, "target": target, "flush_subnormals": flush}
+        for integer in ("i32", "u32"):
+            yield "fp_to_int", {"fmt": fmt, "integer": integer, "flush_subnormals": flush}
+
+
+def _lanes_params(block, params, lanes):
+    return {"block": block, "unit_params": params, "lanes": lanes}
+
+
+def test_parallel_fixture():
+    """The 16-copy fixture itself, on a three-operand unit with random and directed operands."""
+    run_cocotb(ParallelUnits, LANES_MODULE, params=_lanes_params("fp_fma", {"fmt": "f16"}, 3))
+
+
+@pytest.mark.parametrize("block,params", [("fp_sqrt", {"fmt": "bf16"}),
+                                          ("fp_convert", {"source": "f16", "target": "f32"})], ids=_id)
+def test_exhaustive_16_bit_unary_fast(block, params):
+    """Every f16/bf16 encoding through a unary unit (the rest of the set is in the slow suite)."""
+    run_cocotb(ParallelUnits, LANES_MODULE, params=_lanes_params(block, params, 4),
+               extra_env={"NEARTRAIN_FP_EXHAUSTIVE": "1"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block,params", list(_unary_16_bit_configurations()), ids=_id)
+def test_exhaustive_16_bit_unary(block, params):
+    """All 65,536 inputs of every unary f16/bf16 operation: sqrt and every conversion."""
+    run_cocotb(ParallelUnits, LANES_MODULE, params=_lanes_params(block, params, MILLION_LANES),
+               extra_env={"NEARTRAIN_FP_EXHAUSTIVE": "1"})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("block,params", list(_every_configuration()), ids=_id)
 def test_fp_unit_million_vectors(block, params):
-    run_cocotb(block, MODULE, params=params, testcase="golden_match_under_stalls",
-               extra_env={"NEARTRAIN_VECTORS": "1000000", "NEARTRAIN_FP_STALL_PATTERNS": "both"})
+    run_cocotb(ParallelUnits, LANES_MODULE, params=_lanes_params(block, params, MILLION_LANES),
+               extra_env={"NEARTRAIN_VECTORS": os.environ.get("NEARTRAIN_VECTORS", "1000000")})
