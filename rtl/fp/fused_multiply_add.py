@@ -2,11 +2,10 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registry import Param, check_int, register_block
+from ..registry import check_int, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .multiplier import MAX_TILE, MIN_TILE
-from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
-from .product import DEFAULT_TILE, TiledProduct
+from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import (
     add_or_subtract,
@@ -216,7 +215,6 @@ register_block(
     "fp_fma", FloatFusedMultiplyAdd, family="fp",
     summary="Pipelined IEEE-754 fused multiply-add a * b + c (II = 1, single rounding, SoftFloat flags).",
     params=[FORMAT_PARAM, FLUSH_PARAM,
-            Param("dsp_tile", int, DEFAULT_TILE, "widest factor of one DSP multiplier (18 for ECP5)",
-                  minimum=MIN_TILE, maximum=MAX_TILE),
+            DSP_TILE_PARAM,
             TAG_PARAM],
 )

@@ -2,16 +2,14 @@
 
 from amaranth.hdl import Cat, Mux
 
-from ..registry import Param, check_int, register_block
+from ..registry import check_int, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
-from .product import DEFAULT_TILE, TiledProduct
+from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import count_leading_zeros, normalise_left
 
 __all__ = ["FloatMultiplier"]
-
-MIN_TILE, MAX_TILE = 8, 64
 
 
 def _product_top(product, exponent, width):
@@ -129,7 +127,6 @@ register_block(
     "fp_mul", FloatMultiplier, family="fp",
     summary="Pipelined IEEE-754 multiplier (II = 1, round to nearest even, SoftFloat flags).",
     params=[FORMAT_PARAM, FLUSH_PARAM,
-            Param("dsp_tile", int, DEFAULT_TILE, "widest factor of one DSP multiplier (18 for ECP5)",
-                  minimum=MIN_TILE, maximum=MAX_TILE),
+            DSP_TILE_PARAM,
             TAG_PARAM],
 )

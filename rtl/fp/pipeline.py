@@ -15,9 +15,10 @@ from amaranth.lib.wiring import In, Out
 from ..registry import Param, check_bool, check_int
 from .format import float_format
 from .interface import operand_layout, result_layout
+from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE
 
 __all__ = ["Pipeline", "FloatUnit", "MAX_TAG_WIDTH", "FORMAT_NAMES", "FORMAT_PARAM", "FLUSH_PARAM",
-           "TAG_PARAM"]
+           "TAG_PARAM", "DSP_TILE_PARAM", "BITS_PER_STAGE_PARAM"]
 
 MAX_TAG_WIDTH = 1024
 FORMAT_NAMES = ("f32", "f16", "bf16")
@@ -28,6 +29,12 @@ FLUSH_PARAM = Param("flush_subnormals", bool, False,
                     "read subnormal inputs as zero and flush subnormal results to zero")
 TAG_PARAM = Param("tag_width", int, 0, "side-band tag bits carried with each operation", minimum=0,
                   maximum=MAX_TAG_WIDTH)
+# Shared by the units with a significand product (multiplier, fused multiply-add) ...
+DSP_TILE_PARAM = Param("dsp_tile", int, DEFAULT_TILE, "widest factor of one DSP multiplier (18 for ECP5)",
+                       minimum=MIN_TILE, maximum=MAX_TILE)
+# ... and by the digit-recurrence units (divider, square root).
+BITS_PER_STAGE_PARAM = Param("bits_per_stage", int, 1, "recurrence steps per pipeline stage",
+                             minimum=1, maximum=4)
 
 
 class Pipeline:

@@ -7,10 +7,11 @@ writes each tile as its own plain ``*`` that fits one DSP, so the unit can regis
 tiles and add them in the next stage.
 """
 
-__all__ = ["TiledProduct", "DEFAULT_TILE"]
+__all__ = ["TiledProduct", "DEFAULT_TILE", "MIN_TILE", "MAX_TILE"]
 
 # The 18x18 multiplier of ECP5 (and the B port of the Xilinx DSP48).
 DEFAULT_TILE = 18
+MIN_TILE, MAX_TILE = 8, 64
 
 
 def _pieces(value, tile):

@@ -2,10 +2,10 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registry import Param, check_int, register_block
+from ..registry import check_int, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
-from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .pipeline import BITS_PER_STAGE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import count_leading_zeros, normalise_left
 
@@ -151,6 +151,5 @@ class FloatSquareRoot(FloatUnit):
 register_block(
     "fp_sqrt", FloatSquareRoot, family="fp",
     summary="Pipelined IEEE-754 square root (II = 1, radix-2 non-restoring recurrence, SoftFloat flags).",
-    params=[FORMAT_PARAM, FLUSH_PARAM, TAG_PARAM,
-            Param("bits_per_stage", int, 1, "recurrence steps per pipeline stage", minimum=1, maximum=4)],
+    params=[FORMAT_PARAM, FLUSH_PARAM, TAG_PARAM, BITS_PER_STAGE_PARAM],
 )
