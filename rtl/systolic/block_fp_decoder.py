@@ -1,0 +1,102 @@
+"""Block floating point conversion out of the array: one block back to binary32 per transfer."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..fp.shift import count_leading_zeros, normalise_left
+from ..registry import Param, check_int, register_block
+from .block_fp_encoder import MAX_BLOCK, encoded_layout
+
+__all__ = ["BlockFloatDecoder"]
+
+_BIAS = 127
+_MIN_SHARED, _MAX_SHARED = -126, 127
+
+
+class BlockFloatDecoder(wiring.Component):
+    """Decode block floating point to binary32, as :func:`golden.systolic.from_block_fp`.
+
+    Each element is ``mantissa * 2^scale`` with ``scale = exponent - (mantissa_bits - 2)``, which is
+    exact in binary32 for every encoder output: with ``p`` the position of the mantissa's top bit,
+    the biased exponent is ``E = p + scale + 127``; ``E >= 1`` gives a normal (the mantissa
+    normalised below the hidden bit), ``E <= 0`` a subnormal whose fraction is the mantissa shifted
+    left by ``scale + 149 >= 0``. Zero decodes to +0.0. The one input outside the encoder's symmetric
+    range, ``-2^(mantissa_bits - 1)`` with exponent 127, is ``-2^128``, which binary32 rounds to
+    -inf, as the model's cast does.
+
+    An exponent outside -126 .. 127 is not an encoding (decoding it could need rounding): it sets
+    ``invalid`` and the block decodes to +0.0. The ``invalid`` bit of the input (from
+    :class:`~.block_fp_encoder.BlockFloatEncoder`) is passed on the same way.
+
+    Parameters
+    ----------
+    block : int
+        k, elements per block (1 to 64).
+    mantissa_bits : int
+        Width of each signed mantissa, sign included (2 to 24).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(StructLayout(exponent: signed(9), mantissas: ArrayLayout(signed(mantissa_bits),
+        block), invalid: 1)))
+        The encoder's output layout.
+    o : Out(stream.Signature(StructLayout(values: ArrayLayout(unsigned(32), block), invalid: 1)))
+        Raw binary32 bits in the order of ``i``.
+
+    Notes
+    -----
+    Latency 1, one block per cycle (II = 1); ``i.ready = ~o.valid | o.ready``.
+    """
+
+    def __init__(self, *, block=8, mantissa_bits=8):
+        self._block = check_int("block", block, 1, MAX_BLOCK)
+        self._mantissa_bits = check_int("mantissa_bits", mantissa_bits, 2, 24)
+        super().__init__({
+            "i": In(stream.Signature(encoded_layout(block, mantissa_bits))),
+            "o": Out(stream.Signature(data.StructLayout({"values": data.ArrayLayout(unsigned(32), block),
+                                                         "invalid": 1}))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = self._mantissa_bits
+        exponent = self.i.payload.exponent
+        invalid = self.i.payload.invalid | (exponent < _MIN_SHARED) | (exponent > _MAX_SHARED)
+        scale = Signal(signed(10))
+        m.d.comb += scale.eq(exponent - (bits - 2))
+        values = []
+        for index in range(self._block):
+            mantissa = self.i.payload.mantissas[index]
+            sign = mantissa[-1]
+            magnitude = Signal(unsigned(bits), name=f"magnitude_{index}")  # 2^(bits-1) needs all bits
+            m.d.comb += magnitude.eq(Mux(sign, -mantissa, mantissa))
+            leading = count_leading_zeros(magnitude)
+            biased = Signal(signed(11), name=f"biased_{index}")  # p + scale + 127, p = bits - 1 - leading
+            m.d.comb += biased.eq(scale + (bits - 1 + _BIAS) - leading)
+            # Normal: the top bit becomes the hidden bit; the bits below it lead the fraction.
+            normalised = normalise_left(magnitude, leading)
+            fraction = Cat(Const(0, 23 - (bits - 1)), normalised[:bits - 1]) if bits > 1 else Const(0, 23)
+            normal = Cat(fraction, biased[:8], sign)
+            # Subnormal (biased <= 0): the value is magnitude * 2^(scale + 149) times the LSB 2^-149;
+            # the shift is below 23 whenever biased <= 0.
+            amount = Signal(unsigned(5), name=f"subnormal_shift_{index}")
+            m.d.comb += amount.eq(scale + 149)
+            subnormal = Cat((magnitude << amount)[:23], Const(0, 8), sign)
+            infinite = Cat(Const(0, 23), Const(0xFF, 8), sign)
+            values.append(Mux(magnitude == 0, 0,
+                              Mux(biased >= 255, infinite, Mux(biased >= 1, normal, subnormal))))
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.i.ready):
+            m.d.sync += [self.o.valid.eq(self.i.valid), self.o.payload.invalid.eq(invalid)]
+            for index, value in enumerate(values):
+                m.d.sync += self.o.payload.values[index].eq(Mux(invalid, 0, value))
+        return m
+
+
+register_block(
+    "block_fp_decoder", BlockFloatDecoder, family="systolic",
+    summary="Block floating point (shared exponent, integer mantissas) back to binary32, as golden.",
+    params=[Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
+            Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24)],
+)

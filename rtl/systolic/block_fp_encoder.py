@@ -1,0 +1,118 @@
+"""Block floating point conversion into the array: one block of binary32 values per transfer."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..fp.shift import shift_right_sticky
+from ..registry import Param, check_int, register_block
+
+__all__ = ["BlockFloatEncoder", "MAX_BLOCK"]
+
+MAX_BLOCK = 64
+_BIAS = 127
+
+
+def encoded_layout(block, mantissa_bits):
+    """The encoder's output: the shared exponent, the block's mantissas and the error bit."""
+    return data.StructLayout({"exponent": signed(9),
+                              "mantissas": data.ArrayLayout(signed(mantissa_bits), block),
+                              "invalid": 1})
+
+
+class BlockFloatEncoder(wiring.Component):
+    """Encode ``block`` binary32 values as block floating point, as :func:`golden.systolic.to_block_fp`.
+
+    For the block ``x``: ``shared = max(max biased exponent field, 1) - 127`` (subnormals count at
+    their effective exponent -126; an all-zero block gets -126), ``scale = shared -
+    (mantissa_bits - 2)`` and each ``mantissa = clamp(round_half_even(x / 2^scale), ±(2^(mantissa_bits
+    - 1) - 1))``. The quotient is the 24-bit significand shifted right by ``max_field - field + 25 -
+    mantissa_bits >= 1`` bits, so one right shift with a guard and a sticky bit and an RNE increment
+    give it exactly; only a rounding carry on the block's largest element can reach the clamp.
+
+    inf and NaN have no encoding: a block holding one sets ``invalid`` (the golden model raises
+    ``ValueError``), and its ``exponent`` and ``mantissas`` are then 0.
+
+    Parameters
+    ----------
+    block : int
+        k, elements per block (1 to 64).
+    mantissa_bits : int
+        Width of each signed mantissa, sign included (2 to 24).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(ArrayLayout(unsigned(32), block)))
+        One block of raw binary32 bits per transfer.
+    o : Out(stream.Signature(StructLayout(exponent: signed(9), mantissas: ArrayLayout(signed(mantissa_bits),
+        block), invalid: 1)))
+        The shared exponent (-126 .. 127), the mantissas in the order of ``i``, and the error bit.
+
+    Notes
+    -----
+    Latency 2 (the exponent maximum; shift and round), one block per cycle (II = 1). An elastic
+    pipeline: a stage loads whenever it is empty or its content moves on, so ``i.ready`` follows
+    ``o.ready`` combinationally and ``o.valid`` never waits for ``o.ready``.
+    """
+
+    def __init__(self, *, block=8, mantissa_bits=8):
+        self._block = check_int("block", block, 1, MAX_BLOCK)
+        self._mantissa_bits = check_int("mantissa_bits", mantissa_bits, 2, 24)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(unsigned(32), block))),
+            "o": Out(stream.Signature(encoded_layout(block, mantissa_bits))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        block, bits = self._block, self._mantissa_bits
+
+        # Stage 1: hold the block with its largest exponent field (at least 1) and the error bit.
+        fields = [self.i.payload[index][23:31] for index in range(block)]
+        largest = Signal(8)
+        m.d.comb += largest.eq(1)
+        for field in fields:  # a comparison chain; synthesis balances it
+            candidate = Signal(8)
+            m.d.comb += candidate.eq(Mux(field > largest, field, largest))
+            largest = candidate
+        valid1 = Signal()
+        values = Signal.like(self.i.payload)
+        top = Signal(8)
+        invalid1 = Signal()
+        load2 = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(~valid1 | load2)
+        with m.If(self.i.ready):
+            m.d.sync += [valid1.eq(self.i.valid), values.eq(self.i.payload), top.eq(largest),
+                         invalid1.eq(Cat(*[field == 0xFF for field in fields]).any())]
+
+        # Stage 2: shift each significand onto the block's grid, round half to even, clamp, negate.
+        limit = (1 << (bits - 1)) - 1
+        mantissas = []
+        for index in range(block):
+            value = values[index]
+            field, sign = value[23:31], value[31]
+            effective = Mux(field == 0, 1, field)
+            significand = Cat(value[:23], field != 0)
+            amount = Signal(unsigned(9), name=f"shift_{index}")  # top >= effective, so never negative
+            m.d.comb += amount.eq(top - effective + (25 - bits))
+            # One guard bit below the significand: the shifted value's LSB is the round bit.
+            shifted, sticky = shift_right_sticky(Cat(0, significand), amount)
+            quotient, guard = shifted[1:], shifted[0]
+            rounded = Signal(unsigned(25), name=f"rounded_{index}")
+            m.d.comb += rounded.eq(quotient + (guard & (sticky | quotient[0])))
+            magnitude = Mux(rounded > limit, limit, rounded)[:bits]
+            mantissas.append(Mux(sign, -magnitude, magnitude))
+        with m.If(load2):
+            m.d.sync += [self.o.valid.eq(valid1), self.o.payload.invalid.eq(invalid1),
+                         self.o.payload.exponent.eq(Mux(invalid1, 0, top - _BIAS))]
+            for index, mantissa in enumerate(mantissas):
+                m.d.sync += self.o.payload.mantissas[index].eq(Mux(invalid1, 0, mantissa))
+        return m
+
+
+register_block(
+    "block_fp_encoder", BlockFloatEncoder, family="systolic",
+    summary="binary32 blocks to block floating point (shared exponent, integer mantissas), as golden.",
+    params=[Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
+            Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24)],
+)

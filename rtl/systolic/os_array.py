@@ -1,0 +1,213 @@
+"""The output-stationary systolic array behind streams: a job of equal-K tiles per command."""
+
+from amaranth.hdl import EnableInserter, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..registry import Param, check_int, register_block
+from .arithmetic import ELEMENTS
+from .os_core import MAX_DIMENSION, OutputStationaryCore, delayed
+from .os_pe import MAX_SLOTS
+
+__all__ = ["OutputStationaryArray", "ARRAY_PARAMS"]
+
+CYCLE_COUNTER_BITS = 48
+
+
+class OutputStationaryArray(wiring.Component):
+    """``C = A B (+ D)`` on an output-stationary systolic array fed by streams.
+
+    A command ``{k, tiles}`` starts a job of ``tiles`` output tiles, each ``rows T x cols`` and
+    each reducing over the same ``k``. Tiles run back to back on the wavefront schedule of
+    :func:`golden.systolic.gemm_cycles`: tile n + 1 starts ``period = max(K beat_len,
+    beat_len + (rows - 1) T)`` cycles after tile n. The caller streams, for each tile in turn:
+
+    * on ``a``, for k = 0 .. K - 1 and u = 0 .. T - 1: ``[A[m0 + r T + u, k] for r in rows]``
+      (K T transfers);
+    * on ``b``, for k = 0 .. K - 1: ``[B[k, n0 + c] for c in cols]`` (K transfers);
+    * on ``d`` (with ``accumulate``): the tile's ``rows T`` rows of D, ``[D[m0 + i, n0 + c] for c]``;
+
+    and receives on ``c`` the tile's ``rows T`` result rows ``[C[m0 + i, n0 + c] for c]``. Rows
+    and columns past the matrix edge are the caller's padding (zeros give zeros).
+
+    The array is lockstep: when an operand a beat needs is not there, or a result is not taken,
+    every register stops (one global enable). Without such stalls, the cycle after a job's first
+    ``a`` transfer is cycle 0 of the cycle model and its last ``c`` transfer happens in cycle
+    ``gemm_cycles(...) - 1``; ``cycles`` reports this count (wall-clock, stalls included). With
+    ``accumulate`` the first tile's D enters ``fill_lead`` cycles before cycle 0 when
+    ``fill_lead > 0``, which the model leaves out ("d reaches the PEs at no cost").
+
+    Parameters
+    ----------
+    rows, cols : int
+        PE grid (1 to 256).
+    element : {"f32", "f16", "bf16", "int8"}
+        Operand type. Floats accumulate in binary32 (RNE), int8 in int32 (wrapping).
+    slots : int
+        T, accumulator slots per PE (1 to 64). ``T >= acc_latency`` (6 for the floats, 1 for int8)
+        keeps every PE busy on every cycle.
+    accumulate : bool
+        Take an initial accumulator D on ``d``.
+    max_k, max_tiles : int
+        Largest K and tile count a command may ask for (sizes the counters).
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(StructLayout(k, tiles)))
+        Accepted only while no job runs.
+    a : In(stream.Signature(ArrayLayout(operand, rows)))
+    b : In(stream.Signature(ArrayLayout(operand, cols)))
+    d : In(stream.Signature(ArrayLayout(accumulator, cols)))
+        Only with ``accumulate``.
+    c : Out(stream.Signature(ArrayLayout(accumulator, cols)))
+    busy : Out(1)
+        A job is running.
+    cycles : Out(48)
+        Cycles of the last job from cycle 0 of the cycle model to its last result.
+
+    Notes
+    -----
+    Latency: the first result row of a job leaves ``K beat_len + mac_latency + rows + cols - 2``
+    cycles after its first ``a`` transfer. Throughput: one beat per cycle, i.e. ``rows cols``
+    MACs per cycle whenever ``T >= acc_latency``.
+    """
+
+    def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False, max_k=4096,
+                 max_tiles=4096):
+        self._core = OutputStationaryCore(rows=rows, cols=cols, element=element, slots=slots,
+                                          accumulate=accumulate)
+        self._rows, self._cols, self._slots, self._accumulate = rows, cols, slots, accumulate
+        self._max_k = check_int("max_k", max_k, 1, 1 << 24)
+        self._max_tiles = check_int("max_tiles", max_tiles, 1, 1 << 24)
+        core = self._core
+        self.mac_latency, self.acc_latency, self.beat_len = core.mac_latency, core.acc_latency, core.beat_len
+        self.fill_lead = core.fill_lead
+        ports = {
+            "cmd": In(stream.Signature(data.StructLayout({"k": range(max_k + 1),
+                                                          "tiles": range(max_tiles + 1)}))),
+            "a": In(stream.Signature(data.ArrayLayout(core.operand_shape, rows))),
+            "b": In(stream.Signature(data.ArrayLayout(core.operand_shape, cols))),
+            "c": Out(stream.Signature(data.ArrayLayout(core.accumulator_shape, cols))),
+            "busy": Out(1),
+            "cycles": Out(CYCLE_COUNTER_BITS),
+        }
+        if accumulate:
+            ports["d"] = In(stream.Signature(data.ArrayLayout(core.accumulator_shape, cols)))
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, slots, bl = self._rows, self._slots, self.beat_len
+        en = Signal()  # the global enable: everything below, and the core, advances on it
+        m.submodules.core = core = EnableInserter(en)(self._core)
+
+        k = Signal(range(self._max_k + 1))
+        tiles_left = Signal(range(self._max_tiles + 1))
+        rows_left = Signal(range(self._max_tiles * rows * slots + 1))
+        running = Signal()
+        period_min = bl + (rows - 1) * slots
+        period = Signal(range(max(self._max_k * bl, period_min) + 1))
+        countdown = Signal.like(period)
+        m.d.comb += [self.busy.eq(running), self.cmd.ready.eq(~running),
+                     period.eq(Mux(k * bl > period_min, k * bl, period_min))]
+        with m.If(self.cmd.valid & ~running):
+            m.d.sync += [k.eq(self.cmd.payload.k), tiles_left.eq(self.cmd.payload.tiles), countdown.eq(0),
+                         rows_left.eq(self.cmd.payload.tiles * (rows * slots)), running.eq(1)]
+
+        # Tile clock: one start pulse every `period` cycles, `tiles` times.
+        pulse = Signal()
+        m.d.comb += pulse.eq(running & (tiles_left != 0) & (countdown == 0))
+        with m.If(en):
+            with m.If(pulse):
+                m.d.sync += [tiles_left.eq(tiles_left - 1), countdown.eq(period - 1)]
+            with m.Elif(countdown != 0):
+                m.d.sync += countdown.eq(countdown - 1)
+
+        # The D of a tile enters fill_lead cycles before its first beat: delay whichever is later.
+        lead = self.fill_lead if self._accumulate else 0
+        with m.If(en):
+            beat_start = delayed(m, pulse, max(lead, 0), "beat_start")
+            fill_start = delayed(m, pulse, max(-lead, 0), "fill_start")
+
+        # Beat generator: K beat_len beats per start, beats with u >= T idle.
+        beating = Signal()
+        step = Signal(range(self._max_k))
+        u = Signal(range(bl))
+        last_step = step == k - 1
+        valid = beating & (u < slots)
+        need_b = beating & (u == 0)
+        with m.If(en):
+            with m.If(beat_start):
+                m.d.sync += [beating.eq(1), step.eq(0), u.eq(0)]
+            with m.Elif(beating):
+                m.d.sync += u.eq(Mux(u == bl - 1, 0, u + 1))
+                with m.If(u == bl - 1):
+                    m.d.sync += step.eq(step + 1)
+                    with m.If(last_step):
+                        m.d.sync += beating.eq(0)
+        b_held = Signal.like(self.b.payload)
+        with m.If(en & need_b):
+            m.d.sync += b_held.eq(self.b.payload)
+        m.d.comb += [
+            core.beat.valid.eq(valid), core.beat.first.eq(step == 0), core.beat.last.eq(last_step),
+            core.beat.a.eq(self.a.payload), core.beat.b.eq(Mux(need_b, self.b.payload, b_held)),
+        ]
+
+        need_d = Signal()
+        if self._accumulate:
+            fill_row = Signal(range(rows * slots))
+            with m.If(en):
+                with m.If(fill_start):
+                    m.d.sync += [need_d.eq(1), fill_row.eq(0)]
+                with m.Elif(need_d):
+                    m.d.sync += fill_row.eq(fill_row + 1)
+                    with m.If(fill_row == rows * slots - 1):
+                        m.d.sync += need_d.eq(0)
+            m.d.comb += [core.fill.first.eq(need_d & (fill_row == 0)), core.fill.data.eq(self.d.payload),
+                         self.d.ready.eq(en & need_d)]
+
+        # A result taken while the array is stalled must not be offered again.
+        taken = Signal()
+        offered = core.result.valid & ~taken
+        inputs_ready = (~valid | self.a.valid) & (~need_b | self.b.valid)
+        if self._accumulate:
+            inputs_ready &= ~need_d | self.d.valid
+        m.d.comb += [
+            en.eq(running & inputs_ready & (~offered | self.c.ready)),
+            self.a.ready.eq(en & valid), self.b.ready.eq(en & need_b),
+            self.c.valid.eq(offered), self.c.payload.eq(core.result.data),
+        ]
+        m.d.sync += taken.eq(Mux(en, 0, taken | (self.c.valid & self.c.ready)))
+
+        # Job end and the cycle counter (from the cycle after the first beat to the last result).
+        counting = Signal()
+        first_beat = Signal()
+        with m.If(self.cmd.valid & ~running):
+            m.d.sync += [first_beat.eq(1), self.cycles.eq(0)]
+        with m.If(counting):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+        with m.If(en & valid & first_beat):
+            m.d.sync += [counting.eq(1), first_beat.eq(0)]
+        with m.If(self.c.valid & self.c.ready):
+            m.d.sync += rows_left.eq(rows_left - 1)
+            with m.If(rows_left == 1):
+                m.d.sync += [running.eq(0), counting.eq(0)]
+        return m
+
+
+ARRAY_PARAMS = [
+    Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
+    Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
+    Param("element", str, "f16", "operand type", choices=ELEMENTS),
+    Param("slots", int, 1, "accumulator slots per PE (T)", minimum=1, maximum=MAX_SLOTS),
+    Param("accumulate", bool, False, "add an initial accumulator D"),
+]
+
+register_block(
+    "os_array", OutputStationaryArray, family="systolic",
+    summary="Output-stationary systolic array (f32/f16/bf16/int8) behind streams, cycle-exact to the model.",
+    params=ARRAY_PARAMS + [
+        Param("max_k", int, 4096, "largest reduction length K", minimum=1, maximum=1 << 24),
+        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
+    ],
+)

@@ -1,0 +1,351 @@
+"""Arbitrary M x K x N GEMMs on the output-stationary array, from on-chip operand buffers."""
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..registry import Param, check_choice, check_int, register_block
+from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray
+from .ws_array import WeightStationaryArray
+
+__all__ = ["TiledGemm", "DATAFLOWS"]
+
+DATAFLOWS = ("output_stationary", "weight_stationary")
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def _counters(m, name, step, bounds, clear=None):
+    """Nested wrapping counters, innermost first: ``bounds`` is a list of ``(limit, largest limit)``.
+
+    Returns the counters and the carry out of the outermost one (every counter at its last
+    value). ``clear`` (optional) sets them all to 0.
+    """
+    counters, carry = [], step
+    for index, (limit, largest) in enumerate(bounds):
+        counter = Signal(range(max(largest, 2)), name=f"{name}_{index}")
+        at_end = counter == limit - 1
+        with m.If(carry):
+            m.d.sync += counter.eq(Mux(at_end, 0, counter + 1))
+        if clear is not None:
+            with m.If(clear):
+                m.d.sync += counter.eq(0)
+        counters.append(counter)
+        carry = carry & at_end
+    return counters, carry
+
+
+def _row_major(m, name, step, clear, width, rows, lanes, tiles):
+    """Counters of a row-major ``rows x width`` fill cut into ``lanes``-wide tiles.
+
+    Returns ``(lane, tile, row, last)``: the element's lane and tile within its row, the row,
+    and whether it is the last element of the matrix.
+    """
+    lane = Signal(range(max(lanes, 2)), name=f"{name}_lane")
+    tile = Signal(range(max(tiles, 2)), name=f"{name}_tile")
+    row = Signal.like(rows, name=f"{name}_row")
+    row_end = tile * lanes + lane == width - 1
+    with m.If(step):
+        m.d.sync += lane.eq(Mux(row_end | (lane == lanes - 1), 0, lane + 1))
+        m.d.sync += tile.eq(Mux(row_end, 0, Mux(lane == lanes - 1, tile + 1, tile)))
+        with m.If(row_end):
+            m.d.sync += row.eq(row + 1)
+    with m.If(clear):
+        m.d.sync += [lane.eq(0), tile.eq(0), row.eq(0)]
+    return lane, tile, row, row_end & (row == rows - 1)
+
+
+def _reader(m, name, memory, address, count):
+    """Stream ``memory`` words at the addresses a counter walk produces, one per cycle.
+
+    ``address(step)`` builds the counters (advancing on ``step``) and returns ``(addr, done)``;
+    ``count`` starts a walk. The read port's data holds while not enabled, so the stream payload
+    can be the port's output itself: a word leaves one cycle after its read, at full rate.
+    """
+    port = memory.read_port()
+    out = stream.Signature(memory.shape).create(path=(name,))
+    pending = Signal(name=f"{name}_pending")
+    issue = pending & (~out.valid | out.ready)
+    addr, done = address(issue)
+    m.d.comb += [port.en.eq(issue), port.addr.eq(addr), out.payload.eq(port.data)]
+    with m.If(issue):
+        m.d.sync += out.valid.eq(1)
+        with m.If(done):
+            m.d.sync += pending.eq(0)
+    with m.Elif(out.ready):
+        m.d.sync += out.valid.eq(0)
+    with m.If(count):
+        m.d.sync += pending.eq(1)
+    return out
+
+
+class TiledGemm(wiring.Component):
+    """``C = A B (+ D)`` for any ``M x K x N`` within the buffers, tiled onto a systolic array.
+
+    A command ``{m, k, n}`` starts a GEMM in two phases:
+
+    1. **Fill.** ``a`` takes A (M x K), ``b`` takes B (K x N) and, with ``accumulate``, ``d``
+       takes D (M x N), each row-major, one element per transfer, all three concurrently. Each
+       operand has its own memory (:class:`amaranth.lib.memory.Memory`) of array-wide words, laid
+       out so that the compute phase reads one word per cycle:
+
+       * B as ``[B[k, n0 + c] for c]`` at ``n-tile k_stride + k`` and D as ``[D[m, n0 + c] for c]``
+         at ``m n_tiles_max + n-tile``, for both dataflows;
+       * A, output stationary: ``[A[m0 + r T + u, k] for r]`` at ``(m-tile T + u) max_k + k``;
+         weight stationary: ``[A[m, k0 + r] for r]`` at ``m k_tiles_max + k-tile``.
+    2. **Compute.** All tiles run back to back as one job of the array, fed by prefetching readers
+       that walk the buffers in the array's tile order: :class:`~.os_array.OutputStationaryArray`
+       (m-tile outer, n-tile inner) or :class:`~.ws_array.WeightStationaryArray` (n-tile outer,
+       k-tile inner). ``c`` returns result rows ``[C[m, n0 + c] for c]`` (rows past M dropped,
+       lanes past N zero, ``last`` on the final one): per tile in row order (output stationary),
+       or per n-tile, m = 0 .. M - 1 (weight stationary).
+
+    The readers never let the array wait, so the compute phase takes exactly
+    :func:`golden.systolic.gemm_cycles` cycles (with this ``dataflow``) when ``c`` is not
+    backpressured; ``cycles`` reports it.
+
+    Parameters
+    ----------
+    rows, cols, element, accumulate
+        As for the arrays.
+    slots : int
+        T, output stationary only (must be 1 for weight stationary).
+    dataflow : {"output_stationary", "weight_stationary"}
+        Which array to build. The fill, the buffers of B and D, the readers' structure and the
+        result path are shared; the arrays are not (see docs/systolic.md).
+    max_m, max_k, max_n : int
+        Buffer capacity: any GEMM with ``M <= max_m``, ``K <= max_k``, ``N <= max_n``.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(StructLayout(m, k, n)))
+        Accepted while idle. Every dimension must be in 1 .. its maximum.
+    a, b : In(stream.Signature(operand))
+    d : In(stream.Signature(accumulator))
+        Only with ``accumulate``.
+    c : Out(stream.Signature(StructLayout(data: ArrayLayout(accumulator, cols), last)))
+    busy : Out(1)
+    cycles : Out(48)
+        Compute cycles of the last GEMM, as counted by the cycle model.
+
+    Notes
+    -----
+    Fill takes ``max(M K, K N, M N)`` cycles at one element per cycle per stream; compute
+    ``gemm_cycles(M, K, N, ...)`` plus a few cycles of reader warm-up before cycle 0 (and, output
+    stationary, the first tile's D lead, see :class:`~.os_array.OutputStationaryArray`).
+    """
+
+    def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False,
+                 dataflow="output_stationary", max_m=64, max_k=64, max_n=64):
+        self._dataflow = check_choice("dataflow", dataflow, DATAFLOWS)
+        self._max_m = check_int("max_m", max_m, 1, 1 << 20)
+        self._max_k = check_int("max_k", max_k, 1, 1 << 20)
+        self._max_n = check_int("max_n", max_n, 1, 1 << 20)
+        self._tiles_m = _ceil_div(max_m, rows * slots)
+        self._tiles_n = _ceil_div(max_n, cols)
+        self._tiles_k = _ceil_div(max_k, rows)
+        if dataflow == "output_stationary":
+            self._array = OutputStationaryArray(rows=rows, cols=cols, element=element, slots=slots,
+                                                accumulate=accumulate, max_k=max_k,
+                                                max_tiles=self._tiles_m * self._tiles_n)
+            self.acc_latency = self._array.acc_latency
+        else:
+            if slots != 1:
+                raise ValueError(f"slots must be 1 for dataflow='weight_stationary', not {slots!r}")
+            self._array = WeightStationaryArray(rows=rows, cols=cols, element=element, accumulate=accumulate,
+                                                max_m=max_m, max_k=max_k, max_tiles=self._tiles_n)
+            self.acc_latency = 1
+        self._rows, self._cols, self._slots, self._accumulate = rows, cols, slots, accumulate
+        array = self._array
+        self.mac_latency = array.mac_latency
+        self.operand_shape = array.a.payload.shape().elem_shape
+        self.accumulator_shape = array.c.payload.shape().elem_shape
+        ports = {
+            "cmd": In(stream.Signature(data.StructLayout({"m": range(max_m + 1), "k": range(max_k + 1),
+                                                          "n": range(max_n + 1)}))),
+            "a": In(stream.Signature(self.operand_shape)),
+            "b": In(stream.Signature(self.operand_shape)),
+            "c": Out(stream.Signature(data.StructLayout({
+                "data": data.ArrayLayout(self.accumulator_shape, cols), "last": 1}))),
+            "busy": Out(1),
+            "cycles": Out(CYCLE_COUNTER_BITS),
+        }
+        if accumulate:
+            ports["d"] = In(stream.Signature(self.accumulator_shape))
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, cols = self._rows, self._cols
+        max_m, max_k, max_n = self._max_m, self._max_k, self._max_n
+        m.submodules.array = array = self._array
+        self._m, self._fills_done = m, []
+        self._size_m, self._size_k, self._size_n = (
+            Signal(range(limit + 1), name=name) for name, limit in (("size_m", max_m), ("size_k", max_k),
+                                                                     ("size_n", max_n)))
+        self._tiles_n_now = Signal(range(self._tiles_n + 1))
+        filling, computing = Signal(), Signal()
+        m.d.comb += [self.busy.eq(filling | computing), self.cmd.ready.eq(~self.busy),
+                     self.cycles.eq(array.cycles)]
+        self._start = start = self.cmd.valid & self.cmd.ready
+        with m.If(start):
+            m.d.sync += [self._size_m.eq(self.cmd.payload.m), self._size_k.eq(self.cmd.payload.k),
+                         self._size_n.eq(self.cmd.payload.n), filling.eq(1)]
+
+        # ---- Fill: one element per transfer into its lane of an array-wide word. ----
+        # Weight stationary reads B in whole k-tiles, so its stride rounds K up to them.
+        self._k_stride = max_k if self._dataflow == "output_stationary" else self._tiles_k * rows
+        m.submodules.b_buffer = b_memory = Memory(
+            shape=data.ArrayLayout(self.operand_shape, cols), depth=self._tiles_n * self._k_stride, init=[])
+        b_step = self.b.valid & self.b.ready
+        b_lane, b_tile, b_k, b_last = _row_major(m, "b_fill", b_step, start, self._size_n, self._size_k, cols,
+                                                 self._tiles_n)
+        self._fill(self.b, b_memory, "b_fill", b_tile * self._k_stride + b_k, b_lane, b_last)
+        # The n-tile count is where the last element of B's first row lands.
+        with m.If(b_step & (b_k == 0)):
+            m.d.sync += self._tiles_n_now.eq(b_tile + 1)
+        d_memory = None
+        if self._accumulate:
+            m.submodules.d_buffer = d_memory = Memory(
+                shape=data.ArrayLayout(self.accumulator_shape, cols),
+                depth=self._tiles_m * rows * self._slots * self._tiles_n, init=[])
+            d_step = self.d.valid & self.d.ready
+            d_lane, d_tile, d_m, d_last = _row_major(m, "d_fill", d_step, start, self._size_n, self._size_m,
+                                                     cols, self._tiles_n)
+            self._fill(self.d, d_memory, "d_fill", d_m * self._tiles_n + d_tile, d_lane, d_last)
+        output_stationary = self._dataflow == "output_stationary"
+        compute = self._output_stationary if output_stationary else self._weight_stationary
+        launch = Signal()
+        row_m, tile_n, last, finished = compute(b_memory, d_memory, launch)
+        fills_complete = filling
+        for done in self._fills_done:
+            fills_complete &= done
+        m.d.comb += [launch.eq(fills_complete & array.cmd.ready), array.cmd.valid.eq(launch)]
+        with m.If(launch):
+            m.d.sync += [filling.eq(0), computing.eq(1)]
+
+        # ---- Results: drop the padding rows, zero the padding lanes, mark the last row. ----
+        keep = row_m < self._size_m
+        m.d.comb += [self.c.valid.eq(array.c.valid & keep), array.c.ready.eq(self.c.ready | ~keep),
+                     self.c.payload.last.eq(last & (row_m == self._size_m - 1))]
+        for lane in range(cols):
+            m.d.comb += self.c.payload.data[lane].eq(
+                Mux(tile_n * cols + lane < self._size_n, array.c.payload[lane], 0))
+        with m.If(finished):
+            m.d.sync += computing.eq(0)
+        return m
+
+    def _fill(self, port, memory, name, address, lane, last):
+        """Accept ``port`` until its ``last`` element, writing each into its ``lane`` at ``address``."""
+        m = self._m
+        write = memory.write_port(granularity=1)
+        busy = Signal(name=f"{name}_filling")
+        m.d.comb += [port.ready.eq(busy), write.addr.eq(address),
+                     write.en.eq(Mux(port.valid & busy, Const(1, len(write.en)) << lane, 0))]
+        for index in range(len(write.en)):
+            m.d.comb += write.data[index].eq(port.payload)
+        with m.If(self._start):
+            m.d.sync += busy.eq(1)
+        with m.If(port.valid & port.ready & last):
+            m.d.sync += busy.eq(0)
+        self._fills_done.append(~busy)
+
+    def _output_stationary(self, b_memory, d_memory, launch):
+        """A's buffer and the readers of the output-stationary array; returns the result-row tracker."""
+        m, array = self._m, self._array
+        rows, slots, max_k = self._rows, self._slots, self._max_k
+        tile_m, tiles_m_max = rows * slots, self._tiles_m
+        size_m, size_k = self._size_m, self._size_k
+        m.submodules.a_buffer = a_memory = Memory(
+            shape=data.ArrayLayout(self.operand_shape, rows), depth=tiles_m_max * slots * max_k, init=[])
+        # A: k innermost, then the row m as (u, r, m-tile).
+        a_step = self.a.valid & self.a.ready
+        (a_k, a_u, a_r, a_tile), _ = _counters(
+            m, "a_fill", a_step, [(size_k, max_k), (slots, slots), (rows, rows), (tiles_m_max, tiles_m_max)],
+            self._start)
+        a_last = (a_k == size_k - 1) & (a_tile * tile_m + a_r * slots + a_u == size_m - 1)
+        self._fill(self.a, a_memory, "a_fill", (a_tile * slots + a_u) * max_k + a_k, a_r, a_last)
+        tiles_m = Signal(range(tiles_m_max + 1))
+        with m.If(a_step):  # the m-tile count is where A's last element lands
+            m.d.sync += tiles_m.eq(a_tile + 1)
+        m.d.comb += [array.cmd.payload.k.eq(size_k), array.cmd.payload.tiles.eq(tiles_m * self._tiles_n_now)]
+
+        tiles = [(self._tiles_n_now, self._tiles_n), (tiles_m, tiles_m_max)]
+
+        def a_address(step):
+            (u, k, _, tile), done = _counters(m, "a_read", step, [(slots, slots), (size_k, max_k)] + tiles)
+            return (tile * slots + u) * max_k + k, done
+
+        def b_address(step):
+            (k, tile, _), done = _counters(m, "b_read", step, [(size_k, max_k)] + tiles)
+            return tile * self._k_stride + k, done
+
+        def d_address(step):
+            (i, tile_n, tile), done = _counters(m, "d_read", step, [(tile_m, tile_m)] + tiles)
+            return (tile * tile_m + i) * self._tiles_n + tile_n, done
+
+        self._readers(launch, a=(a_memory, a_address), b=(b_memory, b_address), d=(d_memory, d_address))
+        transfer = array.c.valid & array.c.ready
+        (row, tile_n, tile_m_index), finished = _counters(m, "c_out", transfer, [(tile_m, tile_m)] + tiles)
+        last = (tile_n == self._tiles_n_now - 1) & (tile_m_index == tiles_m - 1)
+        return tile_m_index * tile_m + row, tile_n, last, finished
+
+    def _weight_stationary(self, b_memory, d_memory, launch):
+        """A's buffer and the readers of the weight-stationary array; returns the result-row tracker."""
+        m, array = self._m, self._array
+        rows, max_m, tiles_k_max = self._rows, self._max_m, self._tiles_k
+        size_m, size_k = self._size_m, self._size_k
+        m.submodules.a_buffer = a_memory = Memory(
+            shape=data.ArrayLayout(self.operand_shape, rows), depth=max_m * tiles_k_max, init=[])
+        a_step = self.a.valid & self.a.ready
+        a_lane, a_tile, a_m, a_last = _row_major(m, "a_fill", a_step, self._start, size_k, size_m, rows,
+                                                 tiles_k_max)
+        self._fill(self.a, a_memory, "a_fill", a_m * tiles_k_max + a_tile, a_lane, a_last)
+        tiles_k = Signal(range(tiles_k_max + 1))
+        with m.If(a_step & (a_m == 0)):  # the k-tile count is where A's first row ends
+            m.d.sync += tiles_k.eq(a_tile + 1)
+        m.d.comb += [array.cmd.payload.m.eq(size_m), array.cmd.payload.k.eq(size_k),
+                     array.cmd.payload.n_tiles.eq(self._tiles_n_now)]
+        n_tiles = (self._tiles_n_now, self._tiles_n)
+
+        def w_address(step):
+            # Each k-tile's weight rows go in last row first.
+            (j, k_tile, n_tile), done = _counters(m, "w_read", step,
+                                                  [(rows, rows), (tiles_k, tiles_k_max), n_tiles])
+            return n_tile * self._k_stride + k_tile * rows + (rows - 1) - j, done
+
+        def a_address(step):
+            (row, k_tile, _), done = _counters(m, "a_read", step,
+                                               [(size_m, max_m), (tiles_k, tiles_k_max), n_tiles])
+            return row * tiles_k_max + k_tile, done
+
+        def d_address(step):
+            (row, n_tile), done = _counters(m, "d_read", step, [(size_m, max_m), n_tiles])
+            return row * self._tiles_n + n_tile, done
+
+        self._readers(launch, w=(b_memory, w_address), a=(a_memory, a_address), d=(d_memory, d_address))
+        transfer = array.c.valid & array.c.ready
+        (row, n_tile), finished = _counters(m, "c_out", transfer, [(size_m, max_m), n_tiles])
+        return row, n_tile, n_tile == self._tiles_n_now - 1, finished
+
+    def _readers(self, launch, **streams):
+        """Connect a prefetching reader per array input stream: ``name=(memory, address)``."""
+        for name, (memory, address) in streams.items():
+            if memory is not None:
+                wiring.connect(self._m, _reader(self._m, f"{name}_read", memory, address, launch),
+                               getattr(self._array, name))
+
+
+register_block(
+    "tiled_gemm", TiledGemm, family="systolic",
+    summary="Any M x K x N GEMM from on-chip buffers on an OS or WS systolic array (cycle-exact).",
+    params=ARRAY_PARAMS + [
+        Param("dataflow", str, "output_stationary", "systolic dataflow", choices=DATAFLOWS),
+        Param("max_m", int, 64, "buffer capacity: largest M", minimum=1, maximum=1 << 20),
+        Param("max_k", int, 64, "buffer capacity: largest K", minimum=1, maximum=1 << 20),
+        Param("max_n", int, 64, "buffer capacity: largest N", minimum=1, maximum=1 << 20),
+    ],
+)
