@@ -1,20 +1,40 @@
 """``neartrain run`` (``make run``) and ``neartrain verilog`` (``make verilog``).
 
-The main job shows the whole flow on the default accelerator in a few minutes:
+The main job shows the whole flow in a few minutes:
 
-1. Verilog and a manifest for every registered block, in ``build/verilog/``;
-2. a short cocotb simulation on Verilator, checked against the golden model;
-3. a resource table from Yosys for the ``xcup`` target.
+1. Verilog and a manifest for every registered block (default parameters), in
+   ``build/verilog/``, and for the default accelerator, the 16-lane Adam updater kernel
+   (``adam_updater``, 512-bit AXI4, one shared port, AXI4-Lite control), in
+   ``build/verilog/accelerator/``;
+2. short cocotb simulations on Verilator, each checked against its golden model:
+
+   * the stream smoke test (``width_converter`` under stalls, against ``golden.bus``);
+   * one AdamW step through the Adam kernel with one lane (cocotbext-axi ``AxiRam``
+     memory, ``AxiLiteMaster`` host), bit for bit against ``golden.optim``;
+   * the elements per cycle of the 16-lane kernel with one shared port and with a port
+     per tensor, on its timing build (the FP datapath replaced by its timing; the cycle
+     counts are identical, see docs/optim.md);
+
+3. resources from Yosys for the ``xcup`` target: the default stream blocks, and the
+   16-lane Adam kernel next to Smart-Infinity's Table III when its synthesis result is in
+   the cache (synthesising it takes 15 minutes or more, so the job does not start it;
+   ``neartrain synth adam_updater --set lanes=16 --target xcup`` fills the cache).
+
+Verilator builds and synthesis results are cached (``build/sim/``, ``build/synth/``), and
+the Verilog of step 1 is reused while nothing under ``rtl/`` changes (a stamp with the
+sources' hash): the first run spends most of its time elaborating and compiling, later
+runs are quick.
 """
 
 import contextlib
+import hashlib
 import io
 import logging
 import os
 import pathlib
 import time
 
-__all__ = ["register", "generate_all", "run_main_job"]
+__all__ = ["register", "generate_all", "run_main_job", "ACCELERATOR", "ACCELERATOR_PARAMS"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -24,23 +44,78 @@ SMOKE_BLOCK = "width_converter"
 SMOKE_MODULE = "testbenches.bus.cocotb_stream_blocks"
 SMOKE_TRANSFERS = 2000
 
+# The default accelerator: Smart-Infinity's configuration (16 lanes on one 512-bit bundle).
+# The registry default of adam_updater is 1 lane, which keeps `make lint` quick.
+ACCELERATOR = "adam_updater"
+ACCELERATOR_PARAMS = {"lanes": 16}
+# The bit-exact check runs the same kernel with one lane: a 16-lane Verilator build of the
+# floating-point datapath takes far too long to compile for a demo.
+CHECK_PARAMS = {"lanes": 1}
+CHECK_ELEMENTS = 1000
+THROUGHPUT_ELEMENTS = 16384
+
+
+def _generate(name, folder, overrides=None):
+    from scripts.cli import command_generate
+
+    class Args:
+        block = name
+        set = [f"{key}={value}" for key, value in (overrides or {}).items()] or None
+        output = str(folder)
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        command_generate(Args)
+    return pathlib.Path(folder) / f"{name}.v"
+
 
 def generate_all(folder):
     """Write Verilog and a manifest for every registered block (default parameters) into ``folder``."""
     from rtl.registry import blocks
-    from scripts.cli import command_generate
-
-    class Args:
-        set = None
-        output = str(folder)
 
     written = []
     for name in blocks():
-        Args.block = name
-        with contextlib.redirect_stdout(io.StringIO()):
-            command_generate(Args)
+        _generate(name, folder)
         written.append(name)
     return written
+
+
+def _sources_digest():
+    """A hash of everything the generated Verilog depends on: ``rtl/`` sources, the CLI, Amaranth."""
+    import amaranth
+
+    digest = hashlib.sha256(f"{amaranth.__version__}\n".encode())
+    for path in sorted((ROOT / "rtl").rglob("*.py")) + [ROOT / "scripts" / "cli.py"]:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _generate_cached(folder, function, required, sources, extra=""):
+    """Run ``function()`` unless ``folder`` holds its output for the current sources.
+
+    Elaborating every block takes minutes; a stamp file with :func:`_sources_digest` lets
+    a repeated ``make run`` reuse the Verilog when nothing under ``rtl/`` changed.
+    ``required`` is a file the output must contain. ``sources`` is :func:`_sources_digest`
+    taken before anything under ``rtl/`` was imported, so that a source edited during the
+    run leaves a stamp that no longer matches. Returns ``(result, reused)``;
+    ``result`` is what ``function`` returned, or what it returned when the stamp was written.
+    """
+    stamp = pathlib.Path(folder) / ".main_job_stamp"
+    digest = hashlib.sha256(f"{sources}\n{extra}".encode()).hexdigest()
+    if stamp.exists() and required.exists() and stamp.read_text().split("\n", 1)[0] == digest:
+        return stamp.read_text().split("\n", 1)[1], True
+    result = function()
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(f"{digest}\n{result}")
+    return str(result), False
+
+
+def _quiet_cocotb(function):
+    """Run ``function()``; cocotb-test logs every compiler and simulator line at INFO."""
+    logging.disable(logging.INFO)
+    try:
+        return function()
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def _smoke_simulation():
@@ -50,14 +125,11 @@ def _smoke_simulation():
 
     saved = os.environ.get("NEARTRAIN_VECTORS")
     os.environ["NEARTRAIN_VECTORS"] = str(SMOKE_TRANSFERS)
-    # cocotb-test logs every compiler and simulator line at INFO; the job prints its own summary.
-    logging.disable(logging.INFO)
     try:
-        run_cocotb(SMOKE_BLOCK, SMOKE_MODULE, testcase="stream_order_under_stalls")
+        _quiet_cocotb(lambda: run_cocotb(SMOKE_BLOCK, SMOKE_MODULE, testcase="stream_order_under_stalls"))
     except pytest.fail.Exception as failure:
         return f"FAILED: {failure}"
     finally:
-        logging.disable(logging.NOTSET)
         if saved is None:
             os.environ.pop("NEARTRAIN_VECTORS")
         else:
@@ -66,26 +138,133 @@ def _smoke_simulation():
             f"bit-exact with golden.bus.regroup")
 
 
+def _adam_inputs(n, seed=1, specials=0.1):
+    import numpy as np
+
+    from testbenches.optim.cocotb_optim_vectors import f32_tensor
+
+    rng = np.random.default_rng(seed)
+    tensors = {"param": f32_tensor(rng, n, specials=specials),
+               "grad": f32_tensor(rng, n, scale=1e-2, specials=specials)}
+    states = {"exp_avg": f32_tensor(rng, n, scale=1e-3, specials=specials),
+              "exp_avg_sq": f32_tensor(rng, n, scale=1e-3, positive=True, specials=specials)}
+    hyper = {"step": 5, "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01,
+             "decoupled": True, "grad_scale": 1.0}
+    return tensors, states, hyper
+
+
+def _bit_exact_update():
+    """One AdamW step through the 1-lane kernel, against golden.optim; returns a line of text."""
+    import numpy as np
+    import pytest
+
+    from golden.optim.host import reference_update
+    from testbenches.optim import device
+
+    tensors, states, hyper = _adam_inputs(CHECK_ELEMENTS)
+    try:
+        result = _quiet_cocotb(lambda: device.update("adam", tensors["param"], tensors["grad"], states, hyper,
+                                                     copy_format="bf16", **CHECK_PARAMS))
+    except pytest.fail.Exception as failure:
+        return f"FAILED: {failure}"
+    expected = reference_update("adam", param=tensors["param"], grad=tensors["grad"], states=states,
+                                hyper=hyper, copy_format="bf16")
+    wrong = [name for name in ("param", "exp_avg", "exp_avg_sq", "param16")
+             if not np.array_equal(result.outputs[name], expected[name])]
+    if wrong or result.status != int(expected["nonfinite"]) or result.error or not result.guards_intact:
+        return f"FAILED: {wrong or 'status/error/guard bytes'} differ from golden.optim"
+    return (f"passed: AdamW step on {CHECK_ELEMENTS} elements (adam_updater lanes={CHECK_PARAMS['lanes']}, "
+            f"f32 gradient with NaN/Inf/subnormals, bf16 copy): param, exp_avg, exp_avg_sq, param16 and the "
+            f"status bit-exact with golden.optim, in {result.cycles} cycles")
+
+
+def _throughput():
+    """Elements per cycle of the 16-lane kernel (timing build), shared and separate ports."""
+    import pytest
+
+    from testbenches.optim import device
+
+    tensors, states, hyper = _adam_inputs(THROUGHPUT_ELEMENTS, seed=2, specials=0.0)
+    lines = []
+    for ports in ("shared", "separate"):
+        job = {"kind": "update", "param": tensors["param"], "grad": tensors["grad"], "states": states,
+               "hyper": hyper, "copy_format": "bf16"}
+        try:
+            result = _quiet_cocotb(lambda ports=ports, job=job: device.run_jobs(
+                "adam", [job], ports=ports, arithmetic=False, **ACCELERATOR_PARAMS)[0])
+        except pytest.fail.Exception as failure:
+            return f"FAILED: {failure}"
+        if result.error:
+            return f"FAILED: error register {result.error:#x}"
+        reads, writes = result.read_beats / result.cycles, result.write_beats / result.cycles
+        lines.append(f"{ports:>8} port(s): {THROUGHPUT_ELEMENTS / result.cycles:5.2f} elements/cycle over "
+                     f"the whole run ({THROUGHPUT_ELEMENTS} elements in {result.cycles} cycles), AXI read "
+                     f"{reads:.2f} and write {writes:.2f} beats/cycle")
+    return "\n   ".join(lines)
+
+
+def _cached_resources(verilog_text, target):
+    """The cached ``scripts.synth`` result for this Verilog, or None (never runs Yosys).
+
+    The cache key is the one :func:`scripts.synth.synthesize_verilog` uses.
+    """
+    import json
+
+    from scripts import synth
+
+    key = hashlib.sha256(f"{target}\n{synth.TOP_NAME}\n{verilog_text}".encode()).hexdigest()[:16]
+    cache = synth._BUILD / f"{target}-{key}.json"
+    return json.loads(cache.read_text()) if cache.exists() else None
+
+
 def run_main_job(args):
+    sources = _sources_digest()  # before any rtl import: see _generate_cached
     from rtl.registry import get_block
+    from scripts.bench_optim import SMART_INFINITY
     from scripts.cli import UsageError, format_resource_table
     from scripts.synth import synthesize
 
     started = time.monotonic()
     folder = ROOT / "build" / "verilog"
-    print(f"== 1. Verilog for every registered block -> {folder.relative_to(ROOT)}/")
-    print(f"   {len(generate_all(folder))} blocks generated")
+    print(f"== 1. Verilog for every registered block -> {folder.relative_to(ROOT)}/", flush=True)
+    count, reused = _generate_cached(folder, lambda: len(generate_all(folder)), folder / f"{ACCELERATOR}.v",
+                                     sources)
+    print(f"   {count} blocks generated{' (unchanged sources: reused)' if reused else ''}")
+    label = ACCELERATOR + "".join(f" {k}={v}" for k, v in ACCELERATOR_PARAMS.items())
+    accelerator_folder = folder / "accelerator"
+    accelerator_path = accelerator_folder / f"{ACCELERATOR}.v"
+    _, reused = _generate_cached(accelerator_folder, lambda: _generate(ACCELERATOR, accelerator_folder,
+                                                                       ACCELERATOR_PARAMS),
+                                 accelerator_path, sources, label)
+    note = " (unchanged sources: reused)" if reused else ""
+    print(f"   default accelerator: {label} -> {accelerator_path.relative_to(ROOT)}{note} "
+          f"({time.monotonic() - started:.0f} s)", flush=True)
 
-    print(f"== 2. Smoke simulation (cocotb on Verilator): {SMOKE_BLOCK}")
-    outcome = _smoke_simulation()
-    print(f"   {outcome}")
+    print("== 2. Simulations (cocotb on Verilator)")
+    outcomes = []
+    steps = ((f"smoke: {SMOKE_BLOCK}", _smoke_simulation),
+             ("Adam kernel, cocotbext-axi AxiRam memory and AxiLiteMaster host", _bit_exact_update),
+             (f"{label}, timing build (identical cycles, see docs/optim.md)", _throughput))
+    for title, function in steps:
+        print(f"   {title}:")
+        outcome = function()
+        outcomes.append(outcome)
+        print(f"   {outcome} ({time.monotonic() - started:.0f} s)", flush=True)
 
-    print("== 3. Resources (Yosys synth_xilinx -family xcup, default parameters)")
+    print("== 3. Resources (Yosys synth_xilinx -family xcup)")
     rows = [(name, synthesize(get_block(name).build(), "xcup")) for name in REPORTED_BLOCKS]
+    accelerator = _cached_resources(accelerator_path.read_text(), "xcup")
+    if accelerator is not None:
+        rows.append((label, accelerator))
     print(format_resource_table(rows, "xcup"))
+    reference = ", ".join(f"{share * total:,.0f} {name}" for name, (share, total) in SMART_INFINITY.items())
+    print(f"   Smart-Infinity's HLS Adam updater (Table III, KU15P): {reference}")
+    if accelerator is None:
+        print(f"   ({label} is not in the synthesis cache; it takes 15+ minutes: "
+              f"neartrain synth {ACCELERATOR} --set lanes={ACCELERATOR_PARAMS['lanes']} --target xcup)")
     print(f"== done in {time.monotonic() - started:.0f} s")
-    if outcome.startswith("FAILED"):
-        raise UsageError("smoke simulation failed")
+    if any(outcome.startswith("FAILED") for outcome in outcomes):
+        raise UsageError("simulation failed")
 
 
 def command_verilog(args):

@@ -1,0 +1,127 @@
+"""The chunk schedule of the updater: one DMA command per tensor per chunk, in a fixed tensor order."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..registry import Param, check_int, register_block
+from .dataflow import select
+
+__all__ = ["ChunkSequencer", "tensor_config_layout", "sequencer_command_layout"]
+
+LENGTH_WIDTH = 32
+
+
+def tensor_config_layout(address_width, strobe_width):
+    """Per-tensor run configuration: base ``address``, total ``beats``, ``chunk_beats``,
+    the byte ``tail_strobe`` of its last beat and ``enable``."""
+    return data.StructLayout({"address": address_width, "beats": LENGTH_WIDTH, "chunk_beats": LENGTH_WIDTH,
+                              "tail_strobe": strobe_width, "enable": 1})
+
+
+def sequencer_command_layout(tensors, address_width, strobe_width):
+    """A command: ``tensor`` index, byte ``address``, ``length`` in beats, ``strobe`` of its last beat."""
+    return data.StructLayout({"tensor": range(max(tensors, 2)), "address": address_width,
+                              "length": LENGTH_WIDTH, "strobe": strobe_width})
+
+
+class ChunkSequencer(wiring.Component):
+    """Issues the DMA commands of a chunked run: chunk 0 of every tensor, then chunk 1, and so on.
+
+    This is the ordering half of Smart-Infinity's transfer handler (Section IV-B) moved
+    into the kernel: within a chunk the tensors come in port order, so listing the
+    parameter (and its 16-bit copy) before the optimizer state makes a shared memory port
+    write the parameters of each chunk first. A chunk holds ``chunk_beats`` beats of a
+    tensor (a 16-bit tensor has half as many beats per chunk as a 32-bit one, so chunk
+    ``j`` covers the same elements in every tensor); the last chunk is shorter. Disabled
+    tensors and tensors of zero beats issue nothing. The last command of a tensor carries
+    its ``tail_strobe`` (the bytes of the final, possibly partial, beat); every other
+    command's ``strobe`` is all ones.
+
+    Parameters
+    ----------
+    tensors : int
+        Number of tensors, 1 to 8.
+    address_width : int
+        Byte address width, 12 to 64.
+    data_width : int
+        Bus beat width in bits (a power of two, 8 to 1024): addresses advance by
+        ``data_width // 8`` bytes per beat.
+
+    Attributes
+    ----------
+    config : In(ArrayLayout(tensor_config_layout(address_width, data_width // 8), tensors))
+        Per-tensor configuration, sampled at ``start`` (``chunk_beats`` and
+        ``tail_strobe`` are read throughout the run and must stay stable).
+    start : In(1)
+        Begins a run.
+    cmd : Out(stream.Signature(sequencer_command_layout(tensors, address_width, data_width // 8)))
+        Commands in chunk order.
+    busy : Out(1)
+        Commands remain to be issued.
+
+    Notes
+    -----
+    Latency: the first command is offered the cycle after ``start``. Throughput: one
+    command per cycle, plus a cycle for each disabled or finished tensor passed over.
+    """
+
+    def __init__(self, *, tensors=4, address_width=64, data_width=512):
+        self._tensors = check_int("tensors", tensors, 1, 8)
+        self._address_width = check_int("address_width", address_width, 12, 64)
+        self._data_width = check_int("data_width", data_width, 8, 1024)
+        if data_width & (data_width - 1):
+            raise ValueError(f"data_width must be a power of two, not {data_width}")
+        strobe = data_width // 8
+        super().__init__({
+            "config": In(data.ArrayLayout(tensor_config_layout(address_width, strobe), tensors)),
+            "start": In(1),
+            "cmd": Out(stream.Signature(sequencer_command_layout(tensors, address_width, strobe))),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        count = self._tensors
+        beat_shift = (self._data_width // 8).bit_length() - 1
+        remaining = [Signal(LENGTH_WIDTH, name=f"remaining{k}") for k in range(count)]
+        address = [Signal(self._address_width, name=f"address{k}") for k in range(count)]
+        index = Signal(range(count))
+
+        left = select(index, remaining)
+        chunk_beats = select(index, [self.config[k].chunk_beats for k in range(count)])
+        final = left <= chunk_beats
+        length = Mux(final, left, chunk_beats)
+        m.d.comb += [
+            self.busy.eq(Cat(*remaining).any()),
+            self.cmd.valid.eq(left != 0),
+            self.cmd.payload.tensor.eq(index),
+            self.cmd.payload.address.eq(select(index, address)),
+            self.cmd.payload.length.eq(length),
+            self.cmd.payload.strobe.eq(Mux(final, select(index, [c.tail_strobe for c in self.config]),
+                                           Const(-1, self._data_width // 8))),
+        ]
+        fire = self.cmd.valid & self.cmd.ready
+        for k in range(count):
+            with m.If(fire & (index == k)):
+                m.d.sync += [remaining[k].eq(remaining[k] - length),
+                             address[k].eq(address[k] + (length << beat_shift))]
+        with m.If(fire | (left == 0)):
+            m.d.sync += index.eq(Mux(index == count - 1, 0, index + 1))
+        with m.If(self.start):
+            m.d.sync += index.eq(0)
+            for k in range(count):
+                m.d.sync += [remaining[k].eq(Mux(self.config[k].enable, self.config[k].beats, 0)),
+                             address[k].eq(self.config[k].address)]
+        return m
+
+
+register_block(
+    "chunk_sequencer", ChunkSequencer, family="optim",
+    summary="Chunked DMA command schedule: chunk j of every tensor in port order, then chunk j+1.",
+    params=[
+        Param("tensors", int, 4, "number of tensors", minimum=1, maximum=8),
+        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
+        Param("data_width", int, 512, "bus beat width in bits (power of two)", minimum=8, maximum=1024),
+    ],
+)

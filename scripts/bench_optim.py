@@ -1,0 +1,180 @@
+"""``python -m scripts.bench_optim``: throughput of the Adam updater kernel, in cycles from cocotb.
+
+For each lane count and port mode the kernel runs one Adam step (binary32 gradient,
+bf16 parameter copy: the 30 bytes per element of docs/optim.md) on Verilator under
+cocotb, with the memory model at full rate and with a pause probability on every AXI
+channel. The kernel's own counters give the cycles and the AXI data beats; nothing is
+timed by the wall clock. Reported per run:
+
+* elements per cycle over the whole run (fill and drain included), and in steady state:
+  two runs of ``n`` and ``2 n`` elements, ``n / (cycles(2 n) - cycles(n))``;
+* steady-state read and write data beats per cycle (AXI bus efficiency, 1.0 = one beat
+  every cycle);
+* the bound: ``min(lanes, memory bound)``, where the memory bound is what the busiest AXI
+  channel can carry when it moves one beat per cycle, scaled by ``1 - stall`` when the
+  memory model pauses (a paused channel moves at most that fraction of beats);
+* the fraction of that bound reached, in steady state and over the whole run.
+
+``--timing`` builds the kernels with ``arithmetic=False`` (the floating-point datapath
+replaced by its timing: same latency, credits and buffers, no arithmetic), so that wide
+kernels build in minutes. ``--check`` runs the small lane counts both ways and requires
+identical cycle counts (and bit-exact outputs from the arithmetic build), which is what
+justifies the timing builds. ``--synth`` adds Yosys resources on ``xcup`` next to
+Smart-Infinity's Table III.
+"""
+
+import argparse
+import logging
+import sys
+
+import numpy as np
+
+__all__ = ["run_point", "memory_bound", "main", "SMART_INFINITY"]
+
+# Bytes per element on each AXI channel of a port: (read, write). Adam with an f32 gradient
+# and a 16-bit copy reads 4 x 4 bytes and writes 3 x 4 + 2 bytes per element.
+_PORT_BYTES = {"param": (4, 4), "grad": (4, 0), "exp_avg": (4, 4), "exp_avg_sq": (4, 4), "param16": (0, 2)}
+
+# Smart-Infinity Table III (Adam updater, KU15P): share of 522K LUT, 984 BRAM36, 128 URAM, 1968 DSP.
+SMART_INFINITY = {"LUT": (0.3366, 522_000), "BRAM": (0.2713, 984), "URAM": (0.3438, 128),
+                  "DSP48E2": (0.1103, 1968)}
+
+
+def memory_bound(ports, data_width, stall):
+    """Elements per cycle the memory interface allows: the busiest channel at one beat per cycle."""
+    beat = data_width // 8
+    if ports == "shared":
+        channels = [sum(pair[direction] for pair in _PORT_BYTES.values()) for direction in (0, 1)]
+    else:
+        channels = [value for pair in _PORT_BYTES.values() for value in pair]
+    return (1 - stall) * beat / max(channels)
+
+
+def run_point(lanes, ports, stalls, elements, *, arithmetic, data_width=512, seed=1, **kernel):
+    """Adam steps of ``elements`` and ``2 * elements`` per stall value on one kernel build.
+
+    The whole-run figures are those of the longer run; the steady-state figures are the
+    differences between the two runs (extra elements over extra cycles), which removes the
+    fixed cost of filling and draining the pipeline. Returns a list of result dicts.
+    """
+    from golden.optim.host import reference_update
+    from testbenches.optim import device
+    from testbenches.optim.cocotb_optim_vectors import f32_tensor
+
+    rng = np.random.default_rng(seed)
+    hyper = {"step": 3, "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01,
+             "decoupled": True, "grad_scale": 1.0}
+    n = 2 * elements
+    tensors = {"param": f32_tensor(rng, n, specials=0.0),
+               "grad": f32_tensor(rng, n, scale=1e-2, specials=0.0)}
+    states = {"exp_avg": f32_tensor(rng, n, scale=1e-3, specials=0.0),
+              "exp_avg_sq": f32_tensor(rng, n, scale=1e-3, positive=True, specials=0.0)}
+    jobs = []
+    for stall in stalls:
+        for count in (elements, n):
+            jobs.append({"kind": "update", "param": tensors["param"][:count], "grad": tensors["grad"][:count],
+                         "states": {name: value[:count] for name, value in states.items()}, "hyper": hyper,
+                         "grad_format": "f32", "copy_format": "bf16", "stall": stall})
+    results = device.run_jobs("adam", jobs, lanes=lanes, ports=ports, data_width=data_width,
+                              arithmetic=arithmetic, **kernel)
+    expected = reference_update("adam", param=tensors["param"], grad=tensors["grad"], states=states,
+                                hyper=hyper, copy_format="bf16") if arithmetic else None
+    rows = []
+    for index, stall in enumerate(stalls):
+        short, full = results[2 * index], results[2 * index + 1]
+        exact = None
+        if expected is not None:
+            exact = all(np.array_equal(full.outputs[name], expected[name])
+                        for name in ("param", "exp_avg", "exp_avg_sq", "param16"))
+        extra = full.cycles - short.cycles
+        bound = min(lanes, memory_bound(ports, data_width, stall))
+        steady = elements / extra
+        rows.append({"lanes": lanes, "ports": ports, "stall": stall, "elements": n, "cycles": full.cycles,
+                     "elements_per_cycle": n / full.cycles, "steady": steady, "per_lane": steady / lanes,
+                     "read_beats_per_cycle": (full.read_beats - short.read_beats) / extra,
+                     "write_beats_per_cycle": (full.write_beats - short.write_beats) / extra,
+                     "bound": bound, "of_bound": steady / bound, "whole_of_bound": n / full.cycles / bound,
+                     "arithmetic": arithmetic, "exact": exact, "error": full.error | short.error})
+    return rows
+
+
+def format_table(rows):
+    lines = ["| lanes | ports | stall | elements | cycles | elements/cycle | steady elements/cycle | "
+             "steady / lanes | R beats/cycle | W beats/cycle | bound | steady of bound | "
+             "whole run of bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['lanes']} | {r['ports']} | {r['stall']:.1f} | {r['elements']} | {r['cycles']} | "
+                     f"{r['elements_per_cycle']:.3f} | {r['steady']:.3f} | {r['per_lane']:.3f} | "
+                     f"{r['read_beats_per_cycle']:.3f} | {r['write_beats_per_cycle']:.3f} | "
+                     f"{r['bound']:.2f} | {r['of_bound']:.1%} | {r['whole_of_bound']:.1%} |")
+    return "\n".join(lines)
+
+
+def synth_table(lane_counts):
+    from rtl.optim.updater_kernel import AdamUpdater
+    from scripts.synth import synthesize
+
+    lines = ["| design | LUT | FF | CARRY | DSP48E2 | BRAM36 | URAM |", "|---|---|---|---|---|---|---|"]
+    for lanes in lane_counts:
+        stats = synthesize(AdamUpdater(lanes=lanes), "xcup")
+        lines.append(f"| adam_updater lanes={lanes} | {stats['LUT']} | {stats['FF']} | {stats['CARRY']} | "
+                     f"{stats['DSP48E2']} | {stats['BRAM']} | {stats['URAM']} |")
+    reference = {name: share * total for name, (share, total) in SMART_INFINITY.items()}
+    lines.append(f"| Smart-Infinity Adam (Table III, KU15P) | {reference['LUT']:.0f} | | | "
+                 f"{reference['DSP48E2']:.0f} | {reference['BRAM']:.0f} | {reference['URAM']:.0f} |")
+    return "\n".join(lines)
+
+
+def _ints(text):
+    return [int(item) for item in text.split(",") if item]
+
+
+def _floats(text):
+    return [float(item) for item in text.split(",") if item]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lanes", type=_ints, default=[1, 2, 4, 8, 16])
+    parser.add_argument("--ports", default="shared,separate")
+    parser.add_argument("--stalls", type=_floats, default=[0.0, 0.3])
+    parser.add_argument("--elements", type=int, default=16384,
+                        help="elements of the shorter run (the longer has twice as many)")
+    parser.add_argument("--timing", action="store_true", help="build with arithmetic=False (see above)")
+    parser.add_argument("--check", type=_ints, default=[], metavar="LANES",
+                        help="also run these lane counts with the arithmetic and compare cycles")
+    parser.add_argument("--synth", type=_ints, default=[], metavar="LANES", help="Yosys xcup resources")
+    args = parser.parse_args(argv)
+    logging.disable(logging.INFO)
+
+    rows = []
+    for ports in args.ports.split(","):
+        for lanes in args.lanes:
+            rows += run_point(lanes, ports, args.stalls, args.elements, arithmetic=not args.timing)
+            print(format_table(rows[-len(args.stalls):]), flush=True)
+    print("\n## Adam updater throughput (cycles from cocotb on Verilator)\n")
+    print(format_table(rows))
+
+    failures = 0
+    if args.check:
+        print("\n## Timing builds against arithmetic builds\n")
+        for ports in args.ports.split(","):
+            for lanes in args.check:
+                real = run_point(lanes, ports, args.stalls, args.elements, arithmetic=True)
+                timing = run_point(lanes, ports, args.stalls, args.elements, arithmetic=False)
+                for r, t in zip(real, timing, strict=True):
+                    same = r["cycles"] == t["cycles"] and r["steady"] == t["steady"]
+                    failures += (not same) + (not r["exact"])
+                    verdict = "equal" if same else "DIFFERENT"
+                    exact = "bit-exact" if r["exact"] else "NOT bit-exact"
+                    print(f"lanes={lanes} ports={ports} stall={r['stall']}: cycles {r['cycles']} "
+                          f"(arithmetic) vs {t['cycles']} (timing): {verdict}; outputs {exact} with golden")
+    if args.synth:
+        print("\n## Resources (Yosys synth_xilinx -family xcup)\n")
+        print(synth_table(args.synth))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

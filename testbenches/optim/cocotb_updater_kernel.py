@@ -1,0 +1,159 @@
+"""cocotb tests of the updater kernels (``adam_updater``, ``sgd_updater``, ``adagrad_updater``).
+
+The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port (pause
+generators on every channel in the stalled variants) and ``AxiLiteMaster`` as the host,
+through :class:`testbenches.optim.device.UpdaterDevice`. Checked against
+``golden.optim`` (via ``golden.optim.host``), on raw bits:
+
+* update mode: random tensors, hyper-parameters, element counts (not multiples of the
+  lanes or the beat, several chunks), gradient and copy formats; every output word, the
+  16-bit copy, the untouched bytes after every output tensor, the non-finite status and
+  a clean error register; every AXI burst obeys the AXI rules;
+* statistics mode: NaN and Inf counts and the exact 586-bit sum of squares, and no writes;
+* non-finite status: a clean gradient gives 0, one Inf among them gives 1;
+* bus errors: SLVERR or DECERR on a read or a write sets the error register and the run
+  still ends (with a done interrupt), and the next run is clean.
+"""
+
+import cocotb
+import numpy as np
+from cocotbext.axi.constants import AxiResp
+
+from golden.optim.host import GRAD_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
+from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE
+from testbenches import knobs
+from testbenches.harness import component_from_env
+from testbenches.optim.cocotb_optim_vectors import f32_tensor, gradient_tensor, random_hyper
+from testbenches.optim.device import UpdaterDevice
+from testbenches.tb import ClockedTB
+
+DEFAULT_VECTORS = 8  # chunks' worth of elements per run, at most
+
+
+class TB(ClockedTB):
+    def __init__(self, dut, stall=0.0):
+        super().__init__(dut)
+        self.component = component_from_env()
+        self.params = self.component.parameters
+        self.optimizer = self.component.optimizer
+        self.states = STATE_NAMES[self.optimizer]
+        self.device = UpdaterDevice(dut, self.component, self.clock, stall=stall, rng=knobs.rng(17))
+
+    def random_inputs(self, rng, n, grad_format, specials=0.05):
+        tensors = {"param": f32_tensor(rng, n, specials=specials),
+                   "grad": gradient_tensor(rng, n, grad_format, specials=specials)}
+        states = {name: f32_tensor(rng, n, scale=1e-3, positive=name != "exp_avg", specials=specials)
+                  for name in self.states}
+        return tensors, states
+
+    async def check_update(self, rng, n, *, grad_format, copy_format, hyper=None, specials=0.05, label="",
+                           variant=None):
+        hyper = hyper or random_hyper(rng, self.optimizer, variant)
+        tensors, states = self.random_inputs(rng, n, grad_format, specials)
+        result = await self.device.update(tensors["param"], tensors["grad"], states, hyper,
+                                          grad_format=grad_format, copy_format=copy_format)
+        expected = reference_update(self.optimizer, param=tensors["param"], grad=tensors["grad"],
+                                    states=states, hyper=hyper, grad_format=grad_format,
+                                    copy_format=copy_format)
+        where = (f"{self.optimizer} kernel {self.params} {label} n={n} grad={grad_format} copy={copy_format} "
+                 f"hyper={hyper}; {knobs.describe(DEFAULT_VECTORS)}")
+        names = ["param", *self.states] + ([] if copy_format == "none" else ["param16"])
+        for name in names:
+            got, want = result.outputs[name], expected[name]
+            wrong = np.flatnonzero(got != want)
+            first = wrong[:5]
+            assert not wrong.size, (f"{name} differs at {first.tolist()}: "
+                                    f"got {[hex(v) for v in got[first]]}, "
+                                    f"golden {[hex(v) for v in want[first]]}; {where}")
+        assert result.guards_intact, f"bytes after an output tensor were overwritten; {where}"
+        assert result.status == int(expected["nonfinite"]), f"status {result.status}; {where}"
+        assert result.error == 0, f"error register {result.error:#x}; {where}"
+        assert not self.device.violations, f"{self.device.violations[:3]}; {where}"
+        return result
+
+
+def element_counts(rng, params, runs):
+    """Counts that are not multiples of the lanes or the beat and span up to a few chunks."""
+    chunk = params["chunk_elements"]
+    most = max(2, knobs.vectors(DEFAULT_VECTORS) * chunk)
+    counts = [int(rng.integers(1, most)) for _ in range(runs - 1)]
+    return counts + [chunk + params["lanes"] + 1]  # one chunk and a partial lane vector
+
+
+@cocotb.test()
+@cocotb.parametrize(stall=[0.0, 0.3])
+async def update_matches_golden(dut, stall):
+    """Random runs; every output bit, the guards, the status and the AXI rules."""
+    tb = TB(dut, stall)
+    await tb.reset()
+    rng = knobs.rng(int(stall * 10))
+    # Variants 0-5 over the two stall patterns: every control decision of the model, and
+    # every gradient format and copy format at least once each.
+    first = 3 if stall else 0
+    for run, n in enumerate(element_counts(rng, tb.params, 3)):
+        variant = first + run
+        await tb.check_update(rng, n, grad_format=GRAD_FORMAT_CODES[variant % 3],
+                              copy_format=("none", "f16", "bf16")[(variant + variant // 3) % 3],
+                              label=f"run {run}", variant=variant)
+
+
+@cocotb.test()
+async def statistics_mode_matches_golden(dut):
+    """Statistics mode in every gradient format: counts and the exact accumulator; nothing written."""
+    tb = TB(dut, 0.2)
+    await tb.reset()
+    rng = knobs.rng(31)
+    for grad_format in GRAD_FORMAT_CODES:
+        n = int(rng.integers(1, 2 * tb.params["chunk_elements"]))
+        grad = gradient_tensor(rng, n, grad_format, specials=0.2)
+        result = await tb.device.statistics(grad, grad_format=grad_format)
+        expected = reference_statistics(grad, grad_format)
+        got = (result.nan_count, result.inf_count, result.accumulator)
+        want = (expected.nan_count, expected.inf_count, expected.accumulator)
+        assert got == want, (f"statistics {grad_format} n={n}: {[hex(v) for v in got]} != golden "
+                             f"{[hex(v) for v in want]}; {knobs.describe(DEFAULT_VECTORS)}")
+        assert result.write_beats == 0 and result.error == 0, (result.write_beats, result.error)
+
+
+@cocotb.test()
+async def nonfinite_status(dut):
+    """Clean gradient: status 0; the same with one Inf (f32) or one NaN (bf16): status 1."""
+    tb = TB(dut)
+    await tb.reset()
+    rng = knobs.rng(41)
+    n = tb.params["lanes"] * 5 + 3
+    hyper = random_hyper(rng, tb.optimizer)
+    clean = await tb.check_update(rng, n, grad_format="f32", copy_format="none", hyper=hyper, specials=0.0)
+    assert clean.status == 0
+    tensors, states = tb.random_inputs(rng, n, "f32", specials=0.0)
+    for grad_format, poison in (("f32", 0x7F80_0000), ("bf16", 0x7FC1)):
+        grad = gradient_tensor(rng, n, grad_format, specials=0.0)
+        grad[int(rng.integers(n))] = poison
+        result = await tb.device.update(tensors["param"], grad, states, hyper, grad_format=grad_format)
+        assert result.status == 1, f"{grad_format} gradient with a non-finite element: status {result.status}"
+
+
+@cocotb.test()
+async def bus_errors_end_cleanly(dut):
+    """SLVERR/DECERR on a read and on a write: error bits and codes set, done raised, next run clean."""
+    tb = TB(dut, 0.2)
+    await tb.reset()
+    rng = knobs.rng(51)
+    n = 2 * tb.params["chunk_elements"] + 5
+    hyper = random_hyper(rng, tb.optimizer)
+    cases = [("grad", AxiResp.SLVERR, ERROR_READ, 8), ("param", AxiResp.DECERR, ERROR_READ, 8),
+             ("param16", AxiResp.SLVERR, ERROR_WRITE, 10)]
+    for tensor, resp, bit, shift in cases:
+        tensors, states = tb.random_inputs(rng, n, "f32")
+        beats = max(1, n * (2 if tensor == "param16" else 4) // (tb.params["data_width"] // 8))
+        # A write fault on the first beat leaves most of the run's write commands taken by the
+        # writer and then discarded: the next run must not trip over their leftovers.
+        first = 0 if bit == ERROR_WRITE else int(rng.integers(0, beats))
+        result = await tb.device.update(tensors["param"], tensors["grad"], states, hyper, copy_format="f16",
+                                        faults={tensor: (resp, first, 1)})
+        assert result.error & bit, f"fault on {tensor}: error register {result.error:#x}"
+        code = (result.error >> shift) & 3
+        assert code == int(resp), f"fault on {tensor}: error register {result.error:#x}"
+        assert not tb.device.violations, tb.device.violations[:3]
+        await tb.check_update(rng, int(rng.integers(1, n)), grad_format="f32", copy_format="bf16",
+                              label=f"after a {tensor} fault")

@@ -1,0 +1,340 @@
+"""Python device API of the updater kernel: run optimizer steps of the Verilated RTL on NumPy arrays.
+
+The kernel (``adam_updater``, ``sgd_updater`` or ``adagrad_updater``) is simulated by
+Verilator under cocotb, with cocotbext-axi's ``AxiRam`` as device memory on every AXI4
+port (all ports see one address space) and ``AxiLiteMaster`` as the host. The host side
+does what a driver would: copy the tensors into device memory, write the registers
+(addresses, ``n``, the host scalars of :func:`golden.optim.step_scalars`, formats), start
+the kernel, wait for its interrupt, and read back the tensors and the status registers.
+
+From Python (pytest, scripts) use :func:`run_jobs`, or :func:`update` and
+:func:`statistics` for a single step; each call builds (or reuses) the simulation and
+returns NumPy arrays::
+
+    from testbenches.optim import device
+    result = device.update("adam", param, grad, {"exp_avg": m, "exp_avg_sq": v},
+                           hyper=dict(step=1, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                      weight_decay=0.0), lanes=2, copy_format="bf16")
+    result.outputs["param"], result.outputs["param16"], result.cycles, result.status
+
+Arrays are raw bits: ``uint32`` for binary32 tensors, ``uint16`` for 16-bit gradients and
+the parameter copy (``np.float32`` arrays may be passed and are viewed as bits). Inside a
+cocotb test, :class:`UpdaterDevice` offers the same operations as coroutines.
+"""
+
+import dataclasses
+import logging
+import os
+import pathlib
+import pickle
+import tempfile
+
+import numpy as np
+from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+from cocotbext.axi.sparse_memory import SparseMemory
+
+from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES, run_flags, scalar_bits
+from rtl.bus.axi import PAGE_BYTES
+from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
+
+__all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "update", "statistics", "build_env", "JOB_ENV",
+           "MEMORY_SIZE",
+           "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
+
+JOB_ENV = "NEARTRAIN_DEVICE_JOB"
+MEMORY_SIZE = 1 << 32
+# Buffers live at ADDRESS_BASE + offset so that the upper address bits are exercised (the
+# RAM model wraps addresses modulo MEMORY_SIZE).
+ADDRESS_BASE = 0x5A5A_0000_0000
+# Bytes after each output tensor that must keep this value (the tail beat is strobed).
+GUARD_BYTES = 256
+GUARD_BYTE = 0xA5
+_CTRL, _GIE, _IER, _ISR = 0x00, 0x04, 0x08, 0x0C
+
+
+@dataclasses.dataclass
+class DeviceResult:
+    """What one kernel run returned.
+
+    Attributes
+    ----------
+    outputs : dict of str to numpy.ndarray
+        Update mode: ``"param"`` and each state (uint32 bits) and ``"param16"`` (uint16
+        bits, or None without a copy). Statistics mode: empty.
+    cycles, read_beats, write_beats : int
+        The kernel's counters: clock cycles from start to done, AXI read and write data
+        beats over all ports.
+    status : int
+        ``run_status`` (bit 0: a gradient element was NaN or Inf).
+    error : int
+        ``error`` (bit 0 read, bit 1 write error; bits 9:8 and 11:10 the responses).
+    nan_count, inf_count, accumulator : int
+        Statistics mode results (``accumulator`` in units of ``2**-298``).
+    guards_intact : bool
+        The bytes after every output tensor are unchanged.
+    """
+
+    outputs: dict
+    cycles: int
+    read_beats: int
+    write_beats: int
+    status: int
+    error: int
+    nan_count: int = 0
+    inf_count: int = 0
+    accumulator: int = 0
+    guards_intact: bool = True
+
+
+def _bits(array, dtype):
+    array = np.asarray(array)
+    if array.dtype in (np.float32, np.float16):
+        array = array.view(np.uint32 if array.dtype == np.float32 else np.uint16)
+    return np.ascontiguousarray(array.reshape(-1), dtype=dtype)
+
+
+class UpdaterDevice:
+    """The kernel under simulation with its memory and host port (use inside a cocotb test).
+
+    Parameters
+    ----------
+    dut : cocotb handle of the kernel's top level
+    component : UpdaterKernel
+        The Python object of the simulated kernel (``testbenches.harness.component_from_env``).
+    clock : cocotb handle
+    stall : float
+        Probability of a pause on every AXI channel of the memory model (0: full rate).
+    rng : numpy.random.Generator
+        Pause patterns and buffer placement.
+    """
+
+    def __init__(self, dut, component, clock, *, stall=0.0, rng=None):
+        self.dut = dut
+        self.component = component
+        self.clock = clock
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        params = component.parameters
+        self.beat_bytes = params["data_width"] // 8
+        self.memory = SparseMemory(MEMORY_SIZE)
+        self.rams, self.monitors = {}, []
+        for name in component.port_tensors:
+            ram = FaultyAxiRam(dut, f"m_axi_{name}_", clock, dut.rst, size=MEMORY_SIZE,
+                               in_flight=params["max_outstanding"] + 2)
+            # Every port sees the one device memory.
+            ram.mem = ram.read_if.mem = ram.write_if.mem = self.memory
+            for interface in (ram.read_if, ram.write_if):
+                interface.log.setLevel(logging.WARNING)
+            self.rams[name] = ram
+            for direction in ("read", "write"):
+                self.monitors.append(BurstMonitor(
+                    dut, f"m_axi_{name}", clock, direction=direction, data_width=params["data_width"],
+                    max_burst=params["max_burst"], max_outstanding=params["max_outstanding"]))
+        self.set_stall(stall)
+        self.host = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control_"), clock, dut.rst)
+        self.registers = {entry["name"]: entry for entry in component.register_map()}
+        self._next_free = 0
+
+    def set_stall(self, stall):
+        """Pause every AXI channel of the memory with probability ``stall`` (0: never)."""
+        for ram in self.rams.values():
+            ram.set_pause_generators(random_pauses_all(self.rng, stall) if stall else lambda _name: _never())
+
+    def set_faults(self, faults):
+        """Error ranges ``[(start, end, resp)]`` of memory offsets, for every port."""
+        for ram in self.rams.values():
+            ram.faults = list(faults)
+
+    @property
+    def violations(self):
+        return [v for monitor in self.monitors for v in monitor.violations]
+
+    # ---------------------------------------------------------------- memory
+    def allocate(self, size):
+        """A fresh buffer of ``size`` bytes: returns its bus address (beat aligned, page offset random)."""
+        pages = -(-(size + GUARD_BYTES + PAGE_BYTES) // PAGE_BYTES)
+        offset = self._next_free + int(self.rng.integers(0, PAGE_BYTES // self.beat_bytes)) * self.beat_bytes
+        self._next_free += (pages + 1) * PAGE_BYTES
+        assert self._next_free < MEMORY_SIZE, "device memory exhausted"
+        return ADDRESS_BASE + offset
+
+    def write_buffer(self, address, array):
+        data = np.ascontiguousarray(array).tobytes()
+        self.memory.write(address % MEMORY_SIZE, data + bytes([GUARD_BYTE]) * GUARD_BYTES)
+
+    def read_buffer(self, address, count, dtype):
+        data = self.memory.read(address % MEMORY_SIZE, count * np.dtype(dtype).itemsize)
+        return np.frombuffer(bytes(data), dtype=dtype).copy()
+
+    def guard_intact(self, address, count, dtype):
+        start = (address % MEMORY_SIZE) + count * np.dtype(dtype).itemsize
+        return bytes(self.memory.read(start, GUARD_BYTES)) == bytes([GUARD_BYTE]) * GUARD_BYTES
+
+    # ---------------------------------------------------------------- registers
+    async def write_register(self, name, value):
+        entry = self.registers[name]
+        await self.host.write_dword(entry["offset"], int(value) & 0xFFFF_FFFF)
+        if entry["width"] > 32:
+            await self.host.write_dword(entry["offset"] + 4, int(value) >> 32)
+
+    async def read_register(self, name):
+        entry = self.registers[name]
+        value = await self.host.read_dword(entry["offset"])
+        if entry["width"] > 32:
+            value |= await self.host.read_dword(entry["offset"] + 4) << 32
+        return value
+
+    async def _start_and_wait(self, timeout_cycles):
+        await self.host.write_dword(_GIE, 1)
+        await self.host.write_dword(_IER, 1)
+        await self.host.write_dword(_CTRL, 1)
+        await with_timeout(RisingEdge(self.dut.irq), 10 * timeout_cycles, "ns")
+        ctrl = await self.host.read_dword(_CTRL)
+        assert ctrl & 0b10, f"interrupt without ap_done (CTRL={ctrl:#x})"
+        await self.host.write_dword(_ISR, 1)  # toggle the done bit back to 0
+        await ClockCycles(self.clock, 2)
+        assert not int(self.dut.irq.value), "interrupt still high after clearing ISR"
+
+    async def _results(self):
+        names = ("run_status", "error", "cycles", "read_beats", "write_beats", "nan_count", "inf_count")
+        values = {name: await self.read_register(name) for name in names}
+        words = [await self.read_register(f"sum_of_squares_{k}")
+                 for k in range(len([r for r in self.registers if r.startswith("sum_of_squares_")]))]
+        values["accumulator"] = sum(word << (64 * k) for k, word in enumerate(words))
+        return values
+
+    # ---------------------------------------------------------------- operations
+    async def update(self, param, grad, states, hyper, *, grad_format="f32", copy_format="none",
+                     timeout_cycles=None, faults=None):
+        """One update step; arguments as :func:`update`. Returns a :class:`DeviceResult`.
+
+        ``faults`` maps a tensor name (``"param"``, ``"grad"``, a state, ``"param16"``) to
+        ``(resp, first_beat, beats)``: those beats of its buffer answer ``resp`` (SLVERR or
+        DECERR) to reads and writes during this run.
+        """
+        optimizer = self.component.optimizer
+        param = _bits(param, np.uint32)
+        n = len(param)
+        grad = _bits(grad, np.uint32 if grad_format == "f32" else np.uint16)
+        tensors = {"param": param, "grad": grad}
+        tensors.update({name: _bits(states[name], np.uint32) for name in STATE_NAMES[optimizer]})
+        addresses = {}
+        for name, array in tensors.items():
+            addresses[name] = self.allocate(array.nbytes)
+            self.write_buffer(addresses[name], array)
+        addresses["param16"] = self.allocate(2 * n)
+        self.write_buffer(addresses["param16"], np.zeros(n, np.uint16))
+
+        ranges = []
+        for name, (resp, first, beats) in (faults or {}).items():
+            start = addresses[name] % MEMORY_SIZE + first * self.beat_bytes
+            ranges.append((start, start + beats * self.beat_bytes, resp))
+        self.set_faults(ranges)
+        for name, address in addresses.items():
+            await self.write_register(f"{name}_address", address)
+        await self.write_register("n", n)
+        for name, bits in scalar_bits(optimizer, hyper).items():
+            await self.write_register(name, bits)
+        for name, value in run_flags(optimizer, hyper).items():
+            await self.write_register(name, value)
+        await self.write_register("mode", 0)
+        await self.write_register("grad_format", GRAD_FORMAT_CODES.index(grad_format))
+        await self.write_register("copy_format", COPY_FORMAT_CODES.index(copy_format))
+        await self._start_and_wait(timeout_cycles or 40 * n + 20000)
+        self.set_faults(())
+
+        outputs = {name: self.read_buffer(addresses[name], n, np.uint32)
+                   for name in ("param",) + STATE_NAMES[optimizer]}
+        outputs["param16"] = None if copy_format == "none" else self.read_buffer(addresses["param16"], n,
+                                                                                 np.uint16)
+        intact = all(self.guard_intact(addresses[name], n, np.uint32)
+                     for name in outputs if name != "param16")
+        intact &= self.guard_intact(addresses["param16"], n, np.uint16)
+        values = await self._results()
+        return DeviceResult(outputs=outputs, cycles=values["cycles"], read_beats=values["read_beats"],
+                            write_beats=values["write_beats"], status=values["run_status"],
+                            error=values["error"], guards_intact=intact)
+
+    async def statistics(self, grad, *, grad_format="f32", timeout_cycles=None):
+        """Statistics mode on a gradient; returns a :class:`DeviceResult` with the counts and sum."""
+        grad = _bits(grad, np.uint32 if grad_format == "f32" else np.uint16)
+        address = self.allocate(grad.nbytes)
+        self.write_buffer(address, grad)
+        await self.write_register("grad_address", address)
+        await self.write_register("n", len(grad))
+        await self.write_register("mode", 1)
+        await self.write_register("grad_format", GRAD_FORMAT_CODES.index(grad_format))
+        await self._start_and_wait(timeout_cycles or 40 * len(grad) + 20000)
+        values = await self._results()
+        return DeviceResult(outputs={}, cycles=values["cycles"], read_beats=values["read_beats"],
+                            write_beats=values["write_beats"], status=values["run_status"],
+                            error=values["error"], nan_count=values["nan_count"],
+                            inf_count=values["inf_count"], accumulator=values["accumulator"])
+
+    async def run_job(self, job):
+        """Run one job dict (see :func:`run_jobs`) and return its :class:`DeviceResult`."""
+        self.set_stall(job.get("stall", 0.0))
+        if job["kind"] == "statistics":
+            return await self.statistics(job["grad"], grad_format=job.get("grad_format", "f32"))
+        return await self.update(job["param"], job["grad"], job.get("states", {}), job["hyper"],
+                                 grad_format=job.get("grad_format", "f32"),
+                                 copy_format=job.get("copy_format", "none"))
+
+
+def _never():
+    while True:
+        yield False
+
+
+# -------------------------------------------------------------------- synchronous API
+def run_jobs(optimizer, jobs, **kernel_params):
+    """Run ``jobs`` on the ``<optimizer>_updater`` kernel in one simulation; returns their results.
+
+    Parameters
+    ----------
+    optimizer : {"adam", "sgd", "adagrad"}
+    jobs : list of dict
+        ``{"kind": "update", "param", "grad", "states": {name: array}, "hyper": {...},
+        "grad_format", "copy_format", "stall"}`` or ``{"kind": "statistics", "grad",
+        "grad_format", "stall"}``; ``hyper`` holds the golden model's keywords with
+        ``step``; ``stall`` is the pause probability on every AXI channel.
+    **kernel_params
+        Kernel parameters (``lanes``, ``data_width``, ``ports``, ``chunk_elements``, ...).
+
+    Returns
+    -------
+    list of DeviceResult
+    """
+    from testbenches.harness import run_cocotb
+
+    with tempfile.TemporaryDirectory(prefix="neartrain-device-") as folder:
+        job_file = pathlib.Path(folder) / "jobs.pickle"
+        job_file.write_bytes(pickle.dumps(jobs))
+        run_cocotb(f"{optimizer}_updater", "testbenches.optim.cocotb_device_job", params=kernel_params,
+                   extra_env={JOB_ENV: str(job_file), **build_env()})
+        return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
+
+
+def build_env():
+    """Environment for ``run_cocotb`` that compiles the Verilated model without optimisation.
+
+    The C++ of a floating-point datapath is large: a one-lane Adam core compiles in about
+    23 s of CPU at ``-O0`` against 140 s at Verilator's default ``-Os``, and the short
+    simulations of the tests barely notice the slower model. ``NEARTRAIN_OPTIM_MAKEFLAGS``
+    overrides the flags (for example ``OPT_FAST=-Os`` for long benchmarks).
+    """
+    return {"MAKEFLAGS": os.environ.get("NEARTRAIN_OPTIM_MAKEFLAGS", "OPT_FAST=-O0")}
+
+
+def update(optimizer, param, grad, states, hyper, *, grad_format="f32", copy_format="none", stall=0.0,
+           **kernel_params):
+    """One update step on the simulated kernel; returns a :class:`DeviceResult`."""
+    job = {"kind": "update", "param": param, "grad": grad, "states": states, "hyper": hyper,
+           "grad_format": grad_format, "copy_format": copy_format, "stall": stall}
+    return run_jobs(optimizer, [job], **kernel_params)[0]
+
+
+def statistics(optimizer, grad, *, grad_format="f32", stall=0.0, **kernel_params):
+    """Statistics mode on the simulated kernel; returns a :class:`DeviceResult`."""
+    job = {"kind": "statistics", "grad": grad, "grad_format": grad_format, "stall": stall}
+    return run_jobs(optimizer, [job], **kernel_params)[0]
