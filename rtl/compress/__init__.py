@@ -1,1 +1,16 @@
-"""Blocks of the compress family."""
+"""Blocks of the compress family: Top-K decompression on the FPGA side.
+
+:mod:`.scatter_engine` (``topk_scatter``), :mod:`.chunk_parser` (``topk_chunk_parser``),
+:mod:`.chunk_decompressor` (``topk_chunk_decompressor``, the fused-mode front end),
+:mod:`.axi_chunk_decompressor` (``topk_axi_decompressor``, the same with its AXI4 read master) and
+:mod:`.fused_updater_core` (``topk_fused_updater_core``, the front end feeding ``rtl.optim``'s
+updater core); :mod:`.scatter_bank` and :mod:`.layouts` are their parts.
+"""
+
+from . import (  # noqa: F401  (registers the blocks)
+    axi_chunk_decompressor,
+    chunk_decompressor,
+    chunk_parser,
+    fused_updater_core,
+    scatter_engine,
+)

@@ -1,0 +1,230 @@
+"""cocotb tests of ``topk_axi_decompressor`` (``rtl.compress.axi_chunk_decompressor.AXIChunkDecompressor``).
+
+Chunked wire streams (well formed at 0.1 %, 1 % and 10 % density, and corrupted as in
+``cocotb_chunk_decompressor``) are written into cocotbext-axi's ``AxiRam`` and decompressed from
+there, with random stalls on every AXI channel, on the command stream and on the output. The dense
+output and the error counters must equal :func:`golden.compress.scatter_stream` bit for bit. A
+monitor counts every AXI beat: the DRAM bytes of fused-mode decompression are *measured* as the
+read beats times the beat width, and the test asserts that every beat read lies inside the pair
+stream and that nothing is written, i.e. that no dense gradient goes through DRAM. ``traffic``
+writes its counts for ``scripts/bench_compress.py``.
+"""
+
+import json
+import logging
+import os
+
+import cocotb
+import numpy as np
+from cocotb.triggers import RisingEdge, with_timeout
+from cocotbext.axi.constants import AxiResp
+
+from golden.compress import chunk_count, scatter_stream
+from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
+from testbenches import knobs
+from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
+from testbenches.harness import component_from_env, params_from_env
+from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
+from testbenches.tb import ClockedTB, Scoreboard
+
+from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
+from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, stall_salt
+
+RAM_SIZE = 1 << 22
+DEFAULT_TRANSFERS = 6
+RATIOS = (0.001, 0.01, 0.1)
+CORRUPTIONS = ("out_of_range", "truncated", "excess", "unsorted", "empty_transfer")
+
+
+class AxiDecompressorTB(ClockedTB):
+    def __init__(self, dut, *, stall=False, salt=0, faults=()):
+        super().__init__(dut)
+        self.component = component_from_env()
+        self.params = params = params_from_env()
+        self.lanes, self.chunk_size = params["lanes"], params["chunk_size"]
+        self.out_lanes, self.value_format = params["out_lanes"], params["value_format"]
+        self.beat_bytes = 8 * self.lanes
+        self.ram = FaultyAxiRam(dut, "m_axi_", self.clock, dut.rst, size=RAM_SIZE, faults=faults,
+                                in_flight=params["max_outstanding"] + 2)
+        for interface in (self.ram.read_if, self.ram.write_if):
+            interface.log.setLevel(logging.WARNING)
+        pause = PAUSE_PROBABILITY if stall else 0
+        if stall:
+            self.ram.set_pause_generators(random_pauses_all(knobs.rng(300 + salt), pause))
+        self.monitor = BurstMonitor(dut, "m_axi", self.clock, direction="read",
+                                    data_width=8 * self.beat_bytes, max_burst=params["max_burst"],
+                                    max_outstanding=params["max_outstanding"])
+        self.cmd = StreamSource(dut, "cmd", self.clock, stream_layout(self.component, "cmd"),
+                                pause=random_pauses(knobs.rng(100 + salt), pause) if stall else never())
+        self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"),
+                               backpressure=random_pauses(knobs.rng(200 + salt), pause) if stall else never())
+        self.scoreboard = Scoreboard("topk_axi_decompressor o")
+        self.reports = []
+        self.write_cycles = 0   # cycles with AWVALID or WVALID high
+        self.write_beats = 0    # W handshakes
+        self.next_offset = 0
+        cocotb.start_soon(self._watch())
+
+    async def _watch(self):
+        layout = errors_layout()
+        dut = self.dut
+        while True:
+            await RisingEdge(self.clock)
+            if dut.m_axi__awvalid.value or dut.m_axi__wvalid.value:
+                self.write_cycles += 1
+            if dut.m_axi__wvalid.value and dut.m_axi__wready.value:
+                self.write_beats += 1
+            if dut.done.value:
+                self.reports.append((unpack(layout, int(dut.errors.value)), int(dut.status.value),
+                                     self.monitor.cycle))
+
+    def place(self, words):
+        """Write ``words`` into the RAM at the next free beat-aligned offset (4 KB-crossing allowed)."""
+        offset = self.next_offset
+        raw = np.asarray(words, np.uint64).astype("<u8").tobytes()
+        self.ram.write(offset, raw)
+        span = -(-len(raw) // self.beat_bytes) * self.beat_bytes
+        self.next_offset = offset + span + self.beat_bytes * (1 + len(words) % 5)
+        assert self.next_offset < RAM_SIZE, "test streams overflow the RAM model"
+        return offset, span
+
+    def expect(self, words, size, promised_sorted, label):
+        dense, errors = scatter_stream(words, size, value_format=self.value_format,
+                                       chunk_size=self.chunk_size, sorted_within_chunk=promised_sorted)
+        bits = dense.view(np.uint32)
+        for chunk in range(chunk_count(size, self.chunk_size)):
+            elements = bits[chunk * self.chunk_size:(chunk + 1) * self.chunk_size]
+            beats = -(-len(elements) // self.out_lanes)
+            padded = np.zeros(beats * self.out_lanes, np.uint32)
+            padded[:len(elements)] = elements
+            for n in range(beats):
+                self.scoreboard.expect(
+                    {"data": padded[n * self.out_lanes:(n + 1) * self.out_lanes].astype(np.int64).tolist(),
+                     "last": int(n == beats - 1)}, {**label, "chunk": chunk, "beat": n})
+        return errors
+
+    async def transfer(self, words, size, promised_sorted, label, *, golden_words=None):
+        """Place, decompress and check one stream; return its measured AXI traffic.
+
+        ``golden_words`` is what the decompressor is expected to see (``words`` unless a read fault
+        turns part of the stream into zeros).
+        """
+        offset, span = self.place(words)
+        expected = self.expect(words if golden_words is None else golden_words, size, promised_sorted, label)
+        bursts, reports = len(self.monitor.bursts), len(self.reports)
+        writes, write_cycles = self.write_beats, self.write_cycles
+        self.cmd.send_nowait({"address": offset, "words": len(words), "size": size,
+                              "sorted": int(promised_sorted)})
+        budget = 12 * (len(words) + chunk_count(size, self.chunk_size) + 100) + 4 * size // self.out_lanes
+
+        async def done():
+            while len(self.reports) == reports:
+                await RisingEdge(self.clock)
+
+        await with_timeout(done(), budget * CLOCK_NS, "ns")
+        errors, status, _ = self.reports[reports]
+        wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
+        assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
+        assert status == int(expected.status), f"{label}: status {status:#x}; {knobs.describe()}"
+        # Traffic of this transfer: every read burst inside the stream's beats, no write at all.
+        read_beats = 0
+        for _, address, beats in self.monitor.bursts[bursts:]:
+            assert offset <= address and address + beats * self.beat_bytes <= offset + span, \
+                f"{label}: read burst at {address:#x} of {beats} beats outside the pair stream " \
+                f"[{offset:#x}, {offset + span:#x}); {knobs.describe()}"
+            read_beats += beats
+        stream_beats = span // self.beat_bytes
+        assert read_beats == stream_beats, \
+            f"{label}: {read_beats} beats read for a {stream_beats}-beat stream; {knobs.describe()}"
+        written = self.write_beats - writes
+        assert written == 0 and self.write_cycles == write_cycles, \
+            f"{label}: the decompressor drove AW/W ({written} W beats); {knobs.describe()}"
+        return {"size": size, "words": len(words), "read_bytes": read_beats * self.beat_bytes,
+                "write_bytes": written * self.beat_bytes}
+
+    async def drain(self, size_total):
+        async def receive():
+            for _ in range(self.scoreboard.pending):
+                self.scoreboard.check(await self.sink.recv())
+
+        await with_timeout(receive(), (6 * size_total // self.out_lanes + 3000) * CLOCK_NS, "ns")
+        await self.cycles(50)
+        while not self.sink.empty():
+            self.scoreboard.check(self.sink.queue.popleft())
+        self.scoreboard.check_complete()
+        assert not self.dut.busy.value, "busy stays high after the last transfer"
+        assert not self.monitor.violations, f"{self.monitor.violations[:5]}; {knobs.describe()}"
+
+
+@cocotb.test()
+@cocotb.parametrize(stall=[False, True])
+async def streams_from_memory(dut, stall):
+    """Well-formed and corrupted streams read over AXI: bit-exact output and counters, reads only."""
+    salt = stall_salt(stall, stall)
+    tb = AxiDecompressorTB(dut, stall=stall, salt=salt)
+    rng = knobs.rng(20 + salt)
+    await tb.reset()
+    total = 0
+    for n in range(knobs.vectors(DEFAULT_TRANSFERS)):
+        ratio = RATIOS[n % len(RATIOS)]
+        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
+        promised_sorted = bool(n % 2)
+        words, *_ = top_k_stream(rng, size, tb.chunk_size, ratio, tb.value_format, promised_sorted)
+        await tb.transfer(words, size, promised_sorted, {"transfer": n, "ratio": ratio, "size": size})
+        total += size
+    for n, kind in enumerate(CORRUPTIONS):
+        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
+        words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)
+        await tb.transfer(words, size, promised_sorted, {"corruption": n, "kind": kind, "size": size})
+        total += size
+    await tb.drain(total)
+    assert dut.read_error.value == 0
+
+
+@cocotb.test()
+async def read_fault(dut):
+    """A SLVERR in the pair stream: flagged, the rest reads as zero words, nothing hangs."""
+    rng = knobs.rng(31)
+    params = params_from_env()
+    chunk_size, lanes = params["chunk_size"], params["lanes"]
+    size = random_size(rng, chunk_size, 3)
+    words, *_ = top_k_stream(rng, size, chunk_size, 0.1, params["value_format"], False)
+    beat_bytes = 8 * lanes
+    beats = -(-len(words) // lanes)
+    first_bad = int(rng.integers(0, beats))
+    # The stream is placed at offset 0 (the first transfer of this test).
+    faults = [(first_bad * beat_bytes, (first_bad + 1) * beat_bytes, AxiResp.SLVERR)]
+    tb = AxiDecompressorTB(dut, faults=faults)
+    await tb.reset()
+    seen = words.copy()
+    seen[first_bad * lanes:] = 0  # the reader delivers zeros from the first failing beat on
+    await tb.transfer(words, size, False, {"fault_beat": first_bad, "size": size}, golden_words=seen)
+    await tb.drain(size)
+    assert dut.read_error.value == 1 and dut.read_error_resp.value == int(AxiResp.SLVERR), \
+        f"read_error={dut.read_error.value} resp={dut.read_error_resp.value}; {knobs.describe()}"
+
+
+@cocotb.test()
+async def traffic(dut):
+    """Measured DRAM bytes per parameter of fused-mode decompression at 0.1 %, 1 % and 10 %.
+
+    One shard of ``NEARTRAIN_VECTORS`` chunks (default 16) per ratio, sorted Top-K pairs; results to
+    ``NEARTRAIN_BENCH_OUT`` when set.
+    """
+    tb = AxiDecompressorTB(dut)
+    rng = knobs.rng(41)
+    await tb.reset()
+    size = tb.chunk_size * knobs.vectors(16)
+    results = []
+    for ratio in RATIOS:
+        words, indices, *_ = top_k_stream(rng, size, tb.chunk_size, ratio, tb.value_format, True)
+        start = tb.cycle
+        measured = await tb.transfer(words, size, True, {"ratio": ratio, "size": size})
+        await tb.drain(size)
+        measured.update(ratio=ratio, pairs=len(indices), chunk_size=tb.chunk_size, beat_bytes=tb.beat_bytes,
+                        cycles=tb.cycle - start, bytes_per_param=measured["read_bytes"] / size)
+        results.append(measured)
+        dut._log.info("traffic: %s", measured)
+    if "NEARTRAIN_BENCH_OUT" in os.environ:
+        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
+            json.dump(results, out)

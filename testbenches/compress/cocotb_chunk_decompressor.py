@@ -1,0 +1,224 @@
+"""cocotb tests of ``topk_chunk_decompressor`` (:class:`rtl.compress.chunk_decompressor.ChunkDecompressor`).
+
+Each transfer is a chunked wire stream (:func:`golden.compress.encode_stream`), well formed or
+corrupted in one of the ways :func:`golden.compress.scatter_checked` defines, cut into beats of
+random fill and sent with random valid gaps and backpressure. The dense output, the five error
+counters and the sticky status bits must equal :func:`golden.compress.scatter_stream` bit for bit,
+and every transfer must finish within a cycle budget (nothing hangs on bad input).
+"""
+
+import cocotb
+import numpy as np
+from cocotb.triggers import RisingEdge, with_timeout
+
+from golden.compress import (
+    adversarial_indices,
+    chunk_count,
+    encode_stream,
+    group_by_chunk,
+    scatter_stream,
+)
+from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
+from testbenches import knobs
+from testbenches.stream import unpack
+from testbenches.tb import Scoreboard
+
+from .cocotb_compress_common import CLOCK_NS, CompressTB, random_values, stall_salt
+
+DEFAULT_TRANSFERS = 6
+RATIOS = (0.001, 0.01, 0.1)
+CORRUPTIONS = ("out_of_range", "chunk_violation", "unsorted", "excess", "truncated", "header_count",
+               "huge_header", "duplicates", "empty_transfer", "random_words")
+
+
+class DecompressorTB(CompressTB):
+    def __init__(self, dut, **kwargs):
+        super().__init__(dut, **kwargs)
+        params = self.params
+        self.lanes, self.chunk_size = params["lanes"], params["chunk_size"]
+        self.out_lanes, self.value_format = params["out_lanes"], params["value_format"]
+        self.reports = []
+        self.scoreboard = Scoreboard("topk_chunk_decompressor o")
+        cocotb.start_soon(self._watch_done())
+
+    async def _watch_done(self):
+        layout = errors_layout()
+        while True:
+            await RisingEdge(self.clock)
+            if self.dut.done.value:
+                errors = unpack(layout, int(self.dut.errors.value))
+                self.reports.append((errors, int(self.dut.status.value)))
+
+    def beats(self, rng, words, oversized_counts=False):
+        """Cut ``words`` into wire beats of random fill (mostly full), ``last`` on the final one.
+
+        With ``oversized_counts`` some full beats carry a ``count`` field above ``lanes`` (read as
+        ``lanes``).
+        """
+        count_limit = 1 << self.lanes.bit_length()  # the field's range, as the layout sizes it
+        beats, position = [], 0
+        while position < len(words) or not beats:
+            fill = self.lanes if rng.random() < 0.7 else int(rng.integers(0, self.lanes + 1))
+            chunk = [int(word) for word in words[position:position + fill]]
+            position += len(chunk)
+            count = len(chunk)
+            if oversized_counts and count == self.lanes and rng.random() < 0.3:
+                count = int(rng.integers(self.lanes, count_limit))
+            beats.append({"words": chunk + [0] * (self.lanes - len(chunk)), "count": count, "last": 0})
+        beats[-1]["last"] = 1
+        return beats
+
+    def expect(self, words, size, promised_sorted, label):
+        """Queue the golden dense beats of one transfer; return the golden errors."""
+        dense, errors = scatter_stream(words, size, value_format=self.value_format,
+                                       chunk_size=self.chunk_size, sorted_within_chunk=promised_sorted)
+        bits = dense.view(np.uint32)
+        for chunk in range(chunk_count(size, self.chunk_size)):
+            elements = bits[chunk * self.chunk_size:(chunk + 1) * self.chunk_size]
+            beats = -(-len(elements) // self.out_lanes)
+            padded = np.zeros(beats * self.out_lanes, np.uint32)
+            padded[:len(elements)] = elements
+            for n in range(beats):
+                self.scoreboard.expect(
+                    {"data": padded[n * self.out_lanes:(n + 1) * self.out_lanes].astype(np.int64).tolist(),
+                     "last": int(n == beats - 1)},
+                    {**label, "chunk": chunk, "beat": n})
+        return errors
+
+    async def transfer(self, rng, words, size, promised_sorted, label):
+        """Send one transfer, wait for its done pulse, and check the counters and status."""
+        expected = self.expect(words, size, promised_sorted, label)
+        self.dut.size.value = size
+        self.dut.sorted.value = int(promised_sorted)
+        reports = len(self.reports)
+        self.source.send_many(self.beats(rng, words, oversized_counts=label.get("kind") is not None))
+        budget = 8 * (len(words) + chunk_count(size, self.chunk_size) + 50) + 4 * size // self.out_lanes
+
+        async def done():
+            while len(self.reports) == reports:
+                await RisingEdge(self.clock)
+
+        await with_timeout(done(), budget * CLOCK_NS, "ns")
+        errors, status = self.reports[reports]
+        wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
+        assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
+        assert status == int(expected.status), \
+            f"{label}: status {status:#x}, expected {int(expected.status):#x}; {knobs.describe()}"
+
+    async def drain(self, size_total):
+        async def receive():
+            for _ in range(self.scoreboard.pending):
+                self.scoreboard.check(await self.sink.recv())
+
+        await with_timeout(receive(), (4 * size_total // self.out_lanes + 2000) * CLOCK_NS, "ns")
+        await self.cycles(50)
+        while not self.sink.empty():
+            self.scoreboard.check(self.sink.queue.popleft())
+        self.scoreboard.check_complete()
+        assert not self.dut.busy.value, "busy stays high after the last transfer"
+
+
+def top_k_stream(rng, size, chunk_size, ratio, value_format, promised_sorted):
+    """A well-formed chunked stream of about ``ratio * size`` distinct pairs: (words, indices, values)."""
+    n = min(size, max(1, int(round(ratio * size)))) if size else 0
+    indices = adversarial_indices("random", n, size, 1, rng) if size else np.zeros(0, np.int64)
+    if not promised_sorted:
+        rng.shuffle(indices)
+    values = random_values(rng, n, value_format)
+    indices, values, counts = group_by_chunk(indices, values, size=size, chunk_size=chunk_size,
+                                             sort_within_chunk=promised_sorted)
+    return encode_stream(indices, values, value_format=value_format, counts=counts), indices, values, counts
+
+
+def corrupted_stream(rng, kind, size, chunk_size, value_format):
+    """A stream with one kind of malformation; returns (words, sorted promise)."""
+    promised_sorted = bool(rng.random() < 0.5) or kind == "unsorted"
+    words, indices, values, counts = top_k_stream(rng, size, chunk_size, 0.08, value_format, promised_sorted)
+    words = words.copy()
+    headers = np.arange(len(counts)) + np.concatenate([[0], np.cumsum(counts)[:-1]])
+    is_pair = np.ones(len(words), bool)
+    is_pair[headers] = False
+    pair_positions = np.flatnonzero(is_pair)
+    picks = rng.choice(pair_positions, (len(pair_positions) + 3) // 4, replace=False)
+    high = np.uint64(0xFFFFFFFF) << np.uint64(32)
+    if kind == "out_of_range":
+        bad = rng.integers(size, 1 << 32, len(picks), dtype=np.uint64)
+        words[picks] = (words[picks] & high) | bad
+    elif kind == "chunk_violation":
+        words[picks] = (words[picks] & high) | rng.integers(0, size, len(picks)).astype(np.uint64)
+    elif kind == "unsorted":
+        for start, count in zip(headers + 1, counts, strict=True):
+            rng.shuffle(words[start:start + count])
+    elif kind == "excess":
+        words = np.concatenate([words, rng.integers(0, 1 << 63, int(rng.integers(1, 20)), dtype=np.uint64)])
+    elif kind == "truncated":
+        words = words[:int(rng.integers(0, len(words) + 1))]
+    elif kind == "header_count":
+        for header in rng.choice(headers, min(len(headers), 3), replace=False):
+            words[header] = np.uint64(max(0, int(words[header]) + int(rng.integers(-3, 4))))
+    elif kind == "huge_header" and len(headers):
+        words[rng.choice(headers)] = np.uint64(0xFFFFFFFF)
+    elif kind == "duplicates":  # well formed: repeated indices accumulate in pair order
+        low = np.uint64(0xFFFFFFFF)
+        for start, count in zip(headers + 1, counts, strict=True):
+            segment = words[start:start + count]
+            if count > 1:
+                copies = rng.integers(0, count, count)
+                chosen = rng.random(count) < 0.5
+                segment[chosen] = (segment[chosen] & high) | (segment[copies[chosen]] & low)
+                if promised_sorted:  # stable: equal indices keep their pair order
+                    words[start:start + count] = segment[np.argsort(segment & low, kind="stable")]
+    elif kind == "empty_transfer":
+        words = words[:0]
+    elif kind == "random_words":  # small header counts among random in-range and out-of-range words
+        n = int(rng.integers(1, 4 * chunk_count(size, chunk_size) + 8))
+        words = rng.integers(0, 2 * size + 2, n, dtype=np.uint64) | (
+            rng.integers(0, 1 << 16, n, dtype=np.uint64) << np.uint64(32))
+        headers_here = rng.random(n) < 0.3
+        words[headers_here] = rng.integers(0, 5, int(headers_here.sum()), dtype=np.uint64)
+    return words, promised_sorted
+
+
+def random_size(rng, chunk_size, chunks):
+    return int(rng.integers((chunks - 1) * chunk_size + 1, chunks * chunk_size + 1))
+
+
+@cocotb.test()
+@cocotb.parametrize(idle=[False, True], backpressure=[False, True])
+async def ratios_bit_exact(dut, idle, backpressure):
+    """Well-formed Top-K streams at 0.1%, 1% and 10% density, sorted and unsorted chunks."""
+    salt = stall_salt(idle, backpressure)
+    tb = DecompressorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
+    rng = knobs.rng(salt)
+    await tb.reset()
+    total = 0
+    for n in range(knobs.vectors(DEFAULT_TRANSFERS)):
+        ratio = RATIOS[n % len(RATIOS)]
+        # Large enough for a few pairs even at 0.1%.
+        chunks = -(-max(4 * tb.chunk_size, int(3 / ratio)) // tb.chunk_size) + int(rng.integers(0, 2))
+        size = random_size(rng, tb.chunk_size, chunks)
+        promised_sorted = bool(n % 2)
+        words, *_ = top_k_stream(rng, size, tb.chunk_size, ratio, tb.value_format, promised_sorted)
+        await tb.transfer(rng, words, size, promised_sorted,
+                          {"transfer": n, "ratio": ratio, "size": size, "sorted": promised_sorted})
+        total += size
+    await tb.drain(total)
+
+
+@cocotb.test()
+@cocotb.parametrize(idle=[False, True], backpressure=[False, True])
+async def bad_input_bit_exact(dut, idle, backpressure):
+    """Every malformation: dropped pairs, counters and status bits as golden; never hangs."""
+    salt = 10 + stall_salt(idle, backpressure)
+    tb = DecompressorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
+    rng = knobs.rng(salt)
+    await tb.reset()
+    total = 0
+    rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS) // 2)
+    for n, kind in enumerate(CORRUPTIONS * rounds):
+        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
+        words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)
+        await tb.transfer(rng, words, size, promised_sorted,
+                          {"transfer": n, "kind": kind, "size": size, "sorted": promised_sorted})
+        total += size
+    await tb.drain(total)

@@ -1,0 +1,152 @@
+"""cocotb tests of ``topk_scatter`` (:class:`rtl.compress.scatter_engine.ScatterEngine`).
+
+Chunks of every index pattern of :func:`golden.compress.adversarial_indices` (plus unsorted indices
+with duplicates, and empty chunks) stream through back to back, with holes in the pair slots and
+random valid gaps and backpressure; every output beat must equal :func:`golden.compress.scatter` of
+its chunk bit for bit. ``throughput`` counts clock cycles for one long chunk at full rate (the
+benchmark ``scripts/bench_compress.py`` reads its result).
+"""
+
+import json
+import os
+
+import cocotb
+import numpy as np
+from cocotb.triggers import RisingEdge, with_timeout
+
+from golden.compress import adversarial_indices
+from testbenches import knobs
+from testbenches.tb import Scoreboard
+
+from .cocotb_compress_common import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
+
+DEFAULT_CHUNKS = 12
+KINDS = ("random", "same_bank", "same_index", "consecutive", "unsorted", "empty")
+
+
+def chunk_indices(rng, kind, length, banks, limit):
+    """Indices of one chunk of ``length`` elements following ``kind`` (at most ``limit`` pairs)."""
+    if kind == "empty":
+        return np.zeros(0, np.int64)
+    if kind == "unsorted":  # uniform with replacement: duplicates anywhere, in random order
+        return rng.integers(0, length, rng.integers(0, limit + 1)).astype(np.int64)
+    capacity = {"same_bank": length // banks, "same_index": limit}.get(kind, length)
+    if kind == "same_bank" and capacity == 0:
+        return np.zeros(0, np.int64)
+    return adversarial_indices(kind, int(rng.integers(1, min(capacity, limit) + 1)), length, banks, rng)
+
+
+def chunk_beats(rng, indices, values, length, lanes, hole_probability):
+    """Scatter-stream beats of one chunk: pairs in slot order with random holes, then ``last``."""
+    bits = value_bits(values)
+    beats, slots = [], []
+    position = 0
+    while position < len(indices):
+        if rng.random() < hole_probability:
+            slots.append({"valid": 0})
+        else:
+            slots.append({"valid": 1, "index": int(indices[position]), "value": bits[position]})
+            position += 1
+        if len(slots) == lanes:
+            beats.append({"pairs": slots, "last": 0})
+            slots = []
+    # The chunk end rides on the beat with the final pairs or, at random, on a beat of its own.
+    if slots or not beats or rng.random() < 0.5:
+        beats.append({"pairs": slots + [{"valid": 0}] * (lanes - len(slots)), "last": 0})
+    beats[-1].update(last=1, length=length)
+    return beats
+
+
+class EngineTB(CompressTB):
+    def __init__(self, dut, **kwargs):
+        super().__init__(dut, **kwargs)
+        params = self.params
+        self.lanes, self.banks = params["lanes"], params["banks"]
+        self.chunk_size, self.out_lanes = params["chunk_size"], params["out_lanes"]
+        self.value_format = params["value_format"]
+
+
+@cocotb.test()
+@cocotb.parametrize(idle=[False, True], backpressure=[False, True])
+async def chunks_bit_exact(dut, idle, backpressure):
+    """Back-to-back chunks of every pattern, bit-exact against golden scatter, under stalls."""
+    salt = stall_salt(idle, backpressure)
+    tb = EngineTB(dut, idle=idle, backpressure=backpressure, salt=salt)
+    rng = knobs.rng(salt)
+    await tb.reset()
+    scoreboard = Scoreboard("topk_scatter o")
+    limit = 3 * tb.chunk_size
+    words = 0
+    for chunk in range(knobs.vectors(DEFAULT_CHUNKS)):
+        kind = KINDS[chunk % len(KINDS)]
+        length = tb.chunk_size if rng.random() < 0.6 else int(rng.integers(1, tb.chunk_size + 1))
+        indices = chunk_indices(rng, kind, length, tb.banks, limit)
+        values = random_values(rng, len(indices), tb.value_format)
+        expected = dense_beats(indices, values, length, tb.out_lanes)
+        scoreboard.expect_many(expected, [{"chunk": chunk, "kind": kind, "beat": n}
+                                          for n in range(len(expected))])
+        beats = chunk_beats(rng, indices, values, length, tb.lanes, hole_probability=0.2)
+        tb.source.send_many(beats)
+        words += len(beats) + len(indices) * 6 + len(expected)
+
+    async def drain():
+        for _ in range(scoreboard.pending):
+            scoreboard.check(await tb.sink.recv())
+
+    await with_timeout(drain(), (4 * words + 2 * tb.chunk_size + 1000) * CLOCK_NS, "ns")
+    await tb.cycles(50)
+    while not tb.sink.empty():
+        scoreboard.check(tb.sink.queue.popleft())
+    scoreboard.check_complete()
+    assert not dut.busy.value, "busy stays high after the last chunk"
+
+
+@cocotb.test()
+async def throughput(dut):
+    """Cycles for one chunk of pairs at full rate; NEARTRAIN_BENCH_KIND picks the pattern.
+
+    The steady rate counts pairs over the cycles from the first to the last accepted pair beat; the
+    total rate also includes the pipeline latency up to the chunk's first output beat.
+    """
+    tb = EngineTB(dut)
+    kind = os.environ.get("NEARTRAIN_BENCH_KIND", "random")
+    rng = knobs.rng(11)
+    await tb.reset()
+    await tb.wait_ready()
+    length = tb.chunk_size
+    pairs = knobs.vectors(length // 2)
+    if kind != "same_index":  # the other patterns have distinct indices
+        pairs = min(pairs, length // tb.banks if kind == "same_bank" else length)
+    # "shuffled": distinct uniform indices in random order (banks drawn independently per pair).
+    indices = adversarial_indices("random" if kind == "shuffled" else kind, pairs, length, tb.banks, rng)
+    if kind == "shuffled":
+        rng.shuffle(indices)
+    values = random_values(rng, len(indices), tb.value_format)
+    expected = dense_beats(indices, values, length, tb.out_lanes)
+    beats = chunk_beats(rng, indices, values, length, tb.lanes, hole_probability=0.0)
+    accepted = []
+
+    async def watch_input():
+        while True:
+            await RisingEdge(tb.clock)
+            if dut.i__valid.value and dut.i__ready.value:
+                accepted.append(tb.cycle)
+
+    cocotb.start_soon(watch_input())
+    tb.source.send_many(beats)
+    first_output = None
+    for n, beat in enumerate(expected):
+        received = await with_timeout(tb.sink.recv(), (20 * pairs + 4 * length + 1000) * CLOCK_NS, "ns")
+        if first_output is None:
+            first_output = tb.cycle
+        assert received == beat, f"beat {n}: expected {beat}, got {received}; {knobs.describe()}"
+    pair_beats = -(-pairs // tb.lanes)
+    # Steady input rate: the pair beats only (the chunk-end beat may be extra), first to last accepted.
+    steady_cycles = accepted[pair_beats - 1] - accepted[0] + 1
+    result = {"kind": kind, "lanes": tb.lanes, "banks": tb.banks, "pairs": pairs,
+              "steady_cycles": steady_cycles, "steady_rate": pairs / steady_cycles,
+              "total_cycles": first_output - accepted[0], "total_rate": pairs / (first_output - accepted[0])}
+    dut._log.info("throughput: %s", result)
+    if "NEARTRAIN_BENCH_OUT" in os.environ:
+        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
+            json.dump(result, out)
