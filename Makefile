@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.neartrain-installed
 
-.PHONY: all run test test-full verilog lint clean setup sweep bitstream
+.PHONY: all run test test-full verilog lint clean setup sweep bitstream vitis
 
 all: run
 
@@ -55,6 +55,14 @@ BITSTREAM_FREQ  ?= 125
 bitstream: $(STAMP)
 	$(BIN)/neartrain bitstream $(BITSTREAM_BLOCK) $(foreach set,$(BITSTREAM_SET),--set $(set)) \
 		--board $(BITSTREAM_BOARD) --freq $(BITSTREAM_FREQ) -o build/bitstream/$(BITSTREAM_BLOCK)
+
+# `make vitis`: a Vitis RTL-kernel source tree (Verilog, kernel.xml, package_xo TCL, v++ link
+# configs for SmartSSD/U250/U280, an XRT host example) for VITIS_BLOCK.
+VITIS_BLOCK ?= adam_updater
+VITIS_SET ?=
+
+vitis: $(STAMP)
+	$(BIN)/neartrain vitis $(VITIS_BLOCK) $(foreach set,$(VITIS_SET),--set $(set)) -o build/vitis/$(VITIS_BLOCK)
 
 clean:
 	rm -rf build .pytest_cache

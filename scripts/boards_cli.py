@@ -1,4 +1,4 @@
-"""``neartrain boards``, ``sweep``, ``bitstream`` and ``results``: sizing blocks against real devices.
+"""``neartrain boards``, ``sweep``, ``bitstream``, ``results``, ``vitis``, ``board-demo``: blocks on devices.
 
 Registered into :mod:`scripts.cli` through ``register(commands)``; every mistake a user can
 make (unknown block or board, a bad ``--vary``, a board of the wrong target) is one line
@@ -163,8 +163,56 @@ def command_results(args):
     print(path)
 
 
+def command_vitis(args):
+    from scripts.cli import _build, _lookup, _parse_sets, _writable_folder
+    from scripts.vitis import KernelShapeError, write_kernel_tree
+
+    block = _lookup(args.block)
+    overrides = _parse_sets(block, args.set)
+    component = _build(block, overrides)
+    folder = _writable_folder(args.output)
+    try:
+        written = write_kernel_tree(component, name=args.name or block.name, output=folder,
+                                    block_name=block.name, params=block.resolve(overrides))
+    except KernelShapeError as error:
+        raise _usage_error()(f"{block.name}: {error}") from None
+    print("\n".join(str(path) for path in written))
+
+
+def command_board_demo(args):
+    from scripts.board_demo import DemoError, build_board, run_demo
+
+    if (args.port is None) == (args.build is None):
+        raise _usage_error()("board-demo needs either --port (run the demo) or --build DIR "
+                             "(make the bitstream)")
+    if args.build is not None:
+        from scripts.cli import _writable_folder
+
+        board = _board(args.board)
+        folder = _writable_folder(args.build)
+        try:
+            summary = build_board(board=board, output=folder, lanes=args.lanes, depth=args.depth,
+                                  baud=args.baud)
+        except DemoError as error:
+            raise _usage_error()(str(error)) from None
+        print(f"{summary['bitstream']} (UART divisor {summary['divisor']} for {args.baud} baud)")
+        for clock, figures in summary["fmax"].items():
+            print(f"Fmax {figures['achieved']:.2f} MHz for clock {clock} "
+                  f"(constraint {figures['constraint']:g} MHz)")
+        for column, use in summary["utilisation"].items():
+            print(f"{column}: {use['used']} of {use['available']}")
+        return
+    try:
+        ok = run_demo(port=args.port, baud=args.baud, elements=args.elements, seed=args.seed, step=args.step,
+                      timeout=args.timeout, copy_format=args.copy_format)
+    except DemoError as error:
+        raise _usage_error()(str(error)) from None
+    if not ok:
+        raise SystemExit(1)
+
+
 def register(commands):
-    """Add ``boards``, ``sweep``, ``bitstream`` and ``results`` to the ``neartrain`` command."""
+    """Add ``boards``, ``sweep``, ``bitstream``, ``results``, ``vitis``, ``board-demo`` to ``neartrain``."""
     from scripts.bitstream import DEFAULT_FREQUENCY_MHZ
     from scripts.synth import TARGETS
 
@@ -203,3 +251,30 @@ def register(commands):
     results.add_argument("--blocks", nargs="+", metavar="BLOCK", help="only these blocks")
     results.add_argument("--families", nargs="+", metavar="FAMILY", help="only blocks of these families")
     results.set_defaults(handler=command_results)
+
+    vitis = commands.add_parser("vitis", help="write a Vitis RTL-kernel source tree (Verilog, kernel.xml, "
+                                              "package_xo TCL, v++ configs, XRT host)")
+    vitis.add_argument("block")
+    vitis.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
+    vitis.add_argument("--name", help="kernel name (default: the block name)")
+    vitis.add_argument("-o", "--output", required=True, metavar="DIR")
+    vitis.set_defaults(handler=command_vitis)
+
+    demo = commands.add_parser("board-demo", help="run one Adam step on the UART board demo and check it "
+                                                  "against golden.optim")
+    demo.add_argument("--port", help="serial device (/dev/ttyUSB0; needs pyserial) or "
+                                      "socket://HOST:PORT (the simulation)")
+    demo.add_argument("--build", metavar="DIR",
+                      help="instead of running: build the demo bitstream for --board")
+    demo.add_argument("--board", default="ulx3s-85f", help="ECP5 board for --build (default ulx3s-85f)")
+    demo.add_argument("--lanes", type=int, default=1,
+                      help="lanes for --build: 1 or 2 fit an LFE5U-85F, 4 do not")
+    demo.add_argument("--depth", type=int, default=256, help="elements per tensor memory for --build")
+    demo.add_argument("--baud", type=int, default=115200, help="serial baud rate (ignored for socket://)")
+    demo.add_argument("--elements", type=int, default=32, help="tensor shard length")
+    demo.add_argument("--copy-format", default="bf16", choices=("none", "f16", "bf16"),
+                      help="16-bit parameter copy format")
+    demo.add_argument("--step", type=int, default=3, help="Adam step number")
+    demo.add_argument("--seed", type=int, default=1, help="random tensors seed")
+    demo.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply")
+    demo.set_defaults(handler=command_board_demo)
