@@ -59,7 +59,7 @@ bitstream: $(STAMP)
 # `make vitis`: a Vitis RTL-kernel source tree (Verilog, kernel.xml, package_xo TCL, v++ link
 # configs for SmartSSD/U250/U280, an XRT host example) for VITIS_BLOCK.
 VITIS_BLOCK ?= adam_updater
-VITIS_SET ?=
+VITIS_SET ?= lanes=16
 
 vitis: $(STAMP)
 	$(BIN)/neartrain vitis $(VITIS_BLOCK) $(foreach set,$(VITIS_SET),--set $(set)) -o build/vitis/$(VITIS_BLOCK)
