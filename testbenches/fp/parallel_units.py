@@ -41,7 +41,8 @@ class ParallelUnits(wiring.Component):
     def __init__(self, *, block, unit_params, lanes):
         self._lanes = check_int("lanes", lanes, 1, 64)
         self._build = lambda: get_block(block).build(dict(unit_params))
-        probe = self._build()
+        # The first copy doubles as the source of the unit's layouts and latency.
+        self._first = probe = self._build()
         self.latency = probe.latency
         self.unit_input_layout = probe.i.payload.shape()
         self.unit_output_layout = probe.o.payload.shape()
@@ -53,7 +54,7 @@ class ParallelUnits(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         for lane in range(self._lanes):
-            unit = m.submodules[f"lane{lane}"] = self._build()
+            unit = m.submodules[f"lane{lane}"] = self._first if lane == 0 else self._build()
             m.d.comb += [
                 unit.i.valid.eq(self.i.valid),
                 unit.i.payload.eq(self.i.payload[lane]),
