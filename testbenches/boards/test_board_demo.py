@@ -5,7 +5,6 @@ import pytest
 from rtl.board.adam_demo import AdamBoardDemo
 from scripts.cli import main
 from testbenches.harness import run_cocotb
-from testbenches.optim.device import build_env
 
 MODULE = "testbenches.boards.cocotb_board_demo"
 
@@ -17,7 +16,7 @@ def _params(lanes, depth, arithmetic, divisor=8):
 def test_board_demo_host_script_passes_against_golden():
     """``neartrain board-demo`` over the simulated UART: one Adam step, bit-exact with golden.optim."""
     run_cocotb(AdamBoardDemo, MODULE, params=_params(1, 64, True, divisor=4), testcase="host_script",
-               extra_env={**build_env(), "BOARD_DEMO_ELEMENTS": "12"})
+               extra_env={"BOARD_DEMO_ELEMENTS": "12"})
 
 
 def test_board_demo_host_script_notices_wrong_results():
@@ -35,7 +34,7 @@ def test_board_demo_protocol(lanes, depth):
 def test_board_demo_two_lanes_long():
     """Two lanes, a full 128-element shard, at step 1000 (the model runs at about 1k cycles/s)."""
     run_cocotb(AdamBoardDemo, MODULE, params=_params(2, 128, True, divisor=4), testcase="host_script",
-               extra_env={**build_env(), "BOARD_DEMO_ELEMENTS": "128", "BOARD_DEMO_STEP": "1000",
+               extra_env={"BOARD_DEMO_ELEMENTS": "128", "BOARD_DEMO_STEP": "1000",
                           "BOARD_DEMO_WALL_SECONDS": "3600"})
 
 

@@ -1,13 +1,8 @@
-"""pytest runner for ``topk_fused_updater_core`` (cocotb on Verilator): Top-K pairs -> optimizer step.
-
-The Verilated model is compiled at ``-O0`` (``testbenches.optim.device.build_env``), as the updater's
-own tests do: the floating-point datapath's C++ is large and the short simulations barely notice.
-"""
+"""pytest runner for ``topk_fused_updater_core`` (cocotb on Verilator): Top-K pairs -> optimizer step."""
 
 import pytest
 
 from testbenches.harness import run_cocotb
-from testbenches.optim.device import build_env
 
 MODULE = "testbenches.compress.cocotb_fused_updater_core"
 
@@ -18,4 +13,4 @@ MODULE = "testbenches.compress.cocotb_fused_updater_core"
                   "value_format": "f32"}, marks=pytest.mark.slow),
 ], ids=lambda p: "{optimizer}-M{lanes}-L{wire_lanes}-S{chunk_size}-{value_format}".format(**p))
 def test_fused_updater_core(params):
-    run_cocotb("topk_fused_updater_core", MODULE, params=params, extra_env=build_env())
+    run_cocotb("topk_fused_updater_core", MODULE, params=params)

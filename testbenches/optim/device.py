@@ -24,7 +24,6 @@ cocotb test, :class:`UpdaterDevice` offers the same operations as coroutines.
 
 import dataclasses
 import logging
-import os
 import pathlib
 import pickle
 import tempfile
@@ -38,7 +37,7 @@ from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES,
 from rtl.bus.axi import PAGE_BYTES
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
 
-__all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "update", "statistics", "build_env", "JOB_ENV",
+__all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "update", "statistics", "JOB_ENV",
            "MEMORY_SIZE",
            "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
 
@@ -311,19 +310,8 @@ def run_jobs(optimizer, jobs, **kernel_params):
         job_file = pathlib.Path(folder) / "jobs.pickle"
         job_file.write_bytes(pickle.dumps(jobs))
         run_cocotb(f"{optimizer}_updater", "testbenches.optim.cocotb_device_job", params=kernel_params,
-                   extra_env={JOB_ENV: str(job_file), **build_env()})
+                   extra_env={JOB_ENV: str(job_file)})
         return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
-
-
-def build_env():
-    """Environment for ``run_cocotb`` that compiles the Verilated model without optimisation.
-
-    The C++ of a floating-point datapath is large: a one-lane Adam core compiles in about
-    23 s of CPU at ``-O0`` against 140 s at Verilator's default ``-Os``, and the short
-    simulations of the tests barely notice the slower model. ``NEARTRAIN_OPTIM_MAKEFLAGS``
-    overrides the flags (for example ``OPT_FAST=-Os`` for long benchmarks).
-    """
-    return {"MAKEFLAGS": os.environ.get("NEARTRAIN_OPTIM_MAKEFLAGS", "OPT_FAST=-O0")}
 
 
 def update(optimizer, param, grad, states, hyper, *, grad_format="f32", copy_format="none", stall=0.0,

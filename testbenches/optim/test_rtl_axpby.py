@@ -3,7 +3,6 @@
 import pytest
 
 from testbenches.harness import run_cocotb
-from testbenches.optim.device import build_env
 
 CASES = [
     {"lanes": 2, "fused": False},
@@ -14,4 +13,4 @@ CASES = [
 
 @pytest.mark.parametrize("params", CASES, ids=lambda p: "-".join(f"{k}={v}" for k, v in p.items()))
 def test_axpby(params):
-    run_cocotb("axpby", "testbenches.optim.cocotb_axpby", params=params, extra_env=build_env())
+    run_cocotb("axpby", "testbenches.optim.cocotb_axpby", params=params)

@@ -7,12 +7,10 @@ the result does not depend on the lane count.
 import pytest
 
 from testbenches.harness import run_cocotb
-from testbenches.optim.device import build_env
 
 CASES = [{"lanes": 1}, {"lanes": 3}, pytest.param({"lanes": 16}, marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("params", CASES, ids=lambda p: f"lanes={p['lanes']}")
 def test_gradient_statistics(params):
-    run_cocotb("gradient_statistics", "testbenches.optim.cocotb_gradient_statistics", params=params,
-               extra_env=build_env())
+    run_cocotb("gradient_statistics", "testbenches.optim.cocotb_gradient_statistics", params=params)

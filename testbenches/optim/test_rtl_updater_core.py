@@ -7,7 +7,6 @@ power of two); wider cores are slow (their Verilator builds take minutes).
 import pytest
 
 from testbenches.harness import run_cocotb
-from testbenches.optim.device import build_env
 
 CASES = [
     {"optimizer": "adam", "lanes": 1},
@@ -21,4 +20,4 @@ CASES = [
 
 @pytest.mark.parametrize("params", CASES, ids=lambda p: "-".join(f"{k}={v}" for k, v in p.items()))
 def test_updater_core(params):
-    run_cocotb("updater_core", "testbenches.optim.cocotb_updater_core", params=params, extra_env=build_env())
+    run_cocotb("updater_core", "testbenches.optim.cocotb_updater_core", params=params)

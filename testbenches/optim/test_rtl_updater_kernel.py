@@ -32,7 +32,7 @@ def _id(value):
 
 @pytest.mark.parametrize("optimizer,params", CASES, ids=_id)
 def test_updater_kernel(optimizer, params):
-    run_cocotb(f"{optimizer}_updater", MODULE, params=params, extra_env=device.build_env())
+    run_cocotb(f"{optimizer}_updater", MODULE, params=params)
 
 
 @pytest.mark.slow
