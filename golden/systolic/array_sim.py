@@ -53,15 +53,17 @@ class _Datapath:
 
 
 def simulate_output_stationary(a, b, d=None, *, element, rows, cols, tile=1, mac_latency=1, acc_latency=1,
-                               overlap_drain=True, refill_cycles=0, period=None):
+                               overlap_drain=True, refill_cycles=0, period=None, tensor=1):
     """Run the output-stationary schedule register by register.
 
     Parameters
     ----------
     a, b, d, element
         As for :func:`golden.systolic.numerics.gemm`.
-    rows, cols, tile, mac_latency, acc_latency, overlap_drain, refill_cycles
-        As for :func:`golden.systolic.cycles.gemm_cycle_terms`.
+    rows, cols, tile, mac_latency, acc_latency, overlap_drain, refill_cycles, tensor
+        As for :func:`golden.systolic.cycles.gemm_cycle_terms`. With ``tensor`` t each PE is a
+        t x t tile of lanes: operand registers and feeders are per PE (t operands hop together),
+        accumulators, shadow slots and MACs per lane, and a PE column drains its lane rows in turn.
     period : int, optional
         Override the tile period (to show a shorter one breaks the schedule).
 
@@ -76,14 +78,16 @@ def simulate_output_stationary(a, b, d=None, *, element, rows, cols, tile=1, mac
     (m_size, k_size), n_size = path.a.shape, path.b.shape[1]
     terms = gemm_cycle_terms(m_size, k_size, n_size, rows=rows, cols=cols, tile=tile,
                              mac_latency=mac_latency, acc_latency=acc_latency, overlap_drain=overlap_drain,
-                             refill_cycles=refill_cycles)
+                             refill_cycles=refill_cycles, tensor=tensor)
     period = terms.period if period is None else period
-    origins = [(m0, n0) for m0 in range(0, m_size, rows * tile) for n0 in range(0, n_size, cols)]
+    # Lanes: lane row r t + i / lane column c t + j of PE(r, c); t = 1 is the one-MAC PE.
+    lane_rows, lane_cols = rows * tensor, cols * tensor
+    origins = [(m0, n0) for m0 in range(0, m_size, lane_rows * tile) for n0 in range(0, n_size, lane_cols)]
     starts = [n * period for n in range(len(origins))]
     beat_len, stream = terms.beat_len, terms.stream
     out = np.zeros((m_size, n_size), dtype=path.d.dtype)
-    a_regs = [[None] * cols for _ in range(rows)]
-    b_regs = [[None] * cols for _ in range(rows)]
+    a_regs = [[None] * cols for _ in range(lane_rows)]  # [lane row][PE column]
+    b_regs = [[None] * lane_cols for _ in range(rows)]  # [PE row][lane column]
     acc, shadow = {}, {}
     reads, writes = defaultdict(list), defaultdict(list)
     # Run past the closed form's end: the count returned is the last drain observed, not the formula.
@@ -101,12 +105,15 @@ def simulate_output_stationary(a, b, d=None, *, element, rows, cols, tile=1, mac
         return None if u >= tile else ((live[0], k, u), pick(live[0], k, u))
 
     for t in range(horizon):
-        # Drain: column c emits slot (r, u) from stream + rows-1 + c + L-1 after its tile's start.
+        # Drain: PE column c emits slot (r, u) of each of its lane columns from
+        # stream + rows-1 + c + L-1 after its tile's start (r a lane row).
         for n, (m0, n0) in enumerate(origins):
-            for c in range(cols):
-                j = t - (starts[n] + stream + rows - 1 + c + mac_latency - 1)
-                if 0 <= j < rows * tile:
-                    r, u = divmod(j, tile)
+            for pc in range(cols):
+                j = t - (starts[n] + stream + rows - 1 + pc + mac_latency - 1)
+                if not 0 <= j < lane_rows * tile:
+                    continue
+                r, u = divmod(j, tile)
+                for c in range(pc * tensor, (pc + 1) * tensor):
                     slot = shadow.get((r, c, u))
                     if slot is None or slot[1] != n:
                         raise ScheduleHazard(f"cycle {t}: shadow ({r},{c},{u}) drained before tile {n} "
@@ -117,14 +124,14 @@ def simulate_output_stationary(a, b, d=None, *, element, rows, cols, tile=1, mac
                         out[m0 + r * tile + u, n0 + c] = slot[0]
                         drained += 1
         # Operands shift one PE right / down; the edge registers take the feeders' next beat.
-        for r in range(rows):
-            a_regs[r] = [feed(r, t, lambda n, k, u, r=r: path.operand(
+        for r in range(lane_rows):
+            a_regs[r] = [feed(r // tensor, t, lambda n, k, u, r=r: path.operand(
                 path.a, origins[n][0] + r * tile + u, k))] + a_regs[r][:-1]
-        b_regs = [[feed(c, t, lambda n, k, u, c=c: path.operand(path.b, k, origins[n][1] + c))
-                   for c in range(cols)]] + b_regs[:-1]
-        for r in range(rows):
-            for c in range(cols):
-                a_op, b_op = a_regs[r][c], b_regs[r][c]
+        b_regs = [[feed(c // tensor, t, lambda n, k, u, c=c: path.operand(path.b, k, origins[n][1] + c))
+                   for c in range(lane_cols)]] + b_regs[:-1]
+        for r in range(lane_rows):
+            for c in range(lane_cols):
+                a_op, b_op = a_regs[r][c // tensor], b_regs[r // tensor][c]
                 if a_op is None and b_op is None:
                     continue
                 if a_op is None or b_op is None or a_op[0] != b_op[0]:

@@ -35,15 +35,24 @@ of row i of ``a`` meets block t of column j of ``b``. Per output, in increasing 
 
 i.e. an exact integer dot product per block, one RNE conversion of the scaled block sum to f32 and
 one f32 RNE addition: two roundings per block.
+
+Cycles (``block_fp_gemm_cycles``)
+---------------------------------
+The block floating point array (``rtl.systolic.block_fp_array``) runs the output-stationary
+schedule of :func:`golden.systolic.gemm_cycles` with K rounded up to whole blocks (a short last
+block is padded with zero mantissas, which keeps every output's f32 additions ``block beat_len``
+cycles apart) and its own ``mac_latency`` and ``acc_latency``.
 """
 
 import numpy as np
 
+from .cycles import gemm_cycles
 from .numerics import ETA_F32, U_F32, U_F64, _gamma, decode_to_f32, f32_bits, f32_from_bits
 
 __all__ = [
     "block_fp_error_bound",
     "block_fp_gemm",
+    "block_fp_gemm_cycles",
     "block_scales",
     "from_block_fp",
     "to_block_fp",
@@ -244,3 +253,25 @@ def block_fp_error_bound(a, b, d=None, *, block, mantissa_bits, include_f64_refe
     if include_f64_reference:
         bound = bound + _gamma(a.shape[1] + 1, U_F64) * (d_magnitude + abs_a @ abs_b)
     return bound
+
+
+def block_fp_gemm_cycles(M, K, N, *, rows, cols, block, tile=1, mac_latency, acc_latency):
+    """Cycles of one GEMM on the block floating point array: ``gemm_cycles`` with K padded to blocks.
+
+    Parameters
+    ----------
+    M, K, N : int
+        GEMM dimensions.
+    rows, cols, tile, mac_latency, acc_latency
+        As for :func:`golden.systolic.gemm_cycles` (output stationary, wavefront overlap).
+    block : int
+        Elements per shared exponent along K.
+
+    Returns
+    -------
+    int
+    """
+    _check_format(block, 2)
+    padded = -(-K // block) * block
+    return gemm_cycles(M, padded, N, rows=rows, cols=cols, tile=tile, mac_latency=mac_latency,
+                       acc_latency=acc_latency)

@@ -49,6 +49,15 @@ into a shadow slot, which the column's drain reads. Column c drains slot (r, u) 
 
 In both: ``total = (tiles - 1) period + compute + drain``.
 
+Tensor PEs (``tensor`` t > 1): each PE is a t x t tile of MAC lanes, lane (i, j) of PE(r, c) owning
+``C[m0 + (r t + i) T + u, n0 + c t + j]``. Operands still hop one PE per cycle (a PE takes t A and t B
+operands per cycle), so the skew stays ``(rows-1) + (cols-1)``, but every count of lanes replaces a
+count of PEs: an output tile is ``rows t T x cols t``, a PE puts its ``t T`` results per lane column on
+its column's drain chain lane row after lane row, so ``drain = rows t T`` and lane row ``r t + i``
+slot u is drained at ``start + stream + rows-1 + c + L-1 + (r t + i) T + u``. The worst case is the
+last lane row of the last PE row, so ``period = max(stream + refill, beat_len + (rows t - 1) T)``.
+MAC utilisation is ``M K N / (rows cols t^2 total)``.
+
 Weight stationary (``dataflow="weight_stationary"``)
 ----------------------------------------------------
 ``B`` is cut into ``rows x cols`` weight tiles (K by rows, N by cols); PE(r, c) holds
@@ -142,7 +151,7 @@ def _check_positive(**values):
 
 
 def gemm_cycle_terms(M, K, N, *, rows, cols, dataflow="output_stationary", tile=1, mac_latency=1,
-                     acc_latency=1, overlap_drain=None, overlap_load=None, refill_cycles=0):
+                     acc_latency=1, overlap_drain=None, overlap_load=None, refill_cycles=0, tensor=1):
     """Cycle count of one GEMM with every term named (see the module docstring).
 
     Parameters
@@ -164,13 +173,15 @@ def gemm_cycle_terms(M, K, N, *, rows, cols, dataflow="output_stationary", tile=
         Weight stationary only (default True): shadow weight chain loaded during the previous tile.
     refill_cycles : int
         Idle cycles between consecutive tiles (>= 0).
+    tensor : int
+        Output stationary only: t, each PE a t x t tile of MAC lanes (>= 1; 1 is the one-MAC PE).
 
     Returns
     -------
     CycleTerms
     """
     _check_positive(M=M, K=K, N=N, rows=rows, cols=cols, tile=tile, mac_latency=mac_latency,
-                    acc_latency=acc_latency)
+                    acc_latency=acc_latency, tensor=tensor)
     if acc_latency > mac_latency:
         raise ValueError(f"acc_latency must be <= mac_latency = {mac_latency}, not {acc_latency}")
     if not isinstance(refill_cycles, Integral) or isinstance(refill_cycles, bool) or refill_cycles < 0:
@@ -182,14 +193,15 @@ def gemm_cycle_terms(M, K, N, *, rows, cols, dataflow="output_stationary", tile=
         if overlap_load is not None:
             raise ValueError("overlap_load applies to dataflow='weight_stationary' only")
         overlap = True if overlap_drain is None else bool(overlap_drain)
-        tiles = _ceil_div(M, rows * tile) * _ceil_div(N, cols)
+        lane_rows = rows * tensor  # tensor PEs: lanes, not PEs, set the tile and the drain
+        tiles = _ceil_div(M, lane_rows * tile) * _ceil_div(N, cols * tensor)
         beat_len = max(tile, acc_latency)
         stream = K * beat_len
         skew = (rows - 1) + (cols - 1)
         compute = stream + skew + mac_latency - 1
-        drain = rows * tile
+        drain = lane_rows * tile
         if overlap:
-            period = max(stream + refill_cycles, beat_len + (rows - 1) * tile)
+            period = max(stream + refill_cycles, beat_len + (lane_rows - 1) * tile)
         else:
             period = compute + drain + refill_cycles
         total = (tiles - 1) * period + compute + drain
@@ -200,6 +212,8 @@ def gemm_cycle_terms(M, K, N, *, rows, cols, dataflow="output_stationary", tile=
         if tile != 1 or acc_latency != 1:
             raise ValueError("tile and acc_latency must be 1 for dataflow='weight_stationary' "
                              "(partial sums flow, so no accumulator recurrence to hide)")
+        if tensor != 1:
+            raise ValueError("tensor applies to dataflow='output_stationary' only")
         overlap = True if overlap_load is None else bool(overlap_load)
         tiles = _ceil_div(K, rows) * _ceil_div(N, cols)
         beat_len, skew, drain = 1, cols - 1, 0
@@ -213,7 +227,7 @@ def gemm_cycle_terms(M, K, N, *, rows, cols, dataflow="output_stationary", tile=
             period = load + stream + refill_cycles
             total = tiles * (load + stream) + (tiles - 1) * refill_cycles
     return CycleTerms(dataflow, tiles, beat_len, stream, skew, compute, drain, load, period, total, macs,
-                      macs / (rows * cols * total))
+                      macs / (rows * cols * tensor * tensor * total))
 
 
 def gemm_cycles(M, K, N, *, rows, cols, dataflow="output_stationary", tile=1, **schedule):
@@ -224,7 +238,7 @@ def gemm_cycles(M, K, N, *, rows, cols, dataflow="output_stationary", tile=1, **
     M, K, N, rows, cols, dataflow, tile
         As for :func:`gemm_cycle_terms`.
     **schedule
-        ``mac_latency``, ``acc_latency``, ``overlap_drain``, ``overlap_load``, ``refill_cycles``.
+        ``mac_latency``, ``acc_latency``, ``overlap_drain``, ``overlap_load``, ``refill_cycles``, ``tensor``.
 
     Returns
     -------

@@ -50,6 +50,17 @@ class OutputStationaryArray(wiring.Component):
         Take an initial accumulator D on ``d``.
     max_k, max_tiles : int
         Largest K and tile count a command may ask for (sizes the counters).
+    core : wiring.Component, optional
+        Run this core instead of an :class:`~.os_core.OutputStationaryCore` of ``element`` (the block
+        floating point array does): same ``beat`` / ``result`` (and ``fill``) contract and attributes
+        (``operand_shape``, ``accumulator_shape``, ``mac_latency``, ``acc_latency``, ``beat_len``,
+        ``fill_lead``), built for the same ``rows``, ``cols``, ``slots`` and ``accumulate``, tensor 1.
+        Not a registry parameter.
+    tensor : int
+        t (1 to 16): every PE a :class:`~.tensor_pe.TensorPE` of t x t MAC lanes. The streams are
+        then those of a ``rows t x cols t`` one-MAC array (``rows`` and ``cols`` above read as
+        ``rows t`` and ``cols t``, tiles ``rows t T x cols t``, ``period = max(K beat_len,
+        beat_len + (rows t - 1) T)``) and the count is ``gemm_cycles(..., tensor=t)``.
 
     Attributes
     ----------
@@ -73,10 +84,13 @@ class OutputStationaryArray(wiring.Component):
     """
 
     def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False, max_k=4096,
-                 max_tiles=4096):
-        self._core = OutputStationaryCore(rows=rows, cols=cols, element=element, slots=slots,
-                                          accumulate=accumulate)
-        self._rows, self._cols, self._slots, self._accumulate = rows, cols, slots, accumulate
+                 max_tiles=4096, tensor=1, core=None):
+        self._core = core if core is not None else OutputStationaryCore(
+            rows=rows, cols=cols, element=element, slots=slots, accumulate=accumulate, tensor=tensor)
+        # Lane rows and columns: the streams see a rows t x cols t array of one-MAC PEs.
+        self._rows, self._cols = rows * tensor, cols * tensor
+        self._slots, self._accumulate = slots, accumulate
+        self._tensor = tensor
         self._max_k = check_int("max_k", max_k, 1, 1 << 24)
         self._max_tiles = check_int("max_tiles", max_tiles, 1, 1 << 24)
         core = self._core
@@ -85,14 +99,14 @@ class OutputStationaryArray(wiring.Component):
         ports = {
             "cmd": In(stream.Signature(data.StructLayout({"k": range(max_k + 1),
                                                           "tiles": range(max_tiles + 1)}))),
-            "a": In(stream.Signature(data.ArrayLayout(core.operand_shape, rows))),
-            "b": In(stream.Signature(data.ArrayLayout(core.operand_shape, cols))),
-            "c": Out(stream.Signature(data.ArrayLayout(core.accumulator_shape, cols))),
+            "a": In(stream.Signature(data.ArrayLayout(core.operand_shape, self._rows))),
+            "b": In(stream.Signature(data.ArrayLayout(core.operand_shape, self._cols))),
+            "c": Out(stream.Signature(data.ArrayLayout(core.accumulator_shape, self._cols))),
             "busy": Out(1),
             "cycles": Out(CYCLE_COUNTER_BITS),
         }
         if accumulate:
-            ports["d"] = In(stream.Signature(data.ArrayLayout(core.accumulator_shape, cols)))
+            ports["d"] = In(stream.Signature(data.ArrayLayout(core.accumulator_shape, self._cols)))
         super().__init__(ports)
 
     def elaborate(self, platform):

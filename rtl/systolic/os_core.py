@@ -6,10 +6,16 @@ from amaranth.lib.wiring import In, Out
 
 from ..registry import check_int
 from .os_pe import OutputStationaryPE
+from .tensor_pe import TensorPE
 
 __all__ = ["OutputStationaryCore", "delayed", "MAX_DIMENSION"]
 
 MAX_DIMENSION = 256
+
+
+def lanes(array, start, count):
+    """``array[start .. start + count - 1]`` as one value (the element itself for one lane)."""
+    return array[start] if count == 1 else Cat(*(array[start + index] for index in range(count)))
 
 
 def delayed(m, value, cycles, name, *, reset_less=False):
@@ -50,6 +56,20 @@ class OutputStationaryCore(wiring.Component):
     The core has no enable: a wrapper that needs to stall it applies ``EnableInserter`` to it
     and holds its inputs.
 
+    **Tensor PEs** (``tensor`` t > 1): every PE is a :class:`~.tensor_pe.TensorPE`, a t x t tile
+    of MAC lanes. Seen from the ports the core is then a ``rows t x cols t`` grid of lanes, lane
+    row ``r t + i`` owning outputs ``C[m0 + (r t + i) T + u, ...]``: ``a`` carries ``rows t``
+    operands, ``b``, ``fill`` and ``result`` ``cols t`` values, in the same order as a
+    ``rows t x cols t`` array with one MAC per PE. The skew, the operand hops and the drain and
+    fill chains are per PE (t lanes move together), so the skew is ``rows + cols - 2`` and the
+    result row ``j = (r t + i) T + u`` of a tile leaves in cycle ``t0 + K beat_len + mac_latency +
+    rows + cols - 2 + j``, ``fill_lead = (rows t - 1) T - multiply_latency``.
+
+    **Gather** (``gather``, the sparse array): B does not flow down the columns. ``b`` carries a
+    whole B row slice per lane row (``rows t x cols t`` operands, lane row ρ's own B row, chosen
+    by the column index of ρ's A operand); it reaches PE(r, c) in the same cycle as the A operand
+    of the same beat.
+
     Parameters
     ----------
     rows, cols : int
@@ -59,11 +79,17 @@ class OutputStationaryCore(wiring.Component):
         T, accumulator slots per PE (1 to 64).
     accumulate : bool
         ``C = A B + D`` with D through the ``fill`` port; otherwise ``C = A B``.
+    tensor : int
+        t, each PE a t x t tile of lanes (1 to 16; 1 is the one-MAC PE).
+    gather : bool
+        One B row per lane row on ``b`` (sparse array) instead of one B row for all.
 
     Attributes
     ----------
-    beat : In(StructLayout(valid, first, last, a: ArrayLayout(operand, rows), b: ArrayLayout(operand, cols)))
-    fill : In(StructLayout(first, data: ArrayLayout(accumulator, cols)))
+    beat : In(StructLayout(valid, first, last, a: ArrayLayout(operand, rows t),
+                           b: ArrayLayout(operand, cols t)))
+        With ``gather``, ``b`` is ``ArrayLayout(ArrayLayout(operand, cols t), rows t)``.
+    fill : In(StructLayout(first, data: ArrayLayout(accumulator, cols t)))
         Only with ``accumulate``.
     result : Out(StructLayout(valid, data: ArrayLayout(accumulator, cols)))
         Registered. Operands and results are raw bits (binary32 for the floats), int8 / int32.
@@ -76,38 +102,47 @@ class OutputStationaryCore(wiring.Component):
     beat_len : int
         ``max(T, acc_latency)``.
     fill_lead : int
-        ``(rows - 1) T - multiply_latency``; negative means the fill follows the first beat.
+        ``(rows t - 1) T - multiply_latency``; negative means the fill follows the first beat.
     """
 
-    def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False):
+    def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False, tensor=1, gather=False):
         self._rows = check_int("rows", rows, 1, MAX_DIMENSION)
         self._cols = check_int("cols", cols, 1, MAX_DIMENSION)
         self._pe = dict(element=element, slots=slots, accumulate=accumulate)
         probe = OutputStationaryPE(**self._pe)
         probe._MustUse__silence = True  # only read for its shapes and latencies
+        if tensor != 1 or gather:
+            self._pe.update(tensor=tensor, gather=gather)
+            TensorPE(**self._pe)._MustUse__silence = True  # validates tensor and gather
+        self._tensor, self._gather = tensor, gather
         self._slots, self._accumulate = slots, accumulate
         self.operand_shape = probe.a_in.data.shape()
         self.accumulator_shape = probe.drain_in.data.shape()
         self.acc_latency = probe.add_latency
         self.mac_latency = probe.multiply_latency + probe.add_latency + 2
         self.beat_len = probe.beat_len
-        self.fill_lead = (rows - 1) * slots - probe.multiply_latency
+        self.fill_lead = (rows * tensor - 1) * slots - probe.multiply_latency
+        lane_rows, lane_cols = rows * tensor, cols * tensor
+        b_layout = data.ArrayLayout(self.operand_shape, lane_cols)
+        if gather:
+            b_layout = data.ArrayLayout(b_layout, lane_rows)
         ports = {
             "beat": In(data.StructLayout({"valid": 1, "first": 1, "last": 1,
-                                          "a": data.ArrayLayout(self.operand_shape, rows),
-                                          "b": data.ArrayLayout(self.operand_shape, cols)})),
+                                          "a": data.ArrayLayout(self.operand_shape, lane_rows),
+                                          "b": b_layout})),
             "result": Out(data.StructLayout({"valid": 1,
-                                             "data": data.ArrayLayout(self.accumulator_shape, cols)})),
+                                             "data": data.ArrayLayout(self.accumulator_shape, lane_cols)})),
         }
         if accumulate:
-            ports["fill"] = In(data.StructLayout({"first": 1,
-                                                  "data": data.ArrayLayout(self.accumulator_shape, cols)}))
+            lanes_d = data.ArrayLayout(self.accumulator_shape, lane_cols)
+            ports["fill"] = In(data.StructLayout({"first": 1, "data": lanes_d}))
         super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
-        rows, cols = self._rows, self._cols
-        grid = [[OutputStationaryPE(**self._pe) for _ in range(cols)] for _ in range(rows)]
+        rows, cols, t = self._rows, self._cols, self._tensor
+        pe_class = TensorPE if "tensor" in self._pe else OutputStationaryPE
+        grid = [[pe_class(**self._pe) for _ in range(cols)] for _ in range(rows)]
         for r in range(rows):
             for c in range(cols):
                 m.submodules[f"pe_{r}_{c}"] = grid[r][c]
@@ -115,28 +150,41 @@ class OutputStationaryCore(wiring.Component):
         beat = self.beat
         for r in range(rows):
             control = delayed(m, Cat(beat.valid, beat.first, beat.last), r, f"skew_control{r}")
+            operands = lanes(beat.a, r * t, t)  # PE row r's t lane rows
             m.d.comb += [grid[r][0].a_in.as_value()[:3].eq(control),
-                         grid[r][0].a_in.data.eq(delayed(m, beat.a[r], r, f"skew_a{r}", reset_less=True))]
+                         grid[r][0].a_in.data.eq(delayed(m, operands, r, f"skew_a{r}", reset_less=True))]
             for c in range(1, cols):
                 m.d.comb += grid[r][c].a_in.eq(grid[r][c - 1].a_out)
         for c in range(cols):
             top = grid[0][c]
-            m.d.comb += top.b_in.eq(delayed(m, beat.b[c], c, f"skew_b{c}", reset_less=True))
+            if self._gather:
+                # Each PE gets its lane rows' own B operands, as late as its A operands.
+                for r in range(rows):
+                    own = Cat(*(beat.b[r * t + i][c * t + j] for i in range(t) for j in range(t)))
+                    own = delayed(m, own, r + c, f"gather_b{r}_{c}", reset_less=True)
+                    m.d.comb += grid[r][c].b_in.eq(own)
+            else:
+                operands = lanes(beat.b, c * t, t)
+                m.d.comb += top.b_in.eq(delayed(m, operands, c, f"skew_b{c}", reset_less=True))
             # The column drain starts beat_len cycles after slot 0 of the top PE is final, which
             # is when the model's drain reads it (see docs/systolic.md for the derivation).
             m.d.comb += top.drain_token_in.eq(delayed(m, top.slot0_written, self.beat_len, f"drain_start{c}"))
             if self._accumulate:
-                column = delayed(m, Cat(self.fill.first, self.fill.data[c]), c, f"skew_d{c}")
+                values = lanes(self.fill.data, c * t, t)
+                column = delayed(m, Cat(self.fill.first, values), c, f"skew_d{c}")
                 m.d.comb += [top.fill_token_in.eq(column[0]), top.fill_in.eq(column[1:])]
             for r in range(1, rows):
                 above, pe = grid[r - 1][c], grid[r][c]
-                m.d.comb += [pe.b_in.eq(above.b_out), pe.drain_in.eq(above.drain_out),
-                             pe.drain_token_in.eq(above.drain_token_out)]
+                if not self._gather:
+                    m.d.comb += pe.b_in.eq(above.b_out)
+                m.d.comb += [pe.drain_in.eq(above.drain_out), pe.drain_token_in.eq(above.drain_token_out)]
                 if self._accumulate:
                     m.d.comb += [pe.fill_in.eq(above.fill_out), pe.fill_token_in.eq(above.fill_token_out)]
             # De-skew: column c's results are c cycles behind column 0's.
             bottom = delayed(m, grid[rows - 1][c].drain_out.as_value(), cols - 1 - c, f"deskew{c}")
-            m.d.comb += self.result.data[c].eq(bottom[1:])
+            width = self.accumulator_shape.width
+            for j in range(t):
+                m.d.comb += self.result.data[c * t + j].eq(bottom[1 + j * width:1 + (j + 1) * width])
             if c == cols - 1:
                 m.d.comb += self.result.valid.eq(bottom[0])
         return m

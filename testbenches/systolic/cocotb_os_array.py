@@ -1,5 +1,9 @@
 """cocotb tests of :class:`rtl.systolic.os_array.OutputStationaryArray` against golden.systolic.
 
+Also runs :class:`rtl.systolic.tensor_array.TensorArray` (parameter ``tensor`` t): its streams
+are those of a ``rows t x cols t`` one-MAC array, so the bench cuts tiles over lanes and asks
+``gemm_cycles(..., tensor=t)`` for the count.
+
 Each GEMM is cut into the array's tiles exactly as the block's docstring says, streamed in,
 and every result row is checked bit for bit against :func:`golden.systolic.gemm` on the
 zero-padded matrices. Without stalls the cycle count, measured here from the first ``a``
@@ -103,7 +107,10 @@ class TB(ClockedTB):
         super().__init__(dut)
         self.component = component_from_env()
         self.params = params_from_env()
-        self.rows, self.cols = self.params.get("rows", 2), self.params.get("cols", 2)
+        # Lanes (rows t x cols t) set the stream layout; PEs (rows x cols) the skew of the count.
+        self.tensor = self.params.get("tensor", 1)
+        self.pe_rows, self.pe_cols = self.params.get("rows", 2), self.params.get("cols", 2)
+        self.rows, self.cols = self.pe_rows * self.tensor, self.pe_cols * self.tensor
         self.slots = self.params.get("slots", 1)
         self.element = self.params.get("element", "f16")
         self.accumulate = self.params.get("accumulate", False)
@@ -140,14 +147,28 @@ class TB(ClockedTB):
         origins, a_pad, b_pad, d_pad, a_items, b_items, d_items = tile_streams(
             a, b, d, rows=self.rows, cols=self.cols, slots=self.slots)
         expected = gemm(a_pad, b_pad, d_pad, element=self.element)
+        model = gemm_cycles(a.shape[0], a.shape[1], b.shape[1], rows=self.pe_rows, cols=self.pe_cols,
+                            tile=self.slots, tensor=self.tensor,
+                            mac_latency=self.component.mac_latency, acc_latency=self.component.acc_latency)
+        return await self.run_job(f"GEMM {a.shape} x {b.shape}", {"k": a.shape[1], "tiles": len(origins)},
+                                  origins, expected, a_items, b_items, d_items, model,
+                                  exact_cycles=exact_cycles)
+
+    async def run_job(self, label, command, origins, expected, a_items, b_items, d_items, model, *,
+                      exact_cycles):
+        """Send ``command`` and the tiles' transfers; check every result row against ``expected``
+        (the padded C) and the cycle count against ``model`` (exactly when not stalled).
+
+        Shared with the block floating point array's bench, which encodes its operands differently.
+        """
         tile_m = self.rows * self.slots
-        scoreboard = Scoreboard(f"os_array {self.params} GEMM {a.shape} x {b.shape}")
+        scoreboard = Scoreboard(f"{self.component.__class__.__name__} {self.params} {label}")
         for m0, n0 in origins:
             for i in range(tile_m):
                 row = expected[m0 + i, n0:n0 + self.cols]
                 scoreboard.expect([int(x) & 0xFFFFFFFF for x in row], {"row": m0 + i, "n0": n0})
         self.first_a = self.last_c = None
-        self.cmd.send_nowait({"k": a.shape[1], "tiles": len(origins)})
+        self.cmd.send_nowait(command)
         self.a.send_many(a_items)
         self.b.send_many(b_items)
         if self.d:
@@ -162,15 +183,11 @@ class TB(ClockedTB):
         await self.cycles(5)
         scoreboard.check_complete()
         assert self.c.empty(), f"extra result rows after the GEMM; {knobs.describe()}"
-        model = gemm_cycles(a.shape[0], a.shape[1], b.shape[1], rows=self.rows, cols=self.cols,
-                            tile=self.slots,
-                            mac_latency=self.component.mac_latency, acc_latency=self.component.acc_latency)
         measured = self.last_c - self.first_a
         reported = int(self.dut.cycles.value)
         assert reported == measured, f"cycles port {reported} != measured {measured}; {knobs.describe()}"
         if exact_cycles:
-            assert measured == model, (f"GEMM {a.shape} x {b.shape}: {measured} cycles, model {model}; "
-                                       f"{knobs.describe()}")
+            assert measured == model, f"{label}: {measured} cycles, model {model}; {knobs.describe()}"
         else:
             assert measured >= model, f"{measured} cycles under stalls < model {model}"
         return measured, model

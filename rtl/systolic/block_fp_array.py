@@ -1,0 +1,134 @@
+"""The block floating point systolic array (DPT's "Block16") behind streams."""
+
+from amaranth.hdl import Module
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..registry import Param, check_int, register_block
+from .block_fp_core import BlockFloatCore
+from .block_fp_encoder import MAX_BLOCK
+from .block_fp_pe import MAX_MANTISSA_BITS
+from .os_array import CYCLE_COUNTER_BITS, OutputStationaryArray
+from .os_core import MAX_DIMENSION
+from .os_pe import MAX_SLOTS
+
+__all__ = ["BlockFloatArray"]
+
+
+class BlockFloatArray(wiring.Component):
+    """``C = A B`` with A and B in block floating point along K, as :func:`golden.systolic.block_fp_gemm`.
+
+    Operands arrive encoded (:func:`golden.systolic.to_block_fp` along K, e.g. from
+    :class:`~.block_fp_encoder.BlockFloatEncoder`): a shared exponent per ``block`` consecutive k
+    and a signed ``mantissa_bits``-bit mantissa per element. Every PE multiplies mantissas and
+    sums them exactly over a block (one integer MAC per cycle, a ``mantissa_bits``-square product:
+    one DSP); every ``block`` PEs of a row share one converter (block sum times ``2^(scale_a +
+    scale_b)``, rounded to binary32) and one f32 adder, which adds the converted block sums of each
+    output in increasing block order starting from +0. So each output is, bit for bit::
+
+        acc = +0.0
+        for each block t:  acc = f32_add_rne(acc, f32_rne(sum_k mant_a mant_b * 2^(scale_a + scale_b)))
+
+    The schedule is the output-stationary wavefront of :class:`~.os_array.OutputStationaryArray`
+    (this block runs that array's sequencer and stall logic on a :class:`~.block_fp_core.BlockFloatCore`)
+    with K padded to whole blocks: a command ``{blocks, tiles}`` runs ``tiles`` output tiles
+    (``rows T x cols``) of ``blocks block`` k steps each. Per tile the caller streams
+
+    * on ``a``, for k = 0 .. blocks block - 1 and u = 0 .. T - 1: ``[{mantissa, exponent} of
+      A[m0 + r T + u, k] for r in rows]``, the exponent being the shared exponent of k's block
+      (padding k past K: mantissa 0);
+    * on ``b``, for each k: ``[{mantissa, exponent} of B[k, n0 + c] for c in cols]``;
+
+    and receives the tile's ``rows T`` result rows (raw binary32) on ``c``. Without stalls the count
+    from the cycle after the first ``a`` transfer to the last ``c`` transfer is
+    :func:`golden.systolic.block_fp_gemm_cycles` (``gemm_cycles`` with K rounded up to whole
+    blocks, ``mac_latency`` and ``acc_latency`` of this block); ``cycles`` reports it.
+
+    The datapath is sized for any 9-bit exponent and any mantissa, ``-2^(mantissa_bits - 1)``
+    included (block sums, scales and the conversion's exponent never wrap), so no input corrupts
+    a result silently; results may overflow to infinity or underflow to subnormals or zero, as in
+    the golden model. The tests drive :func:`golden.systolic.to_block_fp` encodings.
+
+    Parameters
+    ----------
+    rows, cols : int
+        PE grid (1 to 256).
+    block : int
+        k, elements per shared exponent (1 to 64).
+    mantissa_bits : int
+        Signed mantissa width, sign included (2 to 24).
+    slots : int
+        T, outputs per PE (1 to 64). ``beat_len = max(T, ceil(6 / block))``: with ``block >= 6``
+        every PE does one MAC per cycle from T = 1.
+    max_blocks, max_tiles : int
+        Largest block count and tile count per command.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(StructLayout(blocks, tiles)))
+    a : In(stream.Signature(ArrayLayout(StructLayout(mantissa, exponent), rows)))
+    b : In(stream.Signature(ArrayLayout(StructLayout(mantissa, exponent), cols)))
+    c : Out(stream.Signature(ArrayLayout(unsigned(32), cols)))
+    busy : Out(1)
+    cycles : Out(48)
+    mac_latency, acc_latency, beat_len : int
+        The cycle model's L, A and beat length (see :class:`~.block_fp_core.BlockFloatCore`).
+
+    Notes
+    -----
+    Throughput: one beat per cycle, ``rows cols`` mantissa MACs per cycle when ``T >= ceil(6 /
+    block)``. Latency: the first result row leaves ``blocks block beat_len + mac_latency + rows +
+    cols - 2`` cycles after the first ``a`` transfer.
+    """
+
+    def __init__(self, *, rows=2, cols=2, block=8, mantissa_bits=8, slots=1, max_blocks=256, max_tiles=4096):
+        # Every parameter is checked before any sub-component exists (a half-built one would warn).
+        check_int("rows", rows, 1, MAX_DIMENSION)
+        check_int("cols", cols, 1, MAX_DIMENSION)
+        self._block = check_int("block", block, 1, MAX_BLOCK)
+        check_int("mantissa_bits", mantissa_bits, 2, MAX_MANTISSA_BITS)
+        check_int("slots", slots, 1, MAX_SLOTS)
+        self._max_blocks = check_int("max_blocks", max_blocks, 1, 1 << 20)
+        check_int("max_tiles", max_tiles, 1, 1 << 24)
+        core = BlockFloatCore(rows=rows, cols=cols, block=block, mantissa_bits=mantissa_bits, slots=slots)
+        self._array = OutputStationaryArray(rows=rows, cols=cols, slots=slots, max_k=max_blocks * block,
+                                            max_tiles=max_tiles, core=core)
+        # Elaborated by this component's elaborate, never on their own: no unused-object warning
+        # when this component is only inspected (parameter checks, the cocotb side).
+        self._array._MustUse__silence = core._MustUse__silence = True
+        self.mac_latency, self.acc_latency, self.beat_len = core.mac_latency, core.acc_latency, core.beat_len
+        inner = self._array.signature.members
+        super().__init__({
+            "cmd": In(stream.Signature(data.StructLayout({"blocks": range(max_blocks + 1),
+                                                          "tiles": range(max_tiles + 1)}))),
+            "a": inner["a"], "b": inner["b"], "c": inner["c"],
+            "busy": Out(1), "cycles": Out(CYCLE_COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.array = array = self._array
+        # Tiles are whole blocks, which the core's block counters rely on.
+        m.d.comb += [array.cmd.valid.eq(self.cmd.valid), self.cmd.ready.eq(array.cmd.ready),
+                     array.cmd.payload.k.eq(self.cmd.payload.blocks * self._block),
+                     array.cmd.payload.tiles.eq(self.cmd.payload.tiles),
+                     self.busy.eq(array.busy), self.cycles.eq(array.cycles)]
+        for name in ("a", "b"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(array, name))
+        wiring.connect(m, array.c, wiring.flipped(self.c))
+        return m
+
+
+register_block(
+    "block_fp_array", BlockFloatArray, family="systolic",
+    summary="Block floating point (Block16) systolic array: integer mantissa MACs, f32 block accumulation.",
+    params=[
+        Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
+        Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
+        Param("block", int, 8, "elements per shared exponent along K (k)", minimum=1, maximum=MAX_BLOCK),
+        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=MAX_MANTISSA_BITS),
+        Param("slots", int, 1, "outputs per PE (T)", minimum=1, maximum=MAX_SLOTS),
+        Param("max_blocks", int, 256, "largest block count per command", minimum=1, maximum=1 << 20),
+        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
+    ],
+)

@@ -1,0 +1,134 @@
+"""cocotb tests of :class:`rtl.systolic.block_fp_array.BlockFloatArray` against golden.systolic.
+
+Each GEMM's binary32 operands are encoded with :func:`golden.systolic.to_block_fp` along K, cut
+into the array's tiles by the output-stationary bench's ``tile_streams`` (mantissas and the
+per-k shared exponents, K padded to whole blocks with zero mantissas) and run through its
+``run_job``: every result row is checked bit for bit against :func:`golden.systolic.block_fp_gemm`,
+and without stalls the cycle count (measured from the first ``a`` transfer to the last ``c``
+transfer, and reported on ``cycles``) must equal :func:`golden.systolic.block_fp.block_fp_gemm_cycles`.
+"""
+
+import cocotb
+import numpy as np
+
+from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
+from testbenches import knobs
+from testbenches.systolic.cocotb_block_fp_encoder import EDGES
+from testbenches.systolic.cocotb_os_array import TB, shapes, tile_streams
+
+DEFAULT_GEMMS = 4
+
+
+def random_operand(rng, shape, *, wide, edges):
+    """Finite binary32 values: normals scaled per row, optionally over the whole exponent range.
+
+    ``wide`` draws each row's scale from 2^-75 .. 2^64 (so products overflow to infinity or land
+    in the subnormal range) and spreads elements up to 2^-30 below it (they flush to small or
+    zero mantissas); ``edges`` replaces a quarter of the elements by the encoder bench's edge
+    values (signed zeros, subnormals, the smallest normal, ties, the largest finite value).
+    """
+    if wide:
+        scale = rng.integers(-75, 65, (shape[0], 1)) - rng.integers(0, 30, shape)
+    else:
+        scale = rng.integers(-6, 7, (shape[0], 1)) + np.zeros(shape, int)
+    bits = (rng.standard_normal(shape) * np.exp2(scale.astype(np.float64))).astype(np.float32).view(np.uint32)
+    if edges:
+        mask = rng.random(shape) < 0.25
+        bits = np.where(mask, rng.choice(np.asarray(EDGES, np.uint32), shape), bits)
+    return bits
+
+
+def tie_operands(rng, m_size, n_size, block):
+    """One block whose products are exact ties below the smallest subnormal: ``q 2^-150``, q = 1, 3, 5.
+
+    ``A[i, 0] = ±q 2^-75``, ``B[0, j] = ±2^-75``, the rest of the block 0, so each result is one
+    block sum whose conversion rounds a tie to even: ``2^-150`` to +-0, ``5 2^-150`` to
+    ``2 2^-149`` (a round-half-up converter gives ``2^-149`` and ``3 2^-149``).
+    """
+    a = np.zeros((m_size, block), np.float32)
+    b = np.zeros((block, n_size), np.float32)
+    a[:, 0] = rng.choice([1.0, 3.0, 5.0, -1.0, -5.0], m_size) * 2.0**-75
+    b[0, :] = rng.choice([1.0, -1.0], n_size) * 2.0**-75
+    return a.view(np.uint32), b.view(np.uint32)
+
+
+class BlockTB(TB):
+    """The output-stationary bench with block floating point operands and model."""
+
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.block = self.params.get("block", 8)
+        self.mantissa_bits = self.params.get("mantissa_bits", 8)
+
+    def encode(self, a, b):
+        """Transfers of one GEMM: mantissas and shared exponents per k, K padded to whole blocks."""
+        block, bits = self.block, self.mantissa_bits
+        exp_a, mant_a = to_block_fp(a, block=block, mantissa_bits=bits, axis=1)
+        exp_b, mant_b = to_block_fp(b, block=block, mantissa_bits=bits, axis=0)
+        blocks = exp_a.shape[1]
+        padded = blocks * block
+        mantissas_a = np.zeros((a.shape[0], padded), np.int64)
+        mantissas_a[:, :a.shape[1]] = mant_a
+        mantissas_b = np.zeros((padded, b.shape[1]), np.int64)
+        mantissas_b[:b.shape[0]] = mant_b
+        exponents_a = np.repeat(exp_a.astype(np.int64), block, axis=1)
+        exponents_b = np.repeat(exp_b.astype(np.int64), block, axis=0)
+        geometry = dict(rows=self.rows, cols=self.cols, slots=self.slots)
+        origins, *_, a_mant, b_mant, _ = tile_streams(mantissas_a, mantissas_b, None, **geometry)
+        *_, a_exp, b_exp, _ = tile_streams(exponents_a, exponents_b, None, **geometry)
+
+        def operands(mantissas, exponents):
+            return [[{"mantissa": m, "exponent": e} for m, e in zip(ms, es, strict=True)]
+                    for ms, es in zip(mantissas, exponents, strict=True)]
+
+        return origins, blocks, operands(a_mant, a_exp), operands(b_mant, b_exp)
+
+    async def run_block_gemm(self, a, b, *, exact_cycles):
+        """One GEMM: bits against block_fp_gemm, cycles against block_fp_gemm_cycles."""
+        (m_size, k_size), n_size = a.shape, b.shape[1]
+        origins, blocks, a_items, b_items = self.encode(a, b)
+        tile_m = self.rows * self.slots
+        expected = np.zeros((-(-m_size // tile_m) * tile_m, -(-n_size // self.cols) * self.cols), np.uint32)
+        expected[:m_size, :n_size] = block_fp_gemm(a, b, block=self.block, mantissa_bits=self.mantissa_bits)
+        model = block_fp_gemm_cycles(m_size, k_size, n_size, rows=self.rows, cols=self.cols, block=self.block,
+                                     tile=self.slots, mac_latency=self.component.mac_latency,
+                                     acc_latency=self.component.acc_latency)
+        return await self.run_job(f"GEMM {a.shape} x {b.shape}", {"blocks": blocks, "tiles": len(origins)},
+                                  origins, expected, a_items, b_items, [], model, exact_cycles=exact_cycles)
+
+
+async def run_test(dut, *, idle, backpressure, wide, edges):
+    tb = BlockTB(dut)
+    salt = 8 * edges + 4 * wide + 2 * idle + backpressure
+    tb.stall(idle, backpressure, salt)
+    await tb.reset()
+    rng = knobs.rng(salt)
+    gemms = shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS))
+    # K just past a block boundary, and several whole blocks.
+    gemms += [(tb.rows * tb.slots, tb.block + 1, tb.cols), (2, 3 * tb.block, tb.cols + 1)]
+    for m_size, k_size, n_size in gemms:
+        a = random_operand(rng, (m_size, k_size), wide=wide, edges=edges)
+        b = random_operand(rng, (n_size, k_size), wide=wide, edges=edges).T.copy()  # scaled per column
+        measured, model = await tb.run_block_gemm(a, b, exact_cycles=not (idle or backpressure))
+        dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
+    if wide:
+        a, b = tie_operands(rng, tb.rows * tb.slots + 1, tb.cols + 1, tb.block)
+        await tb.run_block_gemm(a, b, exact_cycles=not (idle or backpressure))
+
+
+@cocotb.test()
+async def gemm_bits_and_cycles(dut):
+    """Random GEMMs (1x1x1, tall, wide, K = 1, K past a block): bits equal block_fp_gemm, cycles the model."""
+    await run_test(dut, idle=False, backpressure=False, wide=False, edges=False)
+
+
+@cocotb.test()
+async def exponent_range(dut):
+    """Blocks over the whole exponent range: overflow to infinity, subnormal and zero results, edges, ties."""
+    await run_test(dut, idle=False, backpressure=False, wide=True, edges=True)
+
+
+@cocotb.test()
+async def gemm_under_stalls(dut):
+    """Random gaps on a and b and random backpressure on c: bits still exact."""
+    await run_test(dut, idle=True, backpressure=True, wide=True, edges=True)

@@ -1,0 +1,63 @@
+# amaranth: UnusedElaboratable=no
+"""The block floating point systolic array: cocotb on Verilator against golden.systolic, and its parameters.
+
+The cocotb bench (``cocotb_block_fp_array``) checks every result bit against ``block_fp_gemm`` and,
+without stalls, every count against ``block_fp_gemm_cycles``.
+"""
+
+import pytest
+
+from golden.systolic import gemm_cycles
+from golden.systolic.block_fp import block_fp_gemm_cycles
+from rtl.registry import get_block
+from rtl.systolic.block_fp_array import BlockFloatArray
+from testbenches.harness import run_cocotb
+
+MODULE = "testbenches.systolic.cocotb_block_fp_array"
+
+CASES = [
+    # beat_len 2 (ceil(6 / 4)): idle beats; one group of two PEs per row.
+    {"rows": 2, "cols": 2, "block": 4, "mantissa_bits": 8, "slots": 1},
+    # Two groups per row (2 + 1 PEs), T = 3, a 6-bit mantissa.
+    {"rows": 1, "cols": 3, "block": 2, "mantissa_bits": 6, "slots": 3},
+]
+SLOW_CASES = [
+    {"rows": 4, "cols": 4, "block": 8, "mantissa_bits": 8, "slots": 1},
+    {"rows": 3, "cols": 5, "block": 2, "mantissa_bits": 12, "slots": 2},
+    {"rows": 2, "cols": 3, "block": 16, "mantissa_bits": 16, "slots": 1},
+]
+
+
+def _id(params):
+    return "-".join(f"{key}={value}" for key, value in params.items())
+
+
+@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
+                         ids=_id)
+def test_block_fp_array(params):
+    run_cocotb("block_fp_array", MODULE, params={**params, "max_blocks": 16, "max_tiles": 64})
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("block", 0, "block must be in 1..64, not 0"),
+    ("block", 65, "block must be in 1..64, not 65"),
+    ("mantissa_bits", 1, "mantissa_bits must be in 2..24, not 1"),
+    ("mantissa_bits", 25, "mantissa_bits must be in 2..24, not 25"),
+    ("slots", 0, "slots must be in 1..64, not 0"),
+])
+def test_bad_parameters(name, value, message):
+    """A bad block or mantissa width is a Python error naming the parameter and its range."""
+    with pytest.raises(ValueError, match=message):
+        BlockFloatArray(**{name: value})
+    with pytest.raises(ValueError, match=name):
+        get_block("block_fp_array").resolve({name: value})
+
+
+def test_cycle_model_pads_k_to_blocks():
+    """K rounds up to whole blocks; beat_len = max(T, ceil(6 / block)) sets acc_latency."""
+    array = BlockFloatArray(rows=2, cols=2, block=4, mantissa_bits=8, slots=1)
+    assert (array.acc_latency, array.beat_len) == (2, 2)
+    schedule = dict(rows=2, cols=2, tile=1, mac_latency=array.mac_latency, acc_latency=2)
+    assert block_fp_gemm_cycles(5, 5, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
+    assert block_fp_gemm_cycles(5, 8, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
+    assert BlockFloatArray(block=8, slots=1).beat_len == 1  # one MAC per PE per cycle from T = 1
