@@ -121,7 +121,9 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
     params : dict, optional
         Constructor keyword arguments; registered blocks are validated and defaulted.
     testcase : str, optional
-        Run only the cocotb tests whose names match this filter.
+        Run only the cocotb test of this exact name. (cocotb's own filter is a regular
+        expression searched in ``module.test``, so a bare ``"bench"`` would also select
+        every test of ``testbenches.*``; the name is escaped and anchored here.)
     extra_env : dict, optional
         More environment variables for the simulation (``NEARTRAIN_*`` knobs pass through).
 
@@ -162,7 +164,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
                 simulator="verilator",
                 toplevel=TOP_NAME,
                 module=module,
-                testcase=testcase,
+                testcase=None if testcase is None else rf"(^|\.){re.escape(testcase)}$",
                 verilog_sources=[str(verilog_path)],
                 sim_build=str(build_dir),
                 extra_args=list(LINT_FLAGS),
