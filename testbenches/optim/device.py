@@ -9,7 +9,8 @@ the kernel, wait for its interrupt, and read back the tensors and the status reg
 
 From Python (pytest, scripts) use :func:`run_jobs`, or :func:`update` and
 :func:`statistics` for a single step; each call builds (or reuses) the simulation and
-returns NumPy arrays::
+returns NumPy arrays (:func:`run_session` instead runs a coroutine of the caller's own,
+for loops that alternate host work and kernel runs, such as ``neartrain demo train``)::
 
     from testbenches.optim import device
     result = device.update("adam", param, grad, {"exp_avg": m, "exp_avg_sq": v},
@@ -37,11 +38,12 @@ from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES,
 from rtl.bus.axi import PAGE_BYTES
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
 
-__all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "update", "statistics", "JOB_ENV",
-           "MEMORY_SIZE",
+__all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "run_session", "update", "statistics", "JOB_ENV",
+           "SESSION_ENV", "MEMORY_SIZE",
            "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
 
 JOB_ENV = "NEARTRAIN_DEVICE_JOB"
+SESSION_ENV = "NEARTRAIN_DEVICE_SESSION"
 MEMORY_SIZE = 1 << 32
 # Buffers live at ADDRESS_BASE + offset so that the upper address bits are exercised (the
 # RAM model wraps addresses modulo MEMORY_SIZE).
@@ -310,7 +312,47 @@ def run_jobs(optimizer, jobs, **kernel_params):
         job_file = pathlib.Path(folder) / "jobs.pickle"
         job_file.write_bytes(pickle.dumps(jobs))
         run_cocotb(f"{optimizer}_updater", "testbenches.optim.cocotb_device_job", params=kernel_params,
-                   extra_env={JOB_ENV: str(job_file)})
+                   testcase="run_jobs", extra_env={JOB_ENV: str(job_file)})
+        return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
+
+
+def run_session(optimizer, function, payload, **kernel_params):
+    """Run ``await function(device, payload)`` inside a simulation of the ``<optimizer>_updater`` kernel.
+
+    For work that must alternate host computation and kernel runs (a training loop: the
+    next gradient depends on the parameters the kernel just wrote), which :func:`run_jobs`
+    cannot express because its jobs are fixed in advance. The simulation is the one
+    :func:`run_jobs` uses (same cocotb module, so the same cached Verilator build).
+
+    Parameters
+    ----------
+    optimizer : {"adam", "sgd", "adagrad"}
+    function : str
+        ``"module:function"`` naming an ``async def function(device, payload)``; ``device``
+        is an :class:`UpdaterDevice` after reset. It runs in the simulator's Python process,
+        so it must be importable there (a module of this repository).
+    payload : object
+        Any picklable argument.
+    **kernel_params
+        Kernel parameters, as for :func:`run_jobs`.
+
+    Returns
+    -------
+    object
+        ``function``'s return value (pickled back from the simulation).
+
+    Raises
+    ------
+    pytest.fail.Exception
+        If ``function`` raises, or the AXI burst monitors saw a protocol violation.
+    """
+    from testbenches.harness import run_cocotb
+
+    with tempfile.TemporaryDirectory(prefix="neartrain-session-") as folder:
+        session_file = pathlib.Path(folder) / "session.pickle"
+        session_file.write_bytes(pickle.dumps({"function": function, "payload": payload}))
+        run_cocotb(f"{optimizer}_updater", "testbenches.optim.cocotb_device_job", params=kernel_params,
+                   testcase="run_session", extra_env={SESSION_ENV: str(session_file)})
         return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
 
 
