@@ -5,7 +5,10 @@ unchanged). Each scatter point runs the cocotb test ``throughput`` on Verilator:
 at full rate, no stalls, cycles counted in simulation (no wall clock); the output is checked
 bit-exact as always. The fused-mode traffic rows run the cocotb test ``traffic`` of
 ``topk_axi_decompressor``: the pair stream is read from cocotbext-axi's ``AxiRam`` and every AXI
-beat is counted. The other DRAM rows are the model :mod:`golden.compress.traffic`.
+beat is counted. The paper-mode rows (``--paper`` runs only those) run the cocotb test ``measure_traffic`` of
+``topk_dram_scatter``: zero fill and read-modify-write scatter into a dense region of an ``AxiRam``,
+every AXI beat counted, the region checked bit for bit. The other DRAM rows are the model
+:mod:`golden.compress.traffic`.
 """
 
 import argparse
@@ -84,6 +87,62 @@ def measured_fused_rows():
     return lines
 
 
+DRAM_MODULE = "testbenches.compress.cocotb_dram_scatter"
+DRAM_SIZE = 16384      # elements of the dense region per paper-mode run
+DRAM_LANES = (1, 4, 8, 16)
+UPDATER_READ_BACK = 4  # f32 dense gradient bytes the updater reads back per parameter (model)
+
+
+def dram_scatter_params(lanes):
+    """The paper-mode bench configuration: 512-bit dense port (SmartSSD), f32 pairs, 16 RMWs in flight."""
+    from testbenches.compress.test_rtl_dram_scatter import dram_scatter
+
+    return dram_scatter(lanes, 512, "f32")
+
+
+def measure_dram_scatter(lanes, size=DRAM_SIZE):
+    """Run the ``measure_traffic`` test of ``topk_dram_scatter`` with ``lanes``; return its results."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        run_cocotb("topk_dram_scatter", DRAM_MODULE, params=dram_scatter_params(lanes),
+                   testcase="measure_traffic",
+                   extra_env={"NEARTRAIN_BENCH_OUT": out.name, "NEARTRAIN_VECTORS": str(size)})
+        return json.loads(pathlib.Path(out.name).read_text())
+
+
+def dram_rate_table(results_by_lanes):
+    """Scatter rate of the paper mode against L: pairs per cycle from the first RMW read to ``done``."""
+    lines = ["| L | ratio | pairs | zero-fill + scatter cycles | scatter cycles | pairs/cycle (scatter) | "
+             "dense read beats | dense write beats | pair read beats |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for lanes, results in results_by_lanes.items():
+        for r in results:
+            rate = r["pairs"] / r["scatter_cycles"] if r["scatter_cycles"] else 0.0
+            lines.append(f"| {lanes} | {r['ratio']} | {r['pairs']} | {r['cycles']} | {r['scatter_cycles']} | "
+                         f"{rate:.2f} | {r['dense_reads']} | {r['dense_writes']} | {r['pair_reads']} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
+def measured_paper_rows(results):
+    """Paper-mode rows of the traffic table: measured AXI beats, plus the modelled read-back and state."""
+    lines = []
+    for r in results:
+        if r["ratio"] not in (0.001, 0.01, 0.1):
+            continue
+        size = r["size"]
+        model = dram_traffic("zero_fill_scatter", ratio=r["pairs"] / size, param_copy_bytes=4,
+                             scatter_access_bytes=r["beat_bytes"])
+        state = model.state_read + model.state_write
+        dense = (r["dense_reads"] + r["dense_writes"]) * r["beat_bytes"] / size + UPDATER_READ_BACK
+        pairs = r["pair_reads"] * r["pair_beat_bytes"] / size
+        lines.append(f"| zero_fill_scatter, {r['beat_bytes']}-byte RMW per pair | RTL, AXI beats counted "
+                     f"({size} elements, {r['pairs']} pairs; model {model.dense_gradient:.3f}) | "
+                     f"{r['ratio']} | {dense:.3f} | {pairs:.4f} | {state:.0f} (model) | "
+                     f"{state + dense + pairs:.3f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def traffic_table(measured=()):
     """DRAM bytes per parameter from the golden traffic model (Adam, 4-byte parameter copy)."""
     lines = ["| mode | source | ratio | dense-gradient bytes | pair + header bytes | state bytes | "
@@ -112,14 +171,29 @@ def replace_section(text, name, lines):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="L = 1 and 4 only, docs left unchanged")
+    parser.add_argument("--paper", action="store_true",
+                        help="paper mode only (topk_dram_scatter); keeps the doc's other measured rows")
     args = parser.parse_args()
     logging.disable(logging.INFO)
-    scatter = scatter_table(LANES[:2] if args.quick else LANES)
-    traffic = traffic_table(measured_fused_rows())
+    doc = ROOT / "docs" / "compress.md"
+    lanes_list = DRAM_LANES[:2] if args.quick else DRAM_LANES
+    dram = {lanes: measure_dram_scatter(lanes) for lanes in lanes_list}
+    rates = dram_rate_table(dram)
+    paper = measured_paper_rows(dram[4])
+    if args.paper:
+        # The fused rows already in the doc stay as they are (they are not re-measured here).
+        fused = [line for line in doc.read_text().splitlines()
+                 if line.startswith("| fused, chunk") and "AXI beats counted" in line]
+    else:
+        scatter = scatter_table(LANES[:2] if args.quick else LANES)
+        fused = measured_fused_rows()
+    traffic = traffic_table([*paper, *fused])
     print("\n".join(traffic))
     if not args.quick:
-        doc = ROOT / "docs" / "compress.md"
-        text = replace_section(doc.read_text(), "scatter-table", scatter)
+        text = doc.read_text()
+        if not args.paper:
+            text = replace_section(text, "scatter-table", scatter)
+        text = replace_section(text, "dram-scatter-table", rates)
         doc.write_text(replace_section(text, "traffic-table", traffic))
         print(f"updated {doc}")
 

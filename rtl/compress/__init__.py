@@ -4,13 +4,18 @@
 :mod:`.chunk_decompressor` (``topk_chunk_decompressor``, the fused-mode front end),
 :mod:`.axi_chunk_decompressor` (``topk_axi_decompressor``, the same with its AXI4 read master) and
 :mod:`.fused_updater_core` (``topk_fused_updater_core``, the front end feeding ``rtl.optim``'s
-updater core); :mod:`.scatter_bank` and :mod:`.layouts` are their parts.
+updater core), :mod:`.topk_updater_kernel` (``topk_updater``, the fused kernel with AXI4-Lite control),
+:mod:`.dram_scatter` (``topk_dram_scatter``, the paper mode: zero fill and scatter into a dense region
+in DRAM); :mod:`.scatter_bank`, :mod:`.flat_pair_parser`, :mod:`.dram_rmw` and :mod:`.layouts` are
+their parts.
 """
 
 from . import (  # noqa: F401  (registers the blocks)
     axi_chunk_decompressor,
     chunk_decompressor,
     chunk_parser,
+    dram_scatter,
     fused_updater_core,
     scatter_engine,
+    topk_updater_kernel,
 )

@@ -1,9 +1,11 @@
 """The optimizer updater kernel: AXI4 masters, AXI4-Lite control, chunked streaming through the core."""
 
+import dataclasses
 import functools
 import operator
+import types
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,7 +19,8 @@ from .memory_port import MemoryPort
 from .optimizers import OPTIMIZERS
 from .updater_core import ARITHMETIC_PARAM, UpdaterCore
 
-__all__ = ["UpdaterKernel", "AdamUpdater", "SGDUpdater", "AdagradUpdater", "PORT_MODES", "LANE_CHOICES",
+__all__ = ["UpdaterKernel", "GradientSource", "AdamUpdater", "SGDUpdater", "AdagradUpdater",
+           "PORT_MODES", "LANE_CHOICES",
            "MODE_UPDATE", "MODE_STATISTICS", "STATUS_NONFINITE", "ERROR_READ", "ERROR_WRITE"]
 
 PORT_MODES = ("shared", "separate")
@@ -35,6 +38,37 @@ def _all(values):
 
 def _any(values):
     return functools.reduce(operator.or_, values, Const(0))
+
+
+@dataclasses.dataclass
+class GradientSource:
+    """Where the kernel's gradient lanes come from (what :meth:`UpdaterKernel._gradient_source` returns).
+
+    Attributes
+    ----------
+    valid : Value
+        A lane vector of gradient elements is available (held until taken).
+    ready : Signal
+        Driven by the kernel: the lane vector is taken this cycle (only while ``valid``).
+    lanes : list of Value
+        The gradient bits of each lane, as the core's ``grad`` field takes them.
+    grad_format : Value
+        The core's gradient format code (0 f32, 1 f16, 2 bf16).
+    quiet : list of Value
+        All high once the source has nothing left of the run (part of the run's end condition).
+    read_error : Value
+        A read of the source failed: stops the memory ports as their own errors do.
+    error_flags : Value
+        OR-ed into the ``error`` register (bits the dense kernel leaves at 0).
+    """
+
+    valid: Value
+    ready: Signal
+    lanes: list
+    grad_format: Value
+    quiet: list = dataclasses.field(default_factory=list)
+    read_error: Value = dataclasses.field(default_factory=lambda: Const(0))
+    error_flags: Value = dataclasses.field(default_factory=lambda: Const(0, 32))
 
 
 class UpdaterKernel(wiring.Component):
@@ -70,6 +104,12 @@ class UpdaterKernel(wiring.Component):
 
     The register map is :meth:`register_map` (and docs/optim.md).
 
+    **Gradient source.** The gradient lanes come from :meth:`_gradient_source`; this class
+    reads the dense tensor ``grad`` (tensors of :attr:`GRADIENT_TENSORS`). A subclass may
+    take them from elsewhere (:class:`rtl.compress.topk_updater_kernel.TopKUpdaterKernel`:
+    a Top-K pair stream through an on-chip decompressor), with its own ports, registers and
+    statuses (:meth:`_arguments`, :meth:`_status`, :meth:`_extra_ports`).
+
     Parameters
     ----------
     optimizer : {"adam", "sgd", "adagrad"}
@@ -100,6 +140,9 @@ class UpdaterKernel(wiring.Component):
         Memory ports.
     """
 
+    #: Tensors read from memory for the gradient (none when a subclass supplies it otherwise).
+    GRADIENT_TENSORS = ("grad",)
+
     def __init__(self, *, optimizer="adam", lanes=1, data_width=512, ports="shared", chunk_elements=1024,
                  max_burst=64, max_outstanding=4, arithmetic=True):
         self._spec = OPTIMIZERS[check_choice("optimizer", optimizer, tuple(OPTIMIZERS))]
@@ -120,14 +163,15 @@ class UpdaterKernel(wiring.Component):
                            "chunk_elements": chunk_elements, "max_burst": max_burst,
                            "max_outstanding": max_outstanding, "arithmetic": arithmetic}
         states = self._spec.states
-        self.read_tensors = ("param", "grad") + states
+        self.read_tensors = ("param",) + self.GRADIENT_TENSORS + states
         self.write_tensors = ("param", "param16") + states
+        self._buffers = ("param",) + self.GRADIENT_TENSORS + states + ("param16",)
         if ports == "shared":
             self.port_tensors = {"gmem": (self.read_tensors, self.write_tensors)}
         else:
             self.port_tensors = {name: (tuple(t for t in self.read_tensors if t == name),
                                         tuple(t for t in self.write_tensors if t == name))
-                                 for name in ("param", "grad") + states + ("param16",)}
+                                 for name in self._buffers}
         self._registers = {"arguments": self._arguments(), "status": self._status()}
         members = {
             "s_axi_control": In(AXI4LiteSignature(address_width=12, data_width=32)),
@@ -135,14 +179,19 @@ class UpdaterKernel(wiring.Component):
         }
         for name in self.port_tensors:
             members[f"m_axi_{name}"] = Out(AXI4Signature(address_width=64, data_width=data_width))
+        members.update(self._extra_ports())
         super().__init__(members)
+
+    def _extra_ports(self):
+        """Ports beyond the control port, the interrupt and the tensors' memory ports (none here)."""
+        return {}
 
     # ------------------------------------------------------------------ register map
     def _arguments(self):
         kinds = {"param16": "16-bit copy", "grad": "gradient, in grad_format"}
         args = [(f"{name}_address", 64, f"byte address of {name} ({kinds.get(name, 'binary32')}), "
                                          f"{self._data_width // 8}-byte aligned")
-                for name in ("param", "grad") + self._spec.states + ("param16",)]
+                for name in self._buffers]
         args.append(("n", 32, "element count (0 to 2**32 - 1)"))
         args += [(name, 32, f"host scalar {name} (binary32 bits, golden.optim.step_scalars)")
                  for name in self._spec.scalars]
@@ -201,7 +250,6 @@ class UpdaterKernel(wiring.Component):
         # ---- run control: IDLE -> LOAD (latch counts) -> RUN -> [DRAIN] -> IDLE
         n = args.n
         statistics_mode = args.mode[0]
-        grad16 = args.grad_format != 0
         transfers = Signal(32)
         beats32, beats16 = Signal(32), Signal(32)
         strobe32, strobe16 = Signal(dw // 8), Signal(dw // 8)
@@ -265,9 +313,10 @@ class UpdaterKernel(wiring.Component):
         geometry = {name: (beats32, chunk_beats32, strobe32)
                     for name in self.read_tensors + self.write_tensors}
         geometry["param16"] = (beats16, chunk_beats16, strobe16)
-        grad_geometry = [Mux(grad16, a, b) for a, b in zip((beats16, chunk_beats16, strobe16),
-                                                           (beats32, chunk_beats32, strobe32), strict=True)]
-        geometry["grad"] = tuple(grad_geometry)
+        if "grad" in self.read_tensors:
+            grad16 = args.grad_format != 0
+            geometry["grad"] = tuple(Mux(grad16, a, b) for a, b in zip(
+                (beats16, chunk_beats16, strobe16), (beats32, chunk_beats32, strobe32), strict=True))
 
         sequencers = {}
         for direction, names, enables in (("read", self.read_tensors, read_enable),
@@ -322,12 +371,6 @@ class UpdaterKernel(wiring.Component):
                 ready.append(hit & target.ready)
             m.d.comb += cmd.ready.eq(_any(ready))
 
-        errors = {"read": [p.read_error for p in memory_ports.values()],
-                  "write": [p.write_error for p in memory_ports.values()]}
-        failed = _any(errors["read"] + errors["write"])
-        for port in memory_ports.values():
-            m.d.comb += [port.halt.eq(failed), port.clear.eq(begin)]
-
         # ---- beats to lanes, joined into the core
         def converter(name, source_width, target_width, lane_width, beats):
             unit = CountedWidthConverter(input_width=source_width, output_width=target_width)
@@ -336,30 +379,35 @@ class UpdaterKernel(wiring.Component):
             m.d.comb += [unit.start.eq(begin), unit.count.eq(transfers if lanes * lane_width < dw else beats)]
             return unit
 
+        # What a gradient source may use: the run's signals, the read streams, the converters.
+        run = types.SimpleNamespace(args=args, control=control, begin=begin, running=running, n=n,
+                                    transfers=transfers, beats32=beats32, beats16=beats16,
+                                    read_streams=read_streams, converter=converter,
+                                    statistics_mode=statistics_mode)
+        source = self._gradient_source(m, run)
+
+        errors = {"read": [p.read_error for p in memory_ports.values()],
+                  "write": [p.write_error for p in memory_ports.values()]}
+        failed = _any(errors["read"] + errors["write"] + [source.read_error])
+        for port in memory_ports.values():
+            m.d.comb += [port.halt.eq(failed), port.clear.eq(begin)]
+
         unpackers = {}
         for name in self.read_tensors:
-            if name == "grad":
+            if name in self.GRADIENT_TENSORS:
                 continue
             unit = converter(f"unpack_{name}", dw, 32 * lanes, 32, beats32)
             wiring.connect(m, read_streams[name], unit.i)
             unpackers[name] = unit.o
-        grad32 = converter("unpack_grad32", dw, 32 * lanes, 32, beats32)
-        grad16_unit = converter("unpack_grad16", dw, 16 * lanes, 16, beats16)
-        grad_beats = read_streams["grad"]
-        for unit, selected in ((grad32, ~grad16), (grad16_unit, grad16)):
-            m.d.comb += [unit.i.valid.eq(grad_beats.valid & selected), unit.i.payload.eq(grad_beats.payload)]
-        m.d.comb += grad_beats.ready.eq(Mux(grad16, grad16_unit.i.ready, grad32.i.ready))
 
         join_inputs = [(unpackers[name], read_enable[name]) for name in unpackers]
-        grad_valid = Mux(grad16, grad16_unit.o.valid, grad32.o.valid)
-        join_valid = _all([grad_valid] + [stream.valid | ~enable for stream, enable in join_inputs])
+        join_valid = _all([source.valid] + [stream.valid | ~enable for stream, enable in join_inputs])
         issued = Signal(32)
         take = Signal()
         m.d.comb += [
             core.i.valid.eq(join_valid & running),
             take.eq(core.i.valid & core.i.ready),
-            grad32.o.ready.eq(take & ~grad16),
-            grad16_unit.o.ready.eq(take & grad16),
+            source.ready.eq(take),
             core.i.payload.mask.eq(Mux(issued == transfers - 1, last_mask, Const(-1, lanes))),
         ]
         for stream_, enable in join_inputs:
@@ -369,8 +417,7 @@ class UpdaterKernel(wiring.Component):
             for name, stream_ in unpackers.items():
                 value = stream_.payload.word_select(lane, 32)
                 m.d.comb += getattr(element, name).eq(Mux(read_enable[name], value, 0))
-            m.d.comb += element.grad.eq(Mux(grad16, grad16_unit.o.payload.word_select(lane, 16),
-                                            grad32.o.payload.word_select(lane, 32)))
+            m.d.comb += element.grad.eq(source.lanes[lane])
         with m.If(begin):
             m.d.sync += issued.eq(0)
         with m.Elif(take):
@@ -381,7 +428,7 @@ class UpdaterKernel(wiring.Component):
             m.d.comb += getattr(core.scalars, name).eq(getattr(args, name))
         for flag in spec.flags:
             m.d.comb += getattr(core, flag).eq(getattr(args, flag)[0])
-        m.d.comb += [core.grad_format.eq(args.grad_format), core.copy_format.eq(args.copy_format),
+        m.d.comb += [core.grad_format.eq(source.grad_format), core.copy_format.eq(args.copy_format),
                      core.clear.eq(begin), stats.clear.eq(begin),
                      stats.i.valid.eq(core.gradient.valid & statistics_mode),
                      stats.i.payload.eq(core.gradient.payload)]
@@ -419,11 +466,13 @@ class UpdaterKernel(wiring.Component):
                  forked == transfers]
         quiet += [~port.busy for port in memory_ports.values()]
         quiet += [~unit.o.valid for unit in packers.values()]
+        quiet += source.quiet
         m.d.comb += finished.eq(_all(quiet))
 
         # ---- status, errors and counters
         read_beats, write_beats, cycles = Signal(64), Signal(64), Signal(64)
         buses = [getattr(self, f"m_axi_{name}") for name in memory_ports]
+        buses += [getattr(self, name) for name in self._extra_ports() if name.startswith("m_axi_")]
         r_fire = [bus.rvalid & bus.rready for bus in buses]
         w_fire = [bus.wvalid & bus.wready for bus in buses]
         with m.If(begin):
@@ -443,7 +492,7 @@ class UpdaterKernel(wiring.Component):
         m.d.comb += [
             status.run_status.eq(core.nonfinite & update),
             status.error.eq(Cat(_any(errors["read"]), _any(errors["write"]), Const(0, 6),
-                                first_resp("read"), first_resp("write"))),
+                                first_resp("read"), first_resp("write")) | source.error_flags),
             status.cycles.eq(cycles), status.read_beats.eq(read_beats), status.write_beats.eq(write_beats),
             status.nan_count.eq(stats.nan_count), status.inf_count.eq(stats.inf_count),
         ]
@@ -451,6 +500,30 @@ class UpdaterKernel(wiring.Component):
             register = getattr(status, f"sum_of_squares_{word}")
             m.d.comb += register.eq(stats.accumulator[64 * word:64 * word + 64])
         return m
+
+    def _gradient_source(self, m, run):
+        """The dense gradient: beats of ``grad`` unpacked into lanes of 32 or 16 bits (``grad_format``).
+
+        ``run`` holds the kernel's run-level signals (``args``, ``begin``, ``running``, ``n``,
+        ``transfers``, ``beats32``, ``beats16``, ``statistics_mode``, ``control``), its tensors' read
+        streams (``read_streams``) and ``converter(name, source_width, target_width, lane_width, beats)``,
+        which adds a :class:`CountedWidthConverter` started with the run. Returns a :class:`GradientSource`.
+        """
+        lanes, dw = self._lanes, self._data_width
+        grad16 = run.args.grad_format != 0
+        grad32 = run.converter("unpack_grad32", dw, 32 * lanes, 32, run.beats32)
+        grad16_unit = run.converter("unpack_grad16", dw, 16 * lanes, 16, run.beats16)
+        grad_beats = run.read_streams["grad"]
+        for unit, selected in ((grad32, ~grad16), (grad16_unit, grad16)):
+            m.d.comb += [unit.i.valid.eq(grad_beats.valid & selected), unit.i.payload.eq(grad_beats.payload)]
+        m.d.comb += grad_beats.ready.eq(Mux(grad16, grad16_unit.i.ready, grad32.i.ready))
+        take = Signal(name="grad_take")
+        m.d.comb += [grad32.o.ready.eq(take & ~grad16), grad16_unit.o.ready.eq(take & grad16)]
+        return GradientSource(
+            valid=Mux(grad16, grad16_unit.o.valid, grad32.o.valid), ready=take,
+            lanes=[Mux(grad16, grad16_unit.o.payload.word_select(lane, 16),
+                       grad32.o.payload.word_select(lane, 32)) for lane in range(lanes)],
+            grad_format=run.args.grad_format)
 
 
 def _kernel(optimizer):

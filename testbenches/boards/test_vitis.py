@@ -101,6 +101,7 @@ CASES = {
     "adam-separate": lambda: ("adam_updater",
                               get_block("adam_updater").build({**_ADAM, "ports": "separate"})),
     "copy": lambda: ("copy_kernel", CopyKernel()),
+    "topk": lambda: ("topk_updater", get_block("topk_updater").build({**_ADAM, "ports": "shared"})),
 }
 
 

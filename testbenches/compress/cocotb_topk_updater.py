@@ -1,0 +1,217 @@
+"""cocotb tests of the fused Top-K updater kernel ``topk_updater`` (:mod:`rtl.compress.topk_updater_kernel`).
+
+The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port, the pair port
+``m_axi_pairs`` included (pauses on every channel in the stalled variants), and ``AxiLiteMaster``
+as the host, through :class:`testbenches.compress.topk_device.TopKUpdaterDevice`. Each run is one
+optimizer step whose gradient is a chunked Top-K wire stream in device memory. Expected results
+chain the golden models: :func:`golden.compress.scatter_stream` rebuilds the dense f32 gradient and
+the error counters, :func:`golden.optim.host.reference_update` applies the step. Checked on raw
+bits: every parameter, state and 16-bit copy word, the bytes after every output (guards), the
+non-finite status, the five error counters and their sticky bits, the error register, the AXI rules
+of every burst, and the traffic: every read burst lies in the parameter, a state or the pair
+stream, every write burst in the parameter, a state or the copy, the pair stream is read exactly
+once, and the ``read_beats``/``write_beats`` registers equal the beats the monitors saw.
+"""
+
+import json
+import os
+
+import cocotb
+import numpy as np
+from cocotbext.axi.constants import AxiResp
+
+from golden.compress import encode_stream, group_by_chunk, scatter_stream, topk_compress
+from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
+from rtl.compress.chunk_parser import ERROR_NAMES
+from rtl.compress.topk_updater_kernel import ERROR_PAIRS_READ, ERROR_PAIRS_RESP_SHIFT
+from rtl.optim.updater_kernel import ERROR_READ
+from testbenches import knobs
+from testbenches.harness import component_from_env
+from testbenches.optim.cocotb_optim_vectors import f32_tensor, random_hyper
+from testbenches.tb import ClockedTB
+
+from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
+from .topk_device import TopKUpdaterDevice
+
+DEFAULT_RUNS = 8
+RATIOS = (0.001, 0.01, 0.1)
+CORRUPTIONS = ("out_of_range", "truncated", "excess", "unsorted", "empty_transfer")
+TRAFFIC_COPY = "f16"  # the traffic runs write a 2-byte parameter copy, as Smart-Infinity does
+
+
+def topk_words(rng, n, chunk, ratio, value_format, promised_sorted):
+    """A well-formed chunked stream from :func:`golden.compress.topk_compress` of a random gradient.
+
+    Unsorted streams keep a random pair order inside each chunk (``sorted`` must then be 0).
+    """
+    grad = (rng.standard_normal(n) * np.exp2(rng.integers(-6, 3, n))).astype(np.float32)
+    indices, values = topk_compress(grad, ratio=ratio, block=chunk, value_format=value_format)
+    if not promised_sorted:
+        order = rng.permutation(len(indices))
+        indices, values = indices[order], values[order]
+    indices, values, counts = group_by_chunk(indices, values, size=n, chunk_size=chunk,
+                                             sort_within_chunk=promised_sorted)
+    return encode_stream(indices, values, value_format=value_format, counts=counts)
+
+
+class TB(ClockedTB):
+    def __init__(self, dut, stall=0.0, salt=0):
+        super().__init__(dut)
+        self.component = component_from_env()
+        self.params = self.component.parameters
+        self.optimizer = self.component.optimizer
+        self.states = STATE_NAMES[self.optimizer]
+        self.chunk = self.params["chunk_elements"]
+        self.value_format = self.params["value_format"]
+        self.wire_lanes = self.params["data_width"] // 64
+        self.device = TopKUpdaterDevice(dut, self.component, self.clock, stall=stall,
+                                        rng=knobs.rng(17 + salt))
+
+    def random_state(self, rng, n):
+        param = f32_tensor(rng, n, specials=0.02)
+        states = {name: f32_tensor(rng, n, scale=1e-3, positive=name != "exp_avg", specials=0.02)
+                  for name in self.states}
+        return param, states
+
+    def check_traffic(self, result, words, where, *, mode=0):
+        """Reads only in param/states/pairs, writes only in param/states/param16, counters = monitors."""
+        reads, writes = result.traffic["read"], result.traffic["write"]
+        readable = {"pairs"} | ({"param", *self.states} if mode == 0 else set())
+        writable = {"param", "param16", *self.states} if mode == 0 else set()
+        assert set(reads) <= readable, f"reads outside {sorted(readable)}: {reads}; {where}"
+        assert set(writes) <= writable, f"writes outside {sorted(writable)}: {writes}; {where}"
+        stream_beats = -(-len(words) // self.wire_lanes)
+        assert reads.get("pairs", 0) == stream_beats, \
+            f"{reads.get('pairs', 0)} pair-stream beats read for a {stream_beats}-beat stream; {where}"
+        assert result.read_beats == sum(reads.values()), f"read_beats {result.read_beats} != {reads}; {where}"
+        assert result.write_beats == sum(writes.values()), \
+            f"write_beats {result.write_beats} != {writes}; {where}"
+        assert not self.device.violations, f"{self.device.violations[:3]}; {where}"
+
+    async def check_step(self, rng, n, words, promised_sorted, *, variant, label, copy_format=None):
+        hyper = random_hyper(rng, self.optimizer, variant)
+        copy_format = copy_format or COPY_FORMAT_CODES[(variant + variant // 3) % 3]
+        param, states = self.random_state(rng, n)
+        dense, errors = scatter_stream(words, n, value_format=self.value_format, chunk_size=self.chunk,
+                                       sorted_within_chunk=promised_sorted)
+        expected = reference_update(self.optimizer, param=param, grad=dense.view(np.uint32), states=states,
+                                    hyper=hyper, grad_format="f32", copy_format=copy_format)
+        result = await self.device.step(param, words, states, hyper, promised_sorted=promised_sorted,
+                                        copy_format=copy_format)
+        where = (f"topk_updater {self.optimizer} {self.params} {label} n={n} words={len(words)} "
+                 f"sorted={promised_sorted} copy={copy_format} hyper={hyper}; {knobs.describe(DEFAULT_RUNS)}")
+        names = ["param", *self.states] + ([] if copy_format == "none" else ["param16"])
+        for name in names:
+            got, want = result.outputs[name], expected[name]
+            wrong = np.flatnonzero(got != want)
+            first = wrong[:5]
+            assert not wrong.size, (f"{name} differs at {first.tolist()}: "
+                                    f"got {[hex(v) for v in got[first]]}, "
+                                    f"golden {[hex(v) for v in want[first]]}; {where}")
+        wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
+        assert result.errors == wanted, f"error counters {result.errors}, golden {wanted}; {where}"
+        assert result.pairs_status == int(errors.status), f"pairs_status {result.pairs_status:#x}; {where}"
+        assert result.guards_intact, f"bytes after an output tensor were overwritten; {where}"
+        assert result.status == int(expected["nonfinite"]), f"run_status {result.status}; {where}"
+        assert result.error == 0, f"error register {result.error:#x}; {where}"
+        self.check_traffic(result, words, where)
+        return result
+
+
+def stream_for(rng, run, n, tb):
+    """Run ``run`` of a sequence: well-formed Top-K streams and corrupted ones, alternately."""
+    if run % 2 == 0:
+        ratio = RATIOS[run // 2 % len(RATIOS)]
+        promised_sorted = run // 2 % 2 == 0
+        words = topk_words(rng, n, tb.chunk, ratio, tb.value_format, promised_sorted)
+        return words, promised_sorted, {"run": run, "ratio": ratio}
+    kind = CORRUPTIONS[run // 2 % len(CORRUPTIONS)]
+    words, promised_sorted = corrupted_stream(rng, kind, n, tb.chunk, tb.value_format)
+    return words, promised_sorted, {"run": run, "kind": kind}
+
+
+@cocotb.test()
+@cocotb.parametrize(stall=[0.0, 0.3])
+async def steps_match_golden(dut, stall):
+    """Well-formed (0.1 %, 1 %, 10 %, sorted and not) and malformed streams: every bit, counter, burst."""
+    salt = int(stall * 10)
+    tb = TB(dut, stall, salt)
+    await tb.reset()
+    rng = knobs.rng(60 + salt)
+    runs = knobs.vectors(DEFAULT_RUNS)
+    # Both stall patterns together see every corruption and both sorted promises at every ratio.
+    for run in range(runs):
+        n = random_size(rng, tb.chunk, int(rng.integers(1, 5)))
+        words, promised_sorted, label = stream_for(rng, run + (runs if stall else 0), n, tb)
+        await tb.check_step(rng, n, words, promised_sorted, variant=run + 4 * salt, label=label)
+
+
+@cocotb.test()
+async def statistics_of_the_decompressed_gradient(dut):
+    """Statistics mode: NaN/Inf counts and the exact sum of squares of the scattered gradient; no writes."""
+    tb = TB(dut, 0.2, 5)
+    await tb.reset()
+    rng = knobs.rng(71)
+    for ratio in (0.1, 0.5):
+        n = random_size(rng, tb.chunk, 3)
+        # Values with every corner class (NaN, Inf, subnormals) so that the counts are not zero.
+        words, *_ = top_k_stream(rng, n, tb.chunk, ratio, tb.value_format, True)
+        dense, _ = scatter_stream(words, n, value_format=tb.value_format, chunk_size=tb.chunk,
+                                  sorted_within_chunk=True)
+        param, states = tb.random_state(rng, n)
+        result = await tb.device.step(param, words, states, random_hyper(rng, tb.optimizer),
+                                      promised_sorted=True, mode=1)
+        expected = reference_statistics(dense.view(np.uint32), "f32")
+        got = (result.nan_count, result.inf_count, result.accumulator)
+        want = (expected.nan_count, expected.inf_count, expected.accumulator)
+        where = f"statistics ratio={ratio} n={n}; {knobs.describe()}"
+        assert got == want, f"{[hex(v) for v in got]} != golden {[hex(v) for v in want]}; {where}"
+        assert result.outputs["param"].tobytes() == param.tobytes(), f"param changed; {where}"
+        assert result.error == 0, f"error {result.error:#x}; {where}"
+        tb.check_traffic(result, words, where, mode=1)
+
+
+@cocotb.test()
+async def bus_errors_end_cleanly(dut):
+    """SLVERR on the pair stream, DECERR on the parameter: error bits and codes, done, next run clean."""
+    tb = TB(dut, 0.2, 7)
+    await tb.reset()
+    rng = knobs.rng(81)
+    n = 2 * tb.chunk + 5
+    cases = [("pairs", AxiResp.SLVERR, ERROR_PAIRS_READ, ERROR_PAIRS_RESP_SHIFT),
+             ("param", AxiResp.DECERR, ERROR_READ, 8)]
+    for run, (buffer, resp, bit, shift) in enumerate(cases):
+        words = topk_words(rng, n, tb.chunk, 0.1, tb.value_format, True)
+        param, states = tb.random_state(rng, n)
+        beat_bytes = tb.params["data_width"] // 8
+        beats = -(-len(words) // tb.wire_lanes) if buffer == "pairs" else n * 4 // beat_bytes
+        result = await tb.device.step(param, words, states, random_hyper(rng, tb.optimizer),
+                                      promised_sorted=True, copy_format="f16",
+                                      faults={buffer: (resp, int(rng.integers(0, beats)), 1)})
+        where = f"fault on {buffer}: error register {result.error:#x}; {knobs.describe()}"
+        assert result.error & bit and (result.error >> shift) & 3 == int(resp), where
+        other = ERROR_READ if buffer == "pairs" else ERROR_PAIRS_READ
+        assert not result.error & other, where
+        assert not tb.device.violations, f"{tb.device.violations[:3]}; {where}"
+        clean = random_size(rng, tb.chunk, 2)
+        await tb.check_step(rng, clean, topk_words(rng, clean, tb.chunk, 0.01, tb.value_format, False), False,
+                            variant=run, label={"after": buffer})
+
+
+@cocotb.test(skip="NEARTRAIN_BENCH_OUT" not in os.environ)
+async def traffic(dut):
+    """One Adam step on 16384 elements at 1 %: the bytes each buffer moved (to ``NEARTRAIN_BENCH_OUT``)."""
+    tb = TB(dut)
+    await tb.reset()
+    rng = knobs.rng(91)
+    n, results = 16384, []
+    for ratio in (0.001, 0.01, 0.1):
+        words = topk_words(rng, n, tb.chunk, ratio, tb.value_format, True)
+        result = await tb.check_step(rng, n, words, True, variant=0, label={"ratio": ratio},
+                                     copy_format=TRAFFIC_COPY)
+        results.append({"ratio": ratio, "n": n, "words": len(words), "cycles": result.cycles,
+                        "read_beats": result.read_beats, "write_beats": result.write_beats,
+                        "beat_bytes": tb.params["data_width"] // 8, "traffic": result.traffic})
+        dut._log.info("traffic: %s", results[-1])
+    with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
+        json.dump(results, out)
