@@ -27,6 +27,7 @@ Use :func:`run_demo` from Python and :func:`format_report` to print it.
 """
 
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -97,6 +98,18 @@ def _initial_states(kernel, size):
     return {name: np.zeros(size, np.float32) for name in STATE_NAMES[kernel]}
 
 
+def kernel_params(lanes):
+    """The kernel's parameters for ``lanes``: 512-bit port, a chunk of about 1024 elements.
+
+    The chunk must be a multiple of ``lcm(lanes, 32)`` (lanes and 16-bit elements per beat), so
+    a lane count that is not a power of two gets the nearest such multiple below 1024.
+    """
+    if not isinstance(lanes, int) or isinstance(lanes, bool):
+        return {"lanes": lanes}
+    step = math.lcm(max(lanes, 1), 32)
+    return {"lanes": lanes, "chunk_elements": step * max(1, 1024 // step)}
+
+
 def check_arguments(*, optimizer="adamw", steps=DEFAULT_STEPS, lanes=1, seed=1, ratio=None,
                     error_feedback=False, compare=False, lr=None):
     """Check the arguments: return ``(kernel, hyper, modes)``, or raise ValueError naming the bad one."""
@@ -118,7 +131,7 @@ def check_arguments(*, optimizer="adamw", steps=DEFAULT_STEPS, lanes=1, seed=1, 
     step_scalars(kernel, step=1, **hyper)  # raises ValueError naming a bad hyper-parameter
     from rtl.registry import get_block
 
-    get_block(f"{kernel}_updater").resolve({"lanes": lanes})  # raises ValueError naming the range
+    get_block(f"{kernel}_updater").resolve(kernel_params(lanes))  # raises ValueError naming the range
     if compare:
         ratio = 0.01 if ratio is None else ratio
         modes = [Mode(), Mode(ratio), Mode(ratio, True)]
@@ -325,7 +338,7 @@ def run_demo(*, optimizer="adamw", steps=DEFAULT_STEPS, lanes=1, seed=1, ratio=N
     start = time.monotonic()
     software_runs = [software_run(optimizer, hyper, mode, steps, seed, backend) for mode in modes]
     payload = {"kernel": kernel, "hyper": hyper, "steps": steps, "seed": seed, "modes": modes}
-    rtl_runs = device.run_session(kernel, "scripts.demo_train:rtl_session", payload, lanes=lanes)
+    rtl_runs = device.run_session(kernel, "scripts.demo_train:rtl_session", payload, **kernel_params(lanes))
     return DemoResult(optimizer=optimizer, kernel=kernel, hyper=hyper, steps=steps, seed=seed, lanes=lanes,
                       modes=modes, rtl=rtl_runs, software=software_runs, software_name=software_name,
                       size=MLP(DEFAULT_SIZES).size, seconds=time.monotonic() - start)

@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (registers the blocks)
     axpby,
     chunk_sequencer,
     counted_width_converter,
+    gearbox,
     gradient_statistics,
     memory_port,
     updater_core,

@@ -1,6 +1,6 @@
 """Width conversion between bus beats and lane vectors for a tensor of known length."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -85,13 +85,25 @@ class CountedWidthConverter(wiring.Component):
             return m
         remaining = Signal(COUNT_WIDTH)
         piece = Signal(range(self._ratio))
+        # A ratio that is not a power of two leaves codes of `piece` unused: select by
+        # comparisons there, as a word_select case over `piece` would be incomplete.
+        exact = not self._ratio & (self._ratio - 1)
+
+        def select(value, width):
+            if exact:
+                return value.word_select(piece, width)
+            chosen = value.word_select(0, width)
+            for k in range(1, self._ratio):
+                chosen = Mux(piece == k, value.word_select(k, width), chosen)
+            return chosen
+
         # The last narrow transfer of a wide one: the ratio is reached or the run ends.
         closes = (piece == self._ratio - 1) | (remaining == 1)
         if self.splits:
             held = Signal(self._input_width)
             release = Signal()
             m.d.comb += [
-                self.o.payload.eq(held.word_select(piece, self._output_width)),
+                self.o.payload.eq(select(held, self._output_width)),
                 release.eq(self.o.valid & self.o.ready & closes),
                 self.i.ready.eq(~self.o.valid | release),
             ]
@@ -107,8 +119,13 @@ class CountedWidthConverter(wiring.Component):
             with m.If(self.o.valid & self.o.ready):
                 m.d.sync += self.o.valid.eq(0)
             with m.If(self.i.valid & self.i.ready):
-                m.d.sync += [gathered.word_select(piece, self._input_width).eq(self.i.payload),
-                             remaining.eq(remaining - 1), piece.eq(piece + 1)]
+                if exact:
+                    m.d.sync += gathered.word_select(piece, self._input_width).eq(self.i.payload)
+                else:
+                    for k in range(self._ratio):
+                        with m.If(piece == k):
+                            m.d.sync += gathered.word_select(k, self._input_width).eq(self.i.payload)
+                m.d.sync += [remaining.eq(remaining - 1), piece.eq(piece + 1)]
                 with m.If(closes):
                     m.d.sync += [piece.eq(0), self.o.valid.eq(1)]
         with m.If(self.start):

@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+import math
 import operator
 import types
 
@@ -14,6 +15,7 @@ from ..bus.axi_lite_control import AXILiteControl
 from ..registry import Param, check_bool, check_choice, check_int, register_block
 from .chunk_sequencer import ChunkSequencer
 from .counted_width_converter import CountedWidthConverter
+from .gearbox import CountedGearbox
 from .gradient_statistics import ACCUMULATOR_WIDTH, GradientStatistics
 from .memory_port import MemoryPort
 from .optimizers import OPTIMIZERS
@@ -24,7 +26,7 @@ __all__ = ["UpdaterKernel", "GradientSource", "AdamUpdater", "SGDUpdater", "Adag
            "MODE_UPDATE", "MODE_STATISTICS", "STATUS_NONFINITE", "ERROR_READ", "ERROR_WRITE"]
 
 PORT_MODES = ("shared", "separate")
-LANE_CHOICES = (1, 2, 4, 8, 16, 32)
+LANE_CHOICES = tuple(range(1, 33))
 MODE_UPDATE, MODE_STATISTICS = 0, 1
 STATUS_NONFINITE = 1 << 0
 ERROR_READ, ERROR_WRITE = 1 << 0, 1 << 1
@@ -114,15 +116,18 @@ class UpdaterKernel(wiring.Component):
     ----------
     optimizer : {"adam", "sgd", "adagrad"}
     lanes : int
-        Elements per cycle, a power of two from 1 to 32 (default 1; Smart-Infinity's
-        kernel has 16). The core alone (:class:`~rtl.optim.updater_core.UpdaterCore`) takes
-        any count from 1 to 32; the kernel's beat/lane converters need a power of two.
+        Elements per cycle, 1 to 32 (default 1; Smart-Infinity's kernel has 16). Where
+        neither the beat nor the lane vector divides the other (say 3 lanes and 2-word
+        beats), a :class:`~rtl.optim.gearbox.CountedGearbox` converts between them. A
+        count that is not a power of two first spends 33 cycles of each run dividing ``n``
+        by ``lanes`` (not counted in ``cycles``).
     data_width : int
         AXI data width in bits, a power of two from 64 to 1024 (512 on Alveo and SmartSSD).
     ports : {"shared", "separate"}
         One AXI4 master for all tensors, or one per tensor.
     chunk_elements : int
-        Elements per chunk, a multiple of ``lanes`` and of ``data_width // 16``.
+        Elements per chunk, a multiple of ``lanes`` and of ``data_width // 16`` (so chunk
+        boundaries fall on both lane vectors and beats).
     max_burst, max_outstanding : int
         DMA burst length (beats) and bursts in flight per direction and port.
     arithmetic : bool
@@ -146,12 +151,12 @@ class UpdaterKernel(wiring.Component):
     def __init__(self, *, optimizer="adam", lanes=1, data_width=512, ports="shared", chunk_elements=1024,
                  max_burst=64, max_outstanding=4, arithmetic=True):
         self._spec = OPTIMIZERS[check_choice("optimizer", optimizer, tuple(OPTIMIZERS))]
-        self._lanes = check_choice("lanes", lanes, LANE_CHOICES)
+        self._lanes = check_int("lanes", lanes, 1, 32)
         self._data_width = check_int("data_width", data_width, 64, 1024)
         if data_width & (data_width - 1):
             raise ValueError(f"data_width must be a power of two, not {data_width}")
         self._ports = check_choice("ports", ports, PORT_MODES)
-        granule = max(lanes, data_width // 16)
+        granule = math.lcm(lanes, data_width // 16)
         self._chunk = check_int("chunk_elements", chunk_elements, granule, 1 << 20)
         if chunk_elements % granule:
             raise ValueError(f"chunk_elements must be a multiple of {granule} (lanes and 16-bit elements "
@@ -267,25 +272,49 @@ class UpdaterKernel(wiring.Component):
             ones = Const(-1, dw // 8)
             return Mux(tail == 0, ones, (Const(1, dw // 8 + 1) << (tail * bytes_per_element)) - 1)
 
+        def tail_mask(lane_tail):
+            return Mux(lane_tail == 0, Const(-1, lanes), (Const(1, lanes + 1) << lane_tail) - 1)
+
+        power_of_two = not lanes & (lanes - 1)
         lane_tail = n[:lanes.bit_length() - 1] if lanes > 1 else Const(0, 1)
         # Run states, compared rather than switched on (a six-way Verilog case would be incomplete).
+        # Any other lane count divides n by lanes first, in divide_state (power-of-two kernels
+        # have no such state, so their Verilog is as before).
         idle_state, begin_state, run_state, check_state, drain_state, done_state = range(6)
-        state = Signal(range(6))
+        divide_state = 6
+        state = Signal(range(6 if power_of_two else 7))
         m.d.comb += [begin.eq(state == begin_state),
                      running.eq((state == run_state) | (state == check_state) | (state == drain_state)),
                      control.done.eq(state == done_state), control.ready.eq(state == done_state)]
+        loads = [beats32.eq(ceil_shift(n, per_beat32)),
+                 beats16.eq(ceil_shift(n, per_beat16)),
+                 strobe32.eq(tail_strobe(per_beat32, 4)),
+                 strobe16.eq(tail_strobe(per_beat16, 2))]
+        if not power_of_two:
+            # Restoring division, one quotient bit per cycle: the dividend shifts out of the
+            # top of `transfers` while the quotient shifts in at the bottom; 32 steps, then a
+            # cycle that rounds up and sets the last lane vector's mask.
+            remainder = Signal(range(2 * lanes))
+            steps = Signal(range(33))
+            trial = Signal(range(2 * lanes))
+            m.d.comb += trial.eq(Cat(transfers[31], remainder))
         with m.If(state == idle_state):
             with m.If(control.start):
-                m.d.sync += [
-                    state.eq(begin_state),
-                    transfers.eq(ceil_shift(n, lanes)),
-                    beats32.eq(ceil_shift(n, per_beat32)),
-                    beats16.eq(ceil_shift(n, per_beat16)),
-                    strobe32.eq(tail_strobe(per_beat32, 4)),
-                    strobe16.eq(tail_strobe(per_beat16, 2)),
-                    last_mask.eq(Mux(lane_tail == 0, Const(-1, lanes),
-                                     (Const(1, lanes + 1) << lane_tail) - 1)),
-                ]
+                if power_of_two:
+                    m.d.sync += [state.eq(begin_state), transfers.eq(ceil_shift(n, lanes)), *loads,
+                                 last_mask.eq(tail_mask(lane_tail))]
+                else:
+                    m.d.sync += [state.eq(divide_state), transfers.eq(n), remainder.eq(0), steps.eq(0),
+                                 *loads]
+        if not power_of_two:
+            with m.Elif(state == divide_state):
+                with m.If(steps == 32):
+                    m.d.sync += [transfers.eq(transfers + (remainder != 0)),
+                                 last_mask.eq(tail_mask(remainder)), state.eq(begin_state)]
+                with m.Else():
+                    bit = trial >= lanes
+                    m.d.sync += [remainder.eq(Mux(bit, trial - lanes, trial)),
+                                 transfers.eq(Cat(bit, transfers[:31])), steps.eq(steps + 1)]
         with m.Elif(state == begin_state):
             m.d.sync += state.eq(run_state)
         with m.Elif(state == run_state):
@@ -299,7 +328,8 @@ class UpdaterKernel(wiring.Component):
                 m.d.sync += state.eq(done_state)
         with m.Else():
             m.d.sync += state.eq(idle_state)
-        m.d.comb += control.idle.eq(~running & ~begin)
+        m.d.comb += control.idle.eq(~running & ~begin if power_of_two else
+                                    ~running & ~begin & (state != divide_state))
 
         # ---- tensors: enables, beat counts and chunk sizes
         update = ~statistics_mode
@@ -373,6 +403,13 @@ class UpdaterKernel(wiring.Component):
 
         # ---- beats to lanes, joined into the core
         def converter(name, source_width, target_width, lane_width, beats):
+            if max(source_width, target_width) % min(source_width, target_width):
+                # Neither width divides the other: a gearbox that counts elements.
+                unit = CountedGearbox(input_width=source_width, output_width=target_width,
+                                      word_width=lane_width)
+                m.submodules[name] = unit
+                m.d.comb += [unit.start.eq(begin), unit.count.eq(n)]
+                return unit
             unit = CountedWidthConverter(input_width=source_width, output_width=target_width)
             m.submodules[name] = unit
             # The narrow side of a conversion counts its transfers: lane vectors or beats.
@@ -547,10 +584,10 @@ class AdagradUpdater(_kernel("adagrad")):
 
 _KERNEL_PARAMS = [
     # A small default keeps `make lint` quick; the main job and the benchmarks set 16.
-    Param("lanes", int, 1, "elements per cycle (power of two)", choices=LANE_CHOICES),
+    Param("lanes", int, 1, "elements per cycle", minimum=1, maximum=32),
     Param("data_width", int, 512, "AXI data width in bits (power of two)", minimum=64, maximum=1024),
     Param("ports", str, "shared", "one AXI4 master for all tensors, or one per tensor", choices=PORT_MODES),
-    Param("chunk_elements", int, 1024, "elements per chunk (multiple of lanes and of data_width/16)",
+    Param("chunk_elements", int, 1024, "elements per chunk (common multiple of lanes and data_width/16)",
           minimum=1, maximum=1 << 20),
     Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
     Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),

@@ -95,7 +95,7 @@ def test_session_detects_a_wrong_bit(flip_step):
     (["--steps", "0"], "steps must be an integer in [1,"),
     (["--steps", "two"], "invalid int value"),
     (["--error-feedback"], "error feedback needs a top-k ratio"),
-    (["--lanes", "3"], "lanes must be one of"),
+    (["--lanes", "33"], "lanes must be in 1..32"),
     (["--seed", "-1"], "seed must be an integer >= 0"),
     (["--lr", "-1"], "lr must be in"),
     (["--optimizer", "sgd", "--lr", "inf"], "lr must be in"),
