@@ -5,11 +5,19 @@ Run ``.venv/bin/python -m scripts.bench_systolic <part>``, part one of:
 ``synth``
     Resources of one PE of each kind and element, and of small whole arrays, through
     ``scripts.synth.synthesize`` (``synth_xilinx -family xcup -flatten``), plus the DPT sizes
-    extrapolated as ``rows x cols`` PEs and the measured edge logic of a 4 x 4 array.
+    extrapolated as ``rows x cols`` PEs and the measured edge logic of a 4 x 4 array (a rough
+    one-point estimate; ``sizing`` fits several array sizes per type and both boards instead).
 ``rtl``
     Large GEMMs through :class:`rtl.systolic.tiled_gemm.TiledGemm` in cocotb on Verilator: measured
     compute cycles next to the cycle model, and MAC utilisation (slow: minutes per GEMM); with
     ``--resnet50``, a ResNet-50 layer's GEMMs instead (conv2_1a forward and weight gradient, one sample).
+``sizing``
+    Measured ``neartrain sweep`` rows of small arrays of each element type and dataflow (the
+    CSVs under ``build/sweep/systolic_*``, listed in :data:`SIZING_SWEEPS`), per-resource fits
+    ``y = a PEs + b (rows + cols) + c`` (block FP: ``y = a PEs + b groups + c``), and from them the
+    largest square and 2:1 arrays within the SmartSSD (KU15P) and Alveo U250 budgets, beside DPT
+    Section 3.2's sizes. With ``--run``, missing sweeps are run first (one worker; cached points
+    are read back from ``build/synth``).
 ``model``
     Utilisation of large GEMMs and of the ResNet-50 training GEMMs from
     :func:`golden.systolic.gemm_cycle_terms`. The cycle model equals the RTL's count on every shape
@@ -98,6 +106,253 @@ def synth(args):
                 print(f"| {kind} {r}x{c} | {element} | {estimate['LUT']:,} | {estimate['FF']:,} | "
                       f"{estimate['DSP48E2']:,} | {estimate['LUT'] / 522720:.0%} | "
                       f"{estimate['DSP48E2'] / 1968:.0%} |")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizing: every sweep below is ``neartrain sweep BLOCK --vary rows=.. --vary cols=.. --set ...
+# --target xcup --workers 1 -o build/sweep/FOLDER`` (see sizing_command).
+_WS_BUFFERS = {"max_m": 512, "max_k": 4096, "max_tiles": 4096}  # the ws_array rows of Section 6
+SIZING_SWEEPS = [
+    # (dataflow, element, block, varied, fixed, folder)
+    *[("OS", e, "os_array", {"rows": [1, 2], "cols": [1, 2]}, {"element": e, "slots": t},
+       f"systolic_os_{e}") for e, t in (("int8", 1), ("f16", 6), ("bf16", 6), ("f32", 6))],
+    *[("WS", e, "ws_array", {"rows": [1, 2], "cols": [1, 2]}, {"element": e, **_WS_BUFFERS},
+       f"systolic_ws_{e}") for e in ("int8", "f16", "bf16", "f32")],
+    *[("OS", e, "os_array", {"rows": [4], "cols": [4]}, {"element": e, "slots": t}, f"systolic_os_{e}_4x4")
+      for e, t in (("int8", 1), ("f16", 6), ("bf16", 6), ("f32", 6))],
+    *[("WS", e, "ws_array", {"rows": [4], "cols": [4]}, {"element": e, **_WS_BUFFERS}, f"systolic_ws_{e}_4x4")
+      for e in ("int8", "f16", "bf16", "f32")],
+    *[("block FP", "k16 m8", "block_fp_array", varied, {"block": 16, "mantissa_bits": 8, "slots": 1}, folder)
+      for varied, folder in (({"rows": [1, 2], "cols": [1, 2]}, "systolic_bfp"),
+                             ({"rows": [4], "cols": [4]}, "systolic_bfp_4x4"),
+                             ({"rows": [1], "cols": [16]}, "systolic_bfp_1x16"))],
+    *[("tensor t=2", e, "tensor_array", {"rows": [1, 2], "cols": [1, 2]},
+       {"element": e, "tensor": 2, "slots": t}, f"systolic_tensor_{e}")
+      for e, t in (("int8", 1), ("f16", 6))],
+]
+SIZING_BOARDS = ("smartssd", "alveo-u250")
+SIZING_RESOURCES = ("LUT", "FF", "CARRY", "DSP48E2", "BRAM")
+# DPT (IEEE CAL 2021) Section 3.2: the arrays it found to fit each FPGA (test cases 1 and 2); the
+# bfloat16 64 x 32 of test case 3 is the SmartSSD array beside a 128 x 128 ASIC NPU.
+DPT_SIZES = {
+    ("smartssd", "f16"): (32, 16), ("alveo-u250", "f16"): (48, 48),
+    ("smartssd", "k16 m8"): (64, 32), ("alveo-u250", "k16 m8"): (96, 96),
+    ("smartssd", "bf16"): (64, 32),
+}
+SWEEP_DIR = ROOT / "build" / "sweep"
+
+
+def sizing_command(block, varied, fixed, folder):
+    """The ``neartrain sweep`` command line that writes ``build/sweep/<folder>/sweep.csv``."""
+    parts = [f"--vary {k}={','.join(map(str, v))}" for k, v in varied.items()]
+    parts += [f"--set {k}={v}" for k, v in fixed.items()]
+    return (f".venv/bin/neartrain sweep {block} {' '.join(parts)} --target xcup --board smartssd "
+            f"--workers 1 -o build/sweep/{folder}")
+
+
+def _read_sweep(folder, fixed):
+    import csv
+
+    path = SWEEP_DIR / folder / "sweep.csv"
+    if not path.exists():
+        return None
+    points = []
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["status"] != "ok":
+                continue
+            point = {**fixed, **{k: row[k] for k in ("mapper", "cached", "seconds")}}
+            point["rows"], point["cols"] = int(row["rows"]), int(row["cols"])
+            point.update({k: float(row[k]) for k in SIZING_RESOURCES})
+            points.append(point)
+    return points
+
+
+def _features(kind, rows, cols, fixed):
+    """The regressors of one array: PEs, edge (rows + cols, or block FP's group units), 1.
+
+    Block FP also has the output de-skew, ``cols (cols - 1) / 2`` registers of 33 bits (Section
+    7c), which dominates the FFs of its 1 x 16 point and would otherwise be charged to the PEs.
+    """
+    if kind == "block FP":
+        return (rows * cols, rows * -(-cols // fixed["block"]), cols * (cols - 1) // 2, 1)
+    return (rows * cols, rows + cols, 1)
+
+
+def _fit(kind, points):
+    """Least squares per resource over ``points``; None when they do not fix every coefficient."""
+    import numpy as np
+
+    if not points:
+        return None
+    x = np.array([_features(kind, p["rows"], p["cols"], p) for p in points], dtype=float)
+    if len(points) < x.shape[1] or np.linalg.matrix_rank(x) < x.shape[1]:
+        return None
+    return {key: np.linalg.lstsq(x, np.array([p[key] for p in points]), rcond=None)[0]
+            for key in SIZING_RESOURCES}
+
+
+def _predict(kind, fit, rows, cols, fixed):
+    features = _features(kind, rows, cols, fixed)
+    return {key: max(float(sum(a * f for a, f in zip(fit[key], features, strict=True))), 0.0)
+            for key in SIZING_RESOURCES}
+
+
+def _largest(kind, fit, fixed, budgets, shape):
+    """Largest n with the (shape[0] n) x (shape[1] n) array inside every budget; binding resource."""
+    def fits(n):
+        use = _predict(kind, fit, shape[0] * n, shape[1] * n, fixed)
+        return all(use[k] <= budgets[k] for k in SIZING_RESOURCES)
+
+    n = 0
+    while n < 4096 and fits(n + 1):
+        n += 1
+    over = _predict(kind, fit, shape[0] * (n + 1), shape[1] * (n + 1), fixed)
+    binding = max(SIZING_RESOURCES, key=lambda k: over[k] / budgets[k])
+    return n, binding
+
+
+def _share(use, budgets, key):
+    return f"{use[key] / budgets[key]:.0%}"
+
+
+def _sizing_groups(run):
+    """Measured points per (dataflow, element), read from the sweep CSVs (run first if ``run``)."""
+    from rtl.registry import get_block
+    from scripts.sweep import run_sweep, write_csv
+
+    groups = {}
+    for kind, element, block, varied, fixed, folder in SIZING_SWEEPS:
+        points = _read_sweep(folder, fixed)
+        if points is None and run:
+            result = run_sweep(get_block(block), list(varied.items()), target="xcup", fixed=fixed, workers=1)
+            (SWEEP_DIR / folder).mkdir(parents=True, exist_ok=True)
+            write_csv(result, SWEEP_DIR / folder / "sweep.csv")
+            points = _read_sweep(folder, fixed)
+        group = groups.setdefault((kind, element), {"fixed": fixed, "points": [], "missing": []})
+        if points is None:
+            group["missing"].append(folder)
+        else:
+            group["points"].extend(points)
+    return groups
+
+
+def _print_measured(groups):
+    print("| array | element | rows x cols | LUT | FF | CARRY | DSP48E2 | BRAM | mapper |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|")
+    for (kind, element), group in groups.items():
+        for p in sorted(group["points"], key=lambda p: (p["rows"] * p["cols"], p["rows"])):
+            print(f"| {kind} | {element} | {p['rows']} x {p['cols']} | {p['LUT']:,.0f} | {p['FF']:,.0f} | "
+                  f"{p['CARRY']:,.0f} | {p['DSP48E2']:.0f} | {p['BRAM']:g} | {p['mapper']} |")
+        if group["missing"]:
+            print(f"| {kind} | {element} | not measured: {', '.join(group['missing'])} | | | | | | |")
+
+
+def _held_out(kind, points, fixed):
+    """The largest measured array predicted by the fit of the others, beside its measurement."""
+    largest = max(points, key=lambda p: p["rows"] * p["cols"])
+    rest = [p for p in points if p is not largest]
+    rest_fit = _fit(kind, rest)
+    if rest_fit is None or largest["rows"] * largest["cols"] <= max(p["rows"] * p["cols"] for p in rest):
+        return "-"
+    guess = _predict(kind, rest_fit, largest["rows"], largest["cols"], fixed)
+    return (f"{largest['rows']}x{largest['cols']}: LUT {guess['LUT']:,.0f} vs {largest['LUT']:,.0f}, "
+            f"FF {guess['FF']:,.0f} vs {largest['FF']:,.0f}")
+
+
+def _print_fits(groups):
+    print("| array | element | points | LUT: per PE / edge / const | FF: per PE / edge / const | "
+          "DSP: per PE / edge / const | BRAM per edge | worst LUT residual | held out |")
+    print("|---|---|---:|---|---|---|---:|---:|---|")
+    fits = {}
+    for (kind, element), group in groups.items():
+        points = group["points"]
+        fit = _fit(kind, points)
+        if fit is None:
+            print(f"| {kind} | {element} | {len(points)} | too few points to fit | | | | | |")
+            continue
+        fits[(kind, element)] = fit
+        worst = max(abs(_predict(kind, fit, p["rows"], p["cols"], p)["LUT"] - p["LUT"]) / p["LUT"]
+                    for p in points)
+        triple = {key: " / ".join(f"{v:,.1f}" for v in fit[key]) for key in ("LUT", "FF", "DSP48E2")}
+        print(f"| {kind} | {element} | {len(points)} | {triple['LUT']} | {triple['FF']} | "
+              f"{triple['DSP48E2']} | {fit['BRAM'][1]:.2f} | {worst:.1%} | "
+              f"{_held_out(kind, points, group['fixed'])} |")
+    return fits
+
+
+def _print_largest(groups, fits, boards, budgets):
+    print("| array | element | " + " | ".join(f"{b.device} square | {b.device} 2:1" for b in boards) + " |")
+    print("|---|---|" + "---|---|" * len(boards))
+    for (kind, element), fit in fits.items():
+        fixed = groups[(kind, element)]["fixed"]
+        cells = []
+        for board in boards:
+            budget = budgets[board.name]
+            for shape in ((1, 1), (2, 1)):
+                n, binding = _largest(kind, fit, fixed, budget, shape)
+                r, c = shape[0] * n, shape[1] * n
+                use = _predict(kind, fit, r, c, fixed)
+                macs = r * c * fixed.get("tensor", 1) ** 2
+                count = f"{r * c:,} PEs" + (f", {macs:,} MACs" if macs != r * c else "")
+                cells.append(f"{r}x{c} = {count} ({binding}; LUT {_share(use, budget, 'LUT')}, "
+                             f"DSP {_share(use, budget, 'DSP48E2')})")
+        print(f"| {kind} | {element} | " + " | ".join(cells) + " |")
+
+
+def _print_dpt(groups, fits, budgets):
+    from boards import get_board
+
+    print("| board | element | DPT array | array | LUT | FF | DSP48E2 | fits | largest | ratio |")
+    print("|---|---|---|---|---:|---:|---:|---|---:|---:|")
+    for (board_name, element), (r, c) in DPT_SIZES.items():
+        board, budget = get_board(board_name), budgets[board_name]
+        for (kind, fit_element), fit in fits.items():
+            if fit_element != element:
+                continue
+            fixed = groups[(kind, element)]["fixed"]
+            # A tensor PE is t x t MACs: compare the same number of MACs, (r / t) x (c / t) PEs.
+            t = fixed.get("tensor", 1)
+            use = _predict(kind, fit, r // t, c // t, fixed)
+            fits_board = all(use[k] <= budget[k] for k in SIZING_RESOURCES)
+            best = max(shape[0] * shape[1] * _largest(kind, fit, fixed, budget, shape)[0] ** 2
+                       for shape in ((1, 1), (2, 1))) * t * t
+            array = kind if t == 1 else f"{kind}, {r // t}x{c // t} PEs"
+            print(f"| {board.device} | {element} | {r}x{c} = {r * c:,} | {array} | "
+                  f"{_share(use, budget, 'LUT')} | {_share(use, budget, 'FF')} | "
+                  f"{_share(use, budget, 'DSP48E2')} | "
+                  f"{'yes' if fits_board else 'no'} | {best:,} | {best / (r * c):.2f}x |")
+
+
+def sizing(args):
+    from boards import get_board
+
+    print("Measured (`neartrain sweep`, xcup, Yosys `synth_xilinx -flatten`); the commands:\n\n```")
+    for _kind, _element, block, varied, fixed, folder in SIZING_SWEEPS:
+        print(sizing_command(block, varied, fixed, folder))
+    print("```\n")
+    groups = _sizing_groups(args.run)
+    _print_measured(groups)
+    print("\nFitted (least squares over the measured points above; `edge` is rows + cols, for block FP"
+          " rows x ceil(cols / 16) group units followed by a per de-skew stage term, cols (cols - 1) / 2;"
+          " `held out`: the largest array predicted from the others):\n")
+    fits = _print_fits(groups)
+
+    boards = [get_board(name) for name in SIZING_BOARDS]
+    # A placed design rarely routes at 100 % of a resource, and the card's shell takes a share.
+    budgets = {b.name: {k: v * args.derate for k, v in b.budgets.items()} for b in boards}
+    print("\nExtrapolated from the fits (estimates, not synthesised): the largest n x n and 2n x n arrays "
+          "inside every budget (LUT, FF, CARRY, DSP48E2, BRAM), and the resource that runs out first:\n")
+    if args.derate != 1.0:
+        print(f"(every budget scaled by {args.derate:g}; the shares below are of the scaled budgets)\n")
+    _print_largest(groups, fits, boards, budgets)
+    print("\nDPT Section 3.2's arrays under the same fits (extrapolated; `largest`: the bigger of our square"
+          " and 2:1 arrays above, in MACs (PEs, but 4 per tensor PE), and its ratio to DPT's):\n")
+    _print_dpt(groups, fits, budgets)
+    _write("systolic_sizing.json" if args.derate == 1.0 else f"systolic_sizing_derate{args.derate:g}.json",
+           {f"{k[0]} {k[1]}": {"points": g["points"], "missing": g["missing"],
+                               "fit": {r: list(map(float, v)) for r, v in fits.get(k, {}).items()}}
+            for k, g in groups.items()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,6 +457,13 @@ def _write(name, value):
     (OUT / name).write_text(json.dumps(value, indent=1, default=str))
 
 
+def _share_of_budget(text):
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"--derate must be in (0, 1], not {text}")
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -212,10 +474,14 @@ def main():
     p_rtl = sub.add_parser("rtl", help="large GEMMs in cocotb on Verilator (slow)")
     p_rtl.add_argument("--resnet50", action="store_true",
                        help="run the ResNet-50 layer GEMMs of RESNET50_POINTS instead (slower)")
+    p_sizing = sub.add_parser("sizing", help="sweep rows, fits and largest arrays per board")
+    p_sizing.add_argument("--run", action="store_true", help="run the sweeps whose CSV is missing (slow)")
+    p_sizing.add_argument("--derate", type=_share_of_budget, default=1.0,
+                          help="share of each budget the array may use (default 1: the whole device)")
     p_model = sub.add_parser("model", help="utilisation from the cycle model")
     p_model.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
-    {"synth": synth, "rtl": rtl, "model": model}[args.part](args)
+    {"synth": synth, "rtl": rtl, "sizing": sizing, "model": model}[args.part](args)
 
 
 if __name__ == "__main__":
