@@ -101,11 +101,14 @@ class SparseTB(TB):
                 model_total += model
         return measured_total, model_total
 
+    def model_cycles(self, m, k, n):
+        """``gemm_cycles`` of an ``m x k x n`` GEMM on this array's schedule."""
+        return gemm_cycles(m, k, n, rows=self.pe_rows, cols=self.pe_cols, tensor=self.tensor, tile=self.slots,
+                           mac_latency=self.component.mac_latency, acc_latency=self.component.acc_latency)
+
     def job_cycles(self, tiles, width):
         """The cycle model of one job: ``tiles`` output tiles of ``width`` slots per row."""
-        return gemm_cycles(tiles * self.rows * self.slots, width, self.cols, rows=self.pe_rows,
-                           cols=self.pe_cols, tensor=self.tensor, tile=self.slots,
-                           mac_latency=self.component.mac_latency, acc_latency=self.component.acc_latency)
+        return self.model_cycles(tiles * self.rows * self.slots, width, self.cols)
 
     async def _job(self, slots, tiles, width, n0, d, expected, *, exact_cycles):
         tile_m, lanes = self.rows * self.slots, self.cols
@@ -146,17 +149,7 @@ class SparseTB(TB):
         scoreboard.check_complete()
         assert self.c.empty(), f"extra result rows after a job; {knobs.describe()}"
         assert int(self.dut.error.value) == 0, f"error raised by in-range indices; {knobs.describe()}"
-        model = gemm_cycles(
-            rows_out,
-            width,
-            lanes,
-            rows=self.pe_rows,
-            cols=self.pe_cols,
-            tensor=self.tensor,
-            tile=self.slots,
-            mac_latency=self.component.mac_latency,
-            acc_latency=self.component.acc_latency,
-        )
+        model = self.model_cycles(rows_out, width, lanes)
         measured = self.last_c - self.first_a
         reported = int(self.dut.cycles.value)
         assert reported == measured, f"cycles port {reported} != measured {measured}; {knobs.describe()}"
@@ -232,17 +225,7 @@ async def run_sparse(dut, *, idle, backpressure, specials):
         measured, model = await tb.run_tile_rows(
             slots, widths, b, d, partial(sparse_gemm, padded), exact_cycles=not (idle or backpressure)
         )
-        dense = gemm_cycles(
-            m_size,
-            k_size,
-            n_size,
-            rows=tb.pe_rows,
-            cols=tb.pe_cols,
-            tensor=tb.tensor,
-            tile=tb.slots,
-            mac_latency=tb.component.mac_latency,
-            acc_latency=tb.component.acc_latency,
-        )
+        dense = tb.model_cycles(m_size, k_size, n_size)
         dut._log.info(
             "sparse GEMM %dx%dx%d, %d non-zeros (%.2f%%), tau %.2f, %d groups, widths %s: %d cycles "
             "(model %d; dense %d)",
@@ -321,17 +304,7 @@ async def run_mixed(dut, *, thresholds):
 
         mixed = partial(_stacked, paths, tile_m)  # each tile row through its own golden path
         measured, model = await tb.run_tile_rows(slots, widths, b, d, mixed, exact_cycles=True)
-        all_dense = gemm_cycles(
-            a.shape[0],
-            k_size,
-            n_size,
-            rows=tb.pe_rows,
-            cols=tb.pe_cols,
-            tensor=tb.tensor,
-            tile=tb.slots,
-            mac_latency=tb.component.mac_latency,
-            acc_latency=tb.component.acc_latency,
-        )
+        all_dense = tb.model_cycles(a.shape[0], k_size, n_size)
         dut._log.info(
             "mixed GEMM %dx%dx%d, threshold %.2f: tile rows %s (densities %s), widths %s: %d cycles "
             "(model %d; all dense %d)",
