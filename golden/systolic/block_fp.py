@@ -38,15 +38,17 @@ one f32 RNE addition: two roundings per block.
 
 Cycles (``block_fp_gemm_cycles``)
 ---------------------------------
-The block floating point array (``rtl.systolic.block_fp_array``) runs the output-stationary
+The output-stationary block floating point array (``rtl.systolic.block_fp_array``) runs the
 schedule of :func:`golden.systolic.gemm_cycles` with K rounded up to whole blocks (a short last
 block is padded with zero mantissas, which keeps every output's f32 additions ``block beat_len``
-cycles apart) and its own ``mac_latency`` and ``acc_latency``.
+cycles apart) and its own ``mac_latency`` and ``acc_latency``. The weight-stationary one
+(``rtl.systolic.block_fp_ws_array``) runs the weight-stationary schedule with a converter and an
+adder below every block of PE rows; see the function's docstring for its closed form.
 """
 
 import numpy as np
 
-from .cycles import gemm_cycles
+from .cycles import gemm_cycle_terms, gemm_cycles
 from .numerics import ETA_F32, U_F32, U_F64, _gamma, decode_to_f32, f32_bits, f32_from_bits
 
 __all__ = [
@@ -255,23 +257,61 @@ def block_fp_error_bound(a, b, d=None, *, block, mantissa_bits, include_f64_refe
     return bound
 
 
-def block_fp_gemm_cycles(M, K, N, *, rows, cols, block, tile=1, mac_latency, acc_latency):
-    """Cycles of one GEMM on the block floating point array: ``gemm_cycles`` with K padded to blocks.
+def block_fp_gemm_cycles(M, K, N, *, rows, cols, block, tile=1, mac_latency, acc_latency=1,
+                         dataflow="output_stationary", convert_latency=None, add_latency=None):
+    """Cycles of one GEMM on a block floating point array.
+
+    Output stationary (``rtl.systolic.block_fp_array``): ``gemm_cycles`` with K padded to whole
+    blocks and the array's ``mac_latency`` and ``acc_latency``.
+
+    Weight stationary (``rtl.systolic.block_fp_ws_array``, ``rows`` a multiple of ``block``): the
+    schedule of ``gemm_cycles(..., dataflow="weight_stationary")`` with ``mac_latency`` L the
+    integer MAC's cycles per PE row, plus a converter (``convert_latency``) and an f32 adder
+    (``add_latency``) below every block of PE rows. Integer block sums flow down the columns
+    without waiting for the f32 additions, so the last result leaves ``convert + add`` cycles
+    after the last PE row; the next k-tile reads a row's accumulator from the buffer only for
+    its first block's addition, ``block L + convert`` cycles after the row's operand reached
+    PE(0, c), so the partial-sum chain between k-tiles shrinks to ``(rows - block) L + add + 1``::
+
+        tiles  = ceil(K / rows) ceil(N / cols)
+        stream = M + (cols - 1) + rows L + convert + add
+        chain  = (rows - block) L + add + 1   if K > rows, else 0
+        period = max(M + (cols - 1) + (rows - 1) L, chain, rows)
+        total  = rows + (tiles - 1) period + stream
 
     Parameters
     ----------
     M, K, N : int
         GEMM dimensions.
     rows, cols, tile, mac_latency, acc_latency
-        As for :func:`golden.systolic.gemm_cycles` (output stationary, wavefront overlap).
+        As for :func:`golden.systolic.gemm_cycles` (``tile`` and ``acc_latency``: output stationary only).
     block : int
         Elements per shared exponent along K.
+    dataflow : {"output_stationary", "weight_stationary"}
+    convert_latency, add_latency : int
+        Weight stationary only: the block-sum converter's and the f32 adder's register stages.
 
     Returns
     -------
     int
     """
     _check_format(block, 2)
-    padded = -(-K // block) * block
-    return gemm_cycles(M, padded, N, rows=rows, cols=cols, tile=tile, mac_latency=mac_latency,
-                       acc_latency=acc_latency)
+    if dataflow == "output_stationary":
+        if convert_latency is not None or add_latency is not None:
+            raise ValueError("convert_latency and add_latency apply to dataflow='weight_stationary' only")
+        padded = -(-K // block) * block
+        return gemm_cycles(M, padded, N, rows=rows, cols=cols, tile=tile, mac_latency=mac_latency,
+                           acc_latency=acc_latency)
+    if dataflow != "weight_stationary":
+        raise ValueError(f"dataflow must be 'output_stationary' or 'weight_stationary', not {dataflow!r}")
+    if tile != 1 or acc_latency != 1:
+        raise ValueError("tile and acc_latency must be 1 for dataflow='weight_stationary'")
+    if convert_latency is None or add_latency is None:
+        raise ValueError("dataflow='weight_stationary' needs convert_latency and add_latency")
+    # gemm_cycle_terms checks the common arguments and supplies the dense terms.
+    dense = gemm_cycle_terms(M, K, N, rows=rows, cols=cols, dataflow=dataflow, mac_latency=mac_latency)
+    if rows % block:
+        raise ValueError(f"rows must be a multiple of block = {block}, not {rows}")
+    chain = (rows - block) * mac_latency + add_latency + 1 if K > rows else 0
+    period = max(M + (cols - 1) + (rows - 1) * mac_latency, chain, rows)
+    return rows + (dense.tiles - 1) * period + dense.stream + convert_latency + add_latency

@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (importing a module registers its blocks)
     block_fp_array,
     block_fp_decoder,
     block_fp_encoder,
+    block_fp_ws_array,
     os_array,
     sparse_array,
     tensor_array,

@@ -40,6 +40,10 @@ class WeightStationaryArray(wiring.Component):
     accumulate : bool
     max_m, max_k, max_tiles : int
         Largest M, K and n-tile count of a command.
+    core : wiring.Component, optional
+        Run this core instead of a :class:`~.ws_core.WeightStationaryCore` of ``element`` (the block
+        floating point array passes its own; it must have the same ports and schedule attributes,
+        and ``rows``, ``cols``, ``accumulate`` and ``max_m`` must match it).
 
     Attributes
     ----------
@@ -57,9 +61,10 @@ class WeightStationaryArray(wiring.Component):
     ``max(M + cols - 1 + (rows - 1) L, rows L + 1 if K > rows, rows)`` cycles apart.
     """
 
-    def __init__(self, *, rows=2, cols=2, element="f16", accumulate=False, max_m=64, max_k=64, max_tiles=64):
-        self._core = WeightStationaryCore(rows=rows, cols=cols, element=element, accumulate=accumulate,
-                                          max_m=max_m)
+    def __init__(self, *, rows=2, cols=2, element="f16", accumulate=False, max_m=64, max_k=64, max_tiles=64,
+                 core=None):
+        self._core = core if core is not None else WeightStationaryCore(
+            rows=rows, cols=cols, element=element, accumulate=accumulate, max_m=max_m)
         self._rows, self._cols, self._accumulate = rows, cols, accumulate
         self._max_m, self._max_k = max_m, check_int("max_k", max_k, 1, 1 << 24)
         self._max_tiles = check_int("max_tiles", max_tiles, 1, 1 << 24)
@@ -89,9 +94,10 @@ class WeightStationaryArray(wiring.Component):
         n_tiles = Signal(range(self._max_tiles + 1))
         outputs_left = Signal(range(self._max_tiles * self._max_m + 1))
         running = Signal()
-        period = Signal(range(self._max_m + cols + rows * latency + rows + 2))
-        stream_part = size_m + (cols - 1) + (rows - 1) * latency
-        chain = Mux(size_k > rows, rows * latency + 1, 0)
+        chain_cycles = self._core.chain_cycles
+        period = Signal(range(self._max_m + cols + rows * latency + chain_cycles + rows + 2))
+        stream_part = size_m + (cols - 1) + self._core.last_row_offset
+        chain = Mux(size_k > rows, chain_cycles, 0)
         m.d.comb += [self.busy.eq(running), self.cmd.ready.eq(~running), core.m_size.eq(size_m),
                      period.eq(Mux(stream_part > chain, Mux(stream_part > rows, stream_part, rows),
                                    Mux(chain > rows, chain, rows)))]

@@ -1,6 +1,6 @@
 """The weight-stationary PE grid with its skew lines and partial-sum buffers (lockstep)."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -53,35 +53,48 @@ class WeightStationaryCore(wiring.Component):
     result : Out(StructLayout(valid, data: ArrayLayout(accumulator, cols)))
     mac_latency : int
         L of the cycle model (multiplier plus adder latency).
+    last_row_offset : int
+        ``(rows - 1) L``: cycles from a row's operand at PE(0, c) to its operand at PE(rows - 1, c),
+        after which the next tile's weights may be swapped in.
+    chain_cycles : int
+        ``rows L + 1``: the least distance between consecutive k-tiles' starts that lets a row's
+        partial sum leave the bottom before the next k-tile reads it.
     """
 
     def __init__(self, *, rows=2, cols=2, element="f16", accumulate=False, max_m=64):
-        self._rows = check_int("rows", rows, 1, MAX_DIMENSION)
-        self._cols = check_int("cols", cols, 1, MAX_DIMENSION)
-        self._accumulate = check_bool("accumulate", accumulate)
-        self._max_m = check_int("max_m", max_m, 1, 1 << 20)
+        self._check_geometry(rows, cols, accumulate, max_m)
         self._element = element
         probe = WeightStationaryPE(element=element)
         probe._MustUse__silence = True  # only read for its shapes and latency
         self.mac_latency = probe.mac_latency
-        self.operand_shape = probe.a_in.shape()
-        self.accumulator_shape = probe.psum_in.data.shape()
-        row_fields = {"valid": 1, "first": 1, "last": 1, "a": data.ArrayLayout(self.operand_shape, rows)}
-        if accumulate:
-            row_fields["d"] = data.ArrayLayout(self.accumulator_shape, cols)
+        self.last_row_offset = (rows - 1) * self.mac_latency
+        self.chain_cycles = rows * self.mac_latency + 1
+        self._init_ports(probe.a_in.shape(), probe.psum_in.data.shape())
+
+    def _check_geometry(self, rows, cols, accumulate, max_m):
+        self._rows = check_int("rows", rows, 1, MAX_DIMENSION)
+        self._cols = check_int("cols", cols, 1, MAX_DIMENSION)
+        self._accumulate = check_bool("accumulate", accumulate)
+        self._max_m = check_int("max_m", max_m, 1, 1 << 20)
+
+    def _init_ports(self, operand_shape, accumulator_shape):
+        rows, cols = self._rows, self._cols
+        self.operand_shape, self.accumulator_shape = operand_shape, accumulator_shape
+        row_fields = {"valid": 1, "first": 1, "last": 1, "a": data.ArrayLayout(operand_shape, rows)}
+        if self._accumulate:
+            row_fields["d"] = data.ArrayLayout(accumulator_shape, cols)
         super().__init__({
-            "load": In(data.StructLayout({"w": data.ArrayLayout(weight_layout(self.operand_shape), cols),
+            "load": In(data.StructLayout({"w": data.ArrayLayout(weight_layout(operand_shape), cols),
                                           "swap": 1})),
             "row": In(data.StructLayout(row_fields)),
-            "m_size": In(range(max_m + 1)),
-            "result": Out(data.StructLayout({"valid": 1, "data": data.ArrayLayout(self.accumulator_shape,
-                                                                                  cols)})),
+            "m_size": In(range(self._max_m + 1)),
+            "result": Out(data.StructLayout({"valid": 1, "data": data.ArrayLayout(accumulator_shape, cols)})),
         })
 
     def elaborate(self, platform):
         m = Module()
         rows, cols, latency = self._rows, self._cols, self.mac_latency
-        grid = [[WeightStationaryPE(element=self._element) for _ in range(cols)] for _ in range(rows)]
+        grid = [[self._pe(r) for _ in range(cols)] for r in range(rows)]
         for r in range(rows):
             for c in range(cols):
                 pe = grid[r][c]
@@ -93,38 +106,59 @@ class WeightStationaryCore(wiring.Component):
                     m.d.comb += [pe.shadow_in.eq(grid[r - 1][c].shadow_out),
                                  pe.psum_in.eq(grid[r - 1][c].psum_out)]
             # Row r's operands wait r L cycles: the sums they meet spend L cycles in each row above.
-            skewed = delayed(m, self.row.a[r], r * latency, f"skew_a{r}", reset_less=True)
+            skewed = delayed(m, Value.cast(self.row.a[r]), r * latency, f"skew_a{r}", reset_less=True)
             m.d.comb += grid[r][0].a_in.eq(skewed)
 
         control = Cat(self.row.valid, self.row.first, self.row.last)
         for c in range(cols):
-            top, bottom = grid[0][c], grid[rows - 1][c]
-            m.d.comb += top.shadow_in.eq(self.load.w[c])
+            column = [grid[r][c] for r in range(rows)]
+            m.d.comb += column[0].shadow_in.eq(self.load.w[c])
             # Column c's sums start c + 1 cycles after their row was presented, with the operand
             # reaching PE(0, c). The buffer read is issued one cycle earlier.
             ahead = delayed(m, control, c, f"skew_control{c}")
-            here = delayed(m, ahead, 1, f"top_control{c}")
-            valid, first, last = here[0], here[1], here[2]
-            m.submodules[f"psum_buffer{c}"] = buffer = Memory(shape=self.accumulator_shape, depth=self._max_m,
-                                                               init=[])
-            write = buffer.write_port()
-            read = buffer.read_port(transparent_for=(write,))
-            read_at = self._counter(m, f"read{c}", ahead[0] & ~ahead[1])
-            m.d.comb += [read.addr.eq(read_at), read.en.eq(1),
-                         write.addr.eq(self._counter(m, f"write{c}", bottom.psum_out.valid)),
-                         write.data.eq(bottom.psum_out.data), write.en.eq(bottom.psum_out.valid)]
-            start = 0  # +0.0 and integer 0 are both all-zero bits
-            if self._accumulate:
-                start = delayed(m, self.row.d[c], c + 1, f"skew_d{c}", reset_less=True)
-            m.d.comb += [top.psum_in.valid.eq(valid), top.psum_in.last.eq(last),
-                         top.psum_in.data.eq(Mux(first, start, read.data))]
-            # De-skew the results of the last k-tile: column c is c cycles behind column 0.
-            out = delayed(m, Cat(bottom.psum_out.valid & bottom.psum_out.last, bottom.psum_out.data),
-                          cols - 1 - c, f"deskew{c}")
-            m.d.comb += self.result.data[c].eq(out[1:])
-            if c == cols - 1:
-                m.d.comb += self.result.valid.eq(out[0])
+            self._column(m, c, column, ahead, delayed(m, ahead, 1, f"top_control{c}"))
         return m
+
+    def _pe(self, row):
+        return WeightStationaryPE(element=self._element)
+
+    def _column(self, m, c, column, ahead, here):
+        """Column c's partial sums: start value, buffer between k-tiles and result path.
+
+        ``ahead`` and ``here`` are the row's ``(valid, first, last)`` one cycle before and in the
+        cycle its sum enters the top PE.
+        """
+        top, bottom = column[0], column[-1]
+        start = 0  # +0.0 and integer 0 are both all-zero bits
+        if self._accumulate:
+            start = delayed(m, self.row.d[c], c + 1, f"skew_d{c}", reset_less=True)
+        stored = self._psum_buffer(m, c, read=ahead[0] & ~ahead[1], write=bottom.psum_out.valid,
+                                   write_data=bottom.psum_out.data)
+        m.d.comb += [top.psum_in.valid.eq(here[0]), top.psum_in.last.eq(here[2]),
+                     top.psum_in.data.eq(Mux(here[1], start, stored))]
+        self._result(m, c, bottom.psum_out.valid & bottom.psum_out.last, bottom.psum_out.data)
+
+    def _psum_buffer(self, m, c, *, read, write, write_data):
+        """Column c's buffer of partial sums between k-tiles; returns the word read after ``read``.
+
+        Reads (issued by ``read``, one cycle before the word is used) and writes visit the rows in
+        order; a read is transparent to a write of the same cycle.
+        """
+        m.submodules[f"psum_buffer{c}"] = buffer = Memory(shape=self.accumulator_shape, depth=self._max_m,
+                                                           init=[])
+        write_port = buffer.write_port()
+        read_port = buffer.read_port(transparent_for=(write_port,))
+        m.d.comb += [read_port.addr.eq(self._counter(m, f"read{c}", read)), read_port.en.eq(1),
+                     write_port.addr.eq(self._counter(m, f"write{c}", write)),
+                     write_port.data.eq(write_data), write_port.en.eq(write)]
+        return read_port.data
+
+    def _result(self, m, c, valid, value):
+        """De-skew the results of the last k-tile: column c is c cycles behind column 0."""
+        out = delayed(m, Cat(valid, value), self._cols - 1 - c, f"deskew{c}")
+        m.d.comb += self.result.data[c].eq(out[1:])
+        if c == self._cols - 1:
+            m.d.comb += self.result.valid.eq(out[0])
 
     def _counter(self, m, name, step):
         """Row index of a column's buffer accesses: counts rows, wrapping at ``m_size``."""

@@ -26,7 +26,7 @@ class TB(ClockedTB):
         self.component = component_from_env()
         self.params = params_from_env()
         self.rows, self.cols = self.params["rows"], self.params["cols"]
-        self.element = self.params["element"]
+        self.element = self.params.get("element")
         self.accumulate = self.params.get("accumulate", False)
         ports = ("cmd", "w", "a", "d") if self.accumulate else ("cmd", "w", "a")
         self.sources = {port: StreamSource(dut, port, self.clock, stream_layout(self.component, port))
@@ -54,28 +54,49 @@ class TB(ClockedTB):
             random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
 
     async def run_gemm(self, a, b, d=None, *, exact_cycles):
-        m_size, k_size = a.shape
-        n_size = b.shape[1]
+        """One GEMM of ``element`` values: bits against gemm, cycles against gemm_cycles."""
+        # Rows past K pass sums through untouched, so the reference reduces over K, not the padding.
+        n_pad = -(-b.shape[1] // self.cols) * self.cols
+        b_cols = np.zeros((b.shape[0], n_pad), b.dtype)
+        b_cols[:, :b.shape[1]] = b
+        d_cols = None
+        if d is not None:
+            d_cols = np.zeros((d.shape[0], n_pad), d.dtype)
+            d_cols[:, :d.shape[1]] = d
+        expected = gemm(a, b_cols, d_cols, element=self.element).view(np.uint32)
+        model = gemm_cycles(a.shape[0], a.shape[1], b.shape[1], rows=self.rows, cols=self.cols,
+                            dataflow="weight_stationary", mac_latency=self.component.mac_latency)
+        return await self.run_job(a.tolist(), b.tolist(), None if d is None else d.tolist(), expected, model,
+                                  padding=0, exact_cycles=exact_cycles)
+
+    async def run_job(self, a, b, d, expected, model, *, padding, exact_cycles):
+        """Stream one GEMM's weight tiles, check every result row and the cycle count.
+
+        ``a`` (M x K), ``b`` (K x N) and ``d`` (M x N, or None) are nested lists of transfer lane
+        values; ``padding`` fills the operand lanes past K and N (0 fills D's). ``expected``
+        holds the result bits of the GEMM with N padded to whole column tiles (the array
+        computes those columns too).
+        """
+        m_size, k_size, n_size = len(a), len(b), len(b[0])
         rows, cols = self.rows, self.cols
         k_pad, n_pad = -(-k_size // rows) * rows, -(-n_size // cols) * cols
-        a_pad = np.zeros((m_size, k_pad), a.dtype)
-        a_pad[:, :k_size] = a
-        b_pad = np.zeros((k_pad, n_pad), b.dtype)
-        b_pad[:k_size, :n_size] = b
-        d_pad = None if d is None else np.zeros((m_size, n_pad), d.dtype)
-        if d is not None:
-            d_pad[:, :n_size] = d
-        # Rows past K pass sums through untouched, so the reference reduces over K, not the padding.
-        expected = gemm(a, b_pad[:k_size], d_pad, element=self.element).view(np.uint32)
-        scoreboard = Scoreboard(f"ws_array {self.params} GEMM {a.shape} x {b.shape}")
+
+        def padded(matrix, height, width, fill):
+            return [[matrix[i][j] if i < len(matrix) and j < len(matrix[0]) else fill for j in range(width)]
+                    for i in range(height)]
+
+        a_pad, b_pad = padded(a, m_size, k_pad, padding), padded(b, k_pad, n_pad, padding)
+        d_pad = None if d is None else padded(d, m_size, n_pad, 0)
+        scoreboard = Scoreboard(f"{self.component.__class__.__name__} {self.params} GEMM "
+                                f"{m_size}x{k_size}x{n_size}")
         w_items, a_items, d_items = [], [], []
         for n0 in range(0, n_pad, cols):
             for k0 in range(0, k_pad, rows):
                 # Weight rows go in last row first; rows past K are padding the array ignores.
-                w_items += [[int(x) for x in b_pad[k0 + rows - 1 - j, n0:n0 + cols]] for j in range(rows)]
-                a_items += [[int(x) for x in a_pad[m, k0:k0 + rows]] for m in range(m_size)]
+                w_items += [b_pad[k0 + rows - 1 - j][n0:n0 + cols] for j in range(rows)]
+                a_items += [a_pad[m][k0:k0 + rows] for m in range(m_size)]
             if d is not None:
-                d_items += [[int(x) for x in d_pad[m, n0:n0 + cols]] for m in range(m_size)]
+                d_items += [d_pad[m][n0:n0 + cols] for m in range(m_size)]
             for m in range(m_size):
                 scoreboard.expect([int(x) for x in expected[m, n0:n0 + cols]], {"row": m, "n0": n0})
         self.first_w = self.last_c = None
@@ -93,13 +114,11 @@ class TB(ClockedTB):
         await self.cycles(5)
         scoreboard.check_complete()
         assert self.c.empty(), f"extra result rows after the GEMM; {knobs.describe()}"
-        model = gemm_cycles(m_size, k_size, n_size, rows=rows, cols=cols, dataflow="weight_stationary",
-                            mac_latency=self.component.mac_latency)
         measured = self.last_c - self.first_w + 1
         reported = int(self.dut.cycles.value)
         assert reported == measured, f"cycles port {reported} != measured {measured}; {knobs.describe()}"
         if exact_cycles:
-            assert measured == model, (f"GEMM {a.shape} x {b.shape}: {measured} cycles, model {model}; "
+            assert measured == model, (f"GEMM {m_size}x{k_size}x{n_size}: {measured} cycles, model {model}; "
                                        f"{knobs.describe()}")
         else:
             assert measured >= model
