@@ -188,6 +188,11 @@ def params_from_env():
     return json.loads(os.environ[_ENV_PARAMS])
 
 
+def resolved_params_from_env():
+    """The runner's parameters completed with the registry defaults (registry blocks only)."""
+    return get_block(os.environ[_ENV_BLOCK]).resolve(params_from_env())
+
+
 def component_from_env():
     """Rebuild the component under simulation, for its layouts and declared latency."""
     reference = os.environ[_ENV_BLOCK]

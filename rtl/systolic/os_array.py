@@ -9,9 +9,20 @@ from .arithmetic import ELEMENTS
 from .os_core import MAX_DIMENSION, OutputStationaryCore, delayed
 from .os_pe import MAX_SLOTS
 
-__all__ = ["OutputStationaryArray", "ARRAY_PARAMS"]
+__all__ = ["OutputStationaryArray", "bad_size", "ARRAY_PARAMS"]
 
 CYCLE_COUNTER_BITS = 48
+
+
+def bad_size(size, limit):
+    """``size`` of a command field ``range(limit + 1)`` is 0 or past ``limit``.
+
+    When ``limit + 1`` is a power of two the field cannot exceed it, and the comparison is left
+    out (a constant comparison is a Verilator lint warning).
+    """
+    if (limit + 1).bit_length() > limit.bit_length():
+        return size == 0
+    return (size == 0) | (size > limit)
 
 
 class OutputStationaryArray(wiring.Component):
@@ -65,7 +76,8 @@ class OutputStationaryArray(wiring.Component):
     Attributes
     ----------
     cmd : In(stream.Signature(StructLayout(k, tiles)))
-        Accepted only while no job runs.
+        Accepted only while no job runs. A command with ``k`` or ``tiles`` 0 or above ``max_k`` /
+        ``max_tiles`` is consumed without running and raises ``cmd_error``.
     a : In(stream.Signature(ArrayLayout(operand, rows)))
     b : In(stream.Signature(ArrayLayout(operand, cols)))
     d : In(stream.Signature(ArrayLayout(accumulator, cols)))
@@ -75,6 +87,9 @@ class OutputStationaryArray(wiring.Component):
         A job is running.
     cycles : Out(48)
         Cycles of the last job from cycle 0 of the cycle model to its last result.
+    cmd_error : Out(1)
+        The last command was rejected (a size of 0 or past its maximum); cleared by the next
+        command accepted.
 
     Notes
     -----
@@ -104,6 +119,7 @@ class OutputStationaryArray(wiring.Component):
             "c": Out(stream.Signature(data.ArrayLayout(core.accumulator_shape, self._cols))),
             "busy": Out(1),
             "cycles": Out(CYCLE_COUNTER_BITS),
+            "cmd_error": Out(1),
         }
         if accumulate:
             ports["d"] = In(stream.Signature(data.ArrayLayout(core.accumulator_shape, self._cols)))
@@ -124,9 +140,14 @@ class OutputStationaryArray(wiring.Component):
         countdown = Signal.like(period)
         m.d.comb += [self.busy.eq(running), self.cmd.ready.eq(~running),
                      period.eq(Mux(k * bl > period_min, k * bl, period_min))]
+        # A command outside the counters' range would wrap them: it is consumed, not run.
+        command = self.cmd.payload
+        rejected = bad_size(command.k, self._max_k) | bad_size(command.tiles, self._max_tiles)
         with m.If(self.cmd.valid & ~running):
-            m.d.sync += [k.eq(self.cmd.payload.k), tiles_left.eq(self.cmd.payload.tiles), countdown.eq(0),
-                         rows_left.eq(self.cmd.payload.tiles * (rows * slots)), running.eq(1)]
+            m.d.sync += self.cmd_error.eq(rejected)
+            with m.If(~rejected):
+                m.d.sync += [k.eq(command.k), tiles_left.eq(command.tiles), countdown.eq(0),
+                             rows_left.eq(command.tiles * (rows * slots)), running.eq(1)]
 
         # Tile clock: one start pulse every `period` cycles, `tiles` times.
         pulse = Signal()
@@ -196,7 +217,7 @@ class OutputStationaryArray(wiring.Component):
         # Job end and the cycle counter (from the cycle after the first beat to the last result).
         counting = Signal()
         first_beat = Signal()
-        with m.If(self.cmd.valid & ~running):
+        with m.If(self.cmd.valid & ~running & ~rejected):
             m.d.sync += [first_beat.eq(1), self.cycles.eq(0)]
         with m.If(counting):
             m.d.sync += self.cycles.eq(self.cycles + 1)

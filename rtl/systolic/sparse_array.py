@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..registry import Param, check_int, register_block
-from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray
+from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
 from .os_core import OutputStationaryCore
 from .tensor_array import TENSOR_PARAM
 
@@ -128,6 +128,9 @@ class SparseTensorArray(wiring.Component):
     error : Out(1)
         Sticky from a job's first bad slot to the next command: a valid slot's column index was at
         or past the K of the last load (that product used a stale B buffer row).
+    cmd_error : Out(1)
+        The last command was rejected and did nothing: ``k`` 0 or past ``max_k``, or (a job)
+        ``tiles`` 0 or past ``max_tiles``; cleared by the next command accepted.
     cycles : Out(48)
         Cycles of the last job, as :class:`~.os_array.OutputStationaryArray` counts them.
 
@@ -143,6 +146,7 @@ class SparseTensorArray(wiring.Component):
     def __init__(self, *, rows=2, cols=2, tensor=2, element="f16", slots=1, accumulate=False, max_k=256,
                  max_tiles=4096):
         self._max_k = check_int("max_k", max_k, 1, 1 << 16)
+        self._max_tiles = check_int("max_tiles", max_tiles, 1, 1 << 24)
         core = GatherCore(rows=rows, cols=cols, tensor=tensor, element=element, slots=slots,
                           accumulate=accumulate, max_k=max_k)
         self._array = OutputStationaryArray(rows=rows, cols=cols, element=element, slots=slots,
@@ -159,6 +163,7 @@ class SparseTensorArray(wiring.Component):
             "c": Out(stream.Signature(data.ArrayLayout(core.accumulator_shape, self._lane_cols))),
             "busy": Out(1),
             "error": Out(1),
+            "cmd_error": Out(1),
             "cycles": Out(CYCLE_COUNTER_BITS),
         }
         if accumulate:
@@ -193,15 +198,19 @@ class SparseTensorArray(wiring.Component):
             write.addr.eq(load_at), write.data.eq(self.b.payload), write.en.eq(self.b.valid & self.b.ready),
             self.b.ready.eq(loading),
         ]
+        # A size of 0 or past the buffer / counters is consumed without running (the array rejects
+        # such a job itself; a load is checked here).
+        command = self.cmd.payload
+        bad_k = bad_size(command.k, self._max_k)
+        bad_tiles = bad_size(command.tiles, self._max_tiles)
         loaded = Signal(range(self._max_k + 1))  # K of the last load: valid indices are below it
-        with m.If(self.cmd.valid & idle & is_load):
-            m.d.sync += [load_left.eq(self.cmd.payload.k), load_at.eq(0), loading.eq(self.cmd.payload.k != 0),
-                         loaded.eq(self.cmd.payload.k)]
+        with m.If(self.cmd.valid & idle & is_load & ~bad_k):
+            m.d.sync += [load_left.eq(command.k), load_at.eq(0), loading.eq(1), loaded.eq(command.k)]
         out_of_range = Signal()
         m.d.comb += out_of_range.eq(self.a.valid & self.a.ready & Cat(
             slot.valid & (slot.index >= loaded) for slot in self.a.payload).any())
         with m.If(self.cmd.valid & idle):
-            m.d.sync += self.error.eq(0)
+            m.d.sync += [self.error.eq(0), self.cmd_error.eq(bad_k | (~is_load & bad_tiles))]
         with m.Elif(out_of_range):
             m.d.sync += self.error.eq(1)
         with m.If(self.b.valid & self.b.ready):

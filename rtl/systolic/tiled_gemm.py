@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..registry import Param, check_choice, check_int, register_block
-from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray
+from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
 from .ws_array import WeightStationaryArray
 
 __all__ = ["TiledGemm", "DATAFLOWS"]
@@ -122,7 +122,8 @@ class TiledGemm(wiring.Component):
     Attributes
     ----------
     cmd : In(stream.Signature(StructLayout(m, k, n)))
-        Accepted while idle. Every dimension must be in 1 .. its maximum.
+        Accepted while idle. A command with a dimension outside 1 .. its maximum is consumed
+        without running and raises ``cmd_error``.
     a, b : In(stream.Signature(operand))
     d : In(stream.Signature(accumulator))
         Only with ``accumulate``.
@@ -130,6 +131,8 @@ class TiledGemm(wiring.Component):
     busy : Out(1)
     cycles : Out(48)
         Compute cycles of the last GEMM, as counted by the cycle model.
+    cmd_error : Out(1)
+        The last command was rejected; cleared by the next command accepted.
 
     Notes
     -----
@@ -172,6 +175,7 @@ class TiledGemm(wiring.Component):
                 "data": data.ArrayLayout(self.accumulator_shape, cols), "last": 1}))),
             "busy": Out(1),
             "cycles": Out(CYCLE_COUNTER_BITS),
+            "cmd_error": Out(1),
         }
         if accumulate:
             ports["d"] = In(stream.Signature(self.accumulator_shape))
@@ -190,7 +194,13 @@ class TiledGemm(wiring.Component):
         filling, computing = Signal(), Signal()
         m.d.comb += [self.busy.eq(filling | computing), self.cmd.ready.eq(~self.busy),
                      self.cycles.eq(array.cycles)]
-        self._start = start = self.cmd.valid & self.cmd.ready
+        # A dimension of 0 or past the buffers would wrap the fill and read counters: such a
+        # command is consumed without running.
+        command = self.cmd.payload
+        rejected = bad_size(command.m, max_m) | bad_size(command.k, max_k) | bad_size(command.n, max_n)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += self.cmd_error.eq(rejected)
+        self._start = start = self.cmd.valid & self.cmd.ready & ~rejected
         with m.If(start):
             m.d.sync += [self._size_m.eq(self.cmd.payload.m), self._size_k.eq(self.cmd.payload.k),
                          self._size_n.eq(self.cmd.payload.n), filling.eq(1)]

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..registry import Param, check_int, register_block
 from .arithmetic import ELEMENTS
-from .os_array import CYCLE_COUNTER_BITS
+from .os_array import CYCLE_COUNTER_BITS, bad_size
 from .os_core import MAX_DIMENSION, delayed
 from .ws_core import WeightStationaryCore
 
@@ -54,6 +54,9 @@ class WeightStationaryArray(wiring.Component):
     c : Out(stream.Signature(ArrayLayout(accumulator, cols)))
     busy : Out(1)
     cycles : Out(48)
+    cmd_error : Out(1)
+        The last command was rejected: ``m``, ``k`` or ``n_tiles`` 0 or past ``max_m`` / ``max_k`` /
+        ``max_tiles`` (it is consumed without running); cleared by the next command accepted.
 
     Notes
     -----
@@ -78,6 +81,7 @@ class WeightStationaryArray(wiring.Component):
             "c": Out(stream.Signature(data.ArrayLayout(core.accumulator_shape, cols))),
             "busy": Out(1),
             "cycles": Out(CYCLE_COUNTER_BITS),
+            "cmd_error": Out(1),
         }
         if accumulate:
             ports["d"] = In(stream.Signature(data.ArrayLayout(core.accumulator_shape, cols)))
@@ -110,11 +114,16 @@ class WeightStationaryArray(wiring.Component):
         pulse = Signal()
         last_k = k0 + rows >= size_k
         m.d.comb += pulse.eq(tiling & (countdown == 0))
+        # A command outside the counters' and buffers' range would wrap them: consumed, not run.
+        command = self.cmd.payload
+        rejected = (bad_size(command.m, self._max_m) | bad_size(command.k, self._max_k)
+                    | bad_size(command.n_tiles, self._max_tiles))
         with m.If(self.cmd.valid & ~running):
-            m.d.sync += [size_m.eq(self.cmd.payload.m), size_k.eq(self.cmd.payload.k),
-                         n_tiles.eq(self.cmd.payload.n_tiles), running.eq(1), tiling.eq(1), countdown.eq(0),
-                         k0.eq(0), n_tile.eq(0),
-                         outputs_left.eq(self.cmd.payload.n_tiles * self.cmd.payload.m)]
+            m.d.sync += self.cmd_error.eq(rejected)
+            with m.If(~rejected):
+                m.d.sync += [size_m.eq(command.m), size_k.eq(command.k), n_tiles.eq(command.n_tiles),
+                             running.eq(1), tiling.eq(1), countdown.eq(0), k0.eq(0), n_tile.eq(0),
+                             outputs_left.eq(command.n_tiles * command.m)]
         with m.If(en):
             with m.If(pulse):
                 m.d.sync += [countdown.eq(period - 1), k0.eq(Mux(last_k, 0, k0 + rows))]
@@ -174,7 +183,7 @@ class WeightStationaryArray(wiring.Component):
 
         # Job end; cycles from the first weight push (cycle 0) to the last result, inclusive.
         counting, first_push = Signal(), Signal()
-        with m.If(self.cmd.valid & ~running):
+        with m.If(self.cmd.valid & ~running & ~rejected):
             m.d.sync += [first_push.eq(1), self.cycles.eq(0)]
         with m.If(counting | (en & loading & first_push)):
             m.d.sync += self.cycles.eq(self.cycles + 1)

@@ -19,7 +19,7 @@ from rtl.systolic.block_fp_sum_converter import BlockSumConverter
 from testbenches import knobs
 from testbenches.systolic.cocotb_block_fp_array import random_operand, tie_operands
 from testbenches.systolic.cocotb_os_array import random_accumulator
-from testbenches.systolic.cocotb_ws_array import TB
+from testbenches.systolic.cocotb_ws_array import TB, reject_then_run
 
 DEFAULT_GEMMS = 4
 
@@ -114,3 +114,14 @@ async def exponent_range(dut):
 async def gemm_under_stalls(dut):
     """Random gaps on w, a and d and random backpressure on c: bits still exact."""
     await run_test(dut, idle=True, backpressure=True, wide=True, edges=True)
+
+
+@cocotb.test()
+async def bad_commands_rejected(dut):
+    """m, k or n_tiles 0 or past its maximum: consumed, cmd_error, nothing runs; a good GEMM clears it."""
+    tb = BlockTB(dut)
+    rng = knobs.rng(99)
+    a = random_operand(rng, (3, tb.rows + 1), wide=False, edges=False)
+    b = random_operand(rng, (tb.cols, tb.rows + 1), wide=False, edges=False).T.copy()
+    d = np.zeros((3, tb.cols), np.uint32) if tb.accumulate else None
+    await reject_then_run(tb, lambda: tb.run_block_gemm(a, b, d, exact_cycles=True))

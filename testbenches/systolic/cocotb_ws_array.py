@@ -15,6 +15,7 @@ from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from testbenches.systolic.cocotb_os_array import random_accumulator, random_matrix, signed_zero_operands
+from testbenches.systolic.commands import bad_commands, expect_accepted, expect_rejected, size_limits
 from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_GEMMS = 4
@@ -163,3 +164,23 @@ async def special_values(dut):
 async def gemm_under_stalls(dut):
     """Random gaps on every input stream and random backpressure on c: bits still exact."""
     await run_test(dut, idle=True, backpressure=True, specials=True)
+
+
+async def reject_then_run(tb, run_gemm):
+    """Every bad size is rejected; then ``run_gemm()`` (a good GEMM) runs and clears cmd_error."""
+    await tb.reset()
+    limits = size_limits({"m": "max_m", "k": "max_k", "n_tiles": "max_tiles"})
+    await expect_rejected(tb, tb.sources["cmd"], tb.c, bad_commands({"m": 1, "k": 1, "n_tiles": 1}, limits))
+    await run_gemm()
+    expect_accepted(tb)
+
+
+@cocotb.test()
+async def bad_commands_rejected(dut):
+    """m, k or n_tiles 0 or past its maximum: consumed, cmd_error, nothing runs; a good GEMM clears it."""
+    tb = TB(dut)
+    rng = knobs.rng(99)
+    a = random_matrix(rng, (3, tb.rows + 1), tb.element)
+    b = random_matrix(rng, (tb.rows + 1, tb.cols), tb.element)
+    d = random_accumulator(rng, (3, tb.cols), tb.element) if tb.accumulate else None
+    await reject_then_run(tb, lambda: tb.run_gemm(a, b, d, exact_cycles=True))
