@@ -1,14 +1,14 @@
 """The block floating point systolic array (DPT's "Block16") behind streams."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registry import Param, check_bool, check_int, register_block
 from .block_fp_core import BlockFloatCore
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS
-from .os_array import CYCLE_COUNTER_BITS, OutputStationaryArray
+from .os_array import CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
 from .os_core import MAX_DIMENSION
 from .os_pe import MAX_SLOTS
 
@@ -16,7 +16,7 @@ __all__ = ["BlockFloatArray"]
 
 
 class BlockFloatArray(wiring.Component):
-    """``C = A B`` with A and B in block floating point along K, as :func:`golden.systolic.block_fp_gemm`.
+    """``C = A B (+ D)``, A and B in block floating point along K, as :func:`golden.systolic.block_fp_gemm`.
 
     Operands arrive encoded (:func:`golden.systolic.to_block_fp` along K, e.g. from
     :class:`~.block_fp_encoder.BlockFloatEncoder`): a shared exponent per ``block`` consecutive k
@@ -24,9 +24,10 @@ class BlockFloatArray(wiring.Component):
     sums them exactly over a block (one integer MAC per cycle, a ``mantissa_bits``-square product:
     one DSP); every ``block`` PEs of a row share one converter (block sum times ``2^(scale_a +
     scale_b)``, rounded to binary32) and one f32 adder, which adds the converted block sums of each
-    output in increasing block order starting from +0. So each output is, bit for bit::
+    output in increasing block order starting from +0, or from D with ``accumulate``. So each output
+    is, bit for bit::
 
-        acc = +0.0
+        acc = d (or +0.0)
         for each block t:  acc = f32_add_rne(acc, f32_rne(sum_k mant_a mant_b * 2^(scale_a + scale_b)))
 
     The schedule is the output-stationary wavefront of :class:`~.os_array.OutputStationaryArray`
@@ -38,11 +39,16 @@ class BlockFloatArray(wiring.Component):
       A[m0 + r T + u, k] for r in rows]``, the exponent being the shared exponent of k's block
       (padding k past K: mantissa 0);
     * on ``b``, for each k: ``[{mantissa, exponent} of B[k, n0 + c] for c in cols]``;
+    * on ``d`` (with ``accumulate``): the tile's ``rows T`` rows of D (raw binary32),
+      ``[D[m0 + i, n0 + c] for c in cols]``;
 
     and receives the tile's ``rows T`` result rows (raw binary32) on ``c``. Without stalls the count
     from the cycle after the first ``a`` transfer to the last ``c`` transfer is
     :func:`golden.systolic.block_fp_gemm_cycles` (``gemm_cycles`` with K rounded up to whole
-    blocks, ``mac_latency`` and ``acc_latency`` of this block); ``cycles`` reports it.
+    blocks, ``mac_latency`` and ``acc_latency`` of this block); ``cycles`` reports it. With
+    ``accumulate`` the count is the same: a tile's D is taken in the ``rows T`` cycles from
+    ``fill_lead`` cycles before its first beat (after it when negative; see
+    :class:`~.block_fp_core.BlockFloatCore`), and the first tile's D before cycle 0 is not counted.
 
     The datapath is sized for any 9-bit exponent and any mantissa, ``-2^(mantissa_bits - 1)``
     included (block sums, scales and the conversion's exponent never wrap), so no input corrupts
@@ -60,6 +66,8 @@ class BlockFloatArray(wiring.Component):
     slots : int
         T, outputs per PE (1 to 64). ``beat_len = max(T, ceil(6 / block))``: with ``block >= 6``
         every PE does one MAC per cycle from T = 1.
+    accumulate : bool
+        Take an initial accumulator D (binary32) on ``d``: ``C = A B + D``.
     max_blocks, max_tiles : int
         Largest block count and tile count per command.
 
@@ -68,11 +76,18 @@ class BlockFloatArray(wiring.Component):
     cmd : In(stream.Signature(StructLayout(blocks, tiles)))
     a : In(stream.Signature(ArrayLayout(StructLayout(mantissa, exponent), rows)))
     b : In(stream.Signature(ArrayLayout(StructLayout(mantissa, exponent), cols)))
+    d : In(stream.Signature(ArrayLayout(unsigned(32), cols)))
+        Only with ``accumulate``.
     c : Out(stream.Signature(ArrayLayout(unsigned(32), cols)))
     busy : Out(1)
     cycles : Out(48)
+    cmd_error : Out(1)
+        The last command was rejected without running: ``blocks`` or ``tiles`` 0 or past
+        ``max_blocks`` / ``max_tiles``; cleared by the next command accepted.
     mac_latency, acc_latency, beat_len : int
         The cycle model's L, A and beat length (see :class:`~.block_fp_core.BlockFloatCore`).
+    fill_lead : int
+        Cycles from a tile's first D row to its first beat (0 without ``accumulate``).
 
     Notes
     -----
@@ -81,39 +96,53 @@ class BlockFloatArray(wiring.Component):
     cols - 2`` cycles after the first ``a`` transfer.
     """
 
-    def __init__(self, *, rows=2, cols=2, block=8, mantissa_bits=8, slots=1, max_blocks=256, max_tiles=4096):
+    def __init__(self, *, rows=2, cols=2, block=8, mantissa_bits=8, slots=1, accumulate=False, max_blocks=256,
+                 max_tiles=4096):
         # Every parameter is checked before any sub-component exists (a half-built one would warn).
         check_int("rows", rows, 1, MAX_DIMENSION)
         check_int("cols", cols, 1, MAX_DIMENSION)
         self._block = check_int("block", block, 1, MAX_BLOCK)
         check_int("mantissa_bits", mantissa_bits, 2, MAX_MANTISSA_BITS)
         check_int("slots", slots, 1, MAX_SLOTS)
+        self._accumulate = check_bool("accumulate", accumulate)
         self._max_blocks = check_int("max_blocks", max_blocks, 1, 1 << 20)
         check_int("max_tiles", max_tiles, 1, 1 << 24)
-        core = BlockFloatCore(rows=rows, cols=cols, block=block, mantissa_bits=mantissa_bits, slots=slots)
-        self._array = OutputStationaryArray(rows=rows, cols=cols, slots=slots, max_k=max_blocks * block,
-                                            max_tiles=max_tiles, core=core)
+        core = BlockFloatCore(rows=rows, cols=cols, block=block, mantissa_bits=mantissa_bits, slots=slots,
+                              accumulate=accumulate)
+        self._array = OutputStationaryArray(rows=rows, cols=cols, slots=slots, accumulate=accumulate,
+                                            max_k=max_blocks * block, max_tiles=max_tiles, core=core)
         # Elaborated by this component's elaborate, never on their own: no unused-object warning
         # when this component is only inspected (parameter checks, the cocotb side).
         self._array._MustUse__silence = core._MustUse__silence = True
         self.mac_latency, self.acc_latency, self.beat_len = core.mac_latency, core.acc_latency, core.beat_len
+        self.fill_lead = core.fill_lead
         inner = self._array.signature.members
-        super().__init__({
+        ports = {
             "cmd": In(stream.Signature(data.StructLayout({"blocks": range(max_blocks + 1),
                                                           "tiles": range(max_tiles + 1)}))),
             "a": inner["a"], "b": inner["b"], "c": inner["c"],
-            "busy": Out(1), "cycles": Out(CYCLE_COUNTER_BITS),
-        })
+            "busy": Out(1), "cycles": Out(CYCLE_COUNTER_BITS), "cmd_error": Out(1),
+        }
+        if accumulate:
+            ports["d"] = inner["d"]
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.array = array = self._array
         # Tiles are whole blocks, which the core's block counters rely on.
-        m.d.comb += [array.cmd.valid.eq(self.cmd.valid), self.cmd.ready.eq(array.cmd.ready),
+        # A block count past max_blocks could wrap k into range: it is rejected here; the array
+        # rejects a bad tile count (and k = 0) itself.
+        bad_blocks = bad_size(self.cmd.payload.blocks, self._max_blocks)
+        rejected = Signal()
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += rejected.eq(bad_blocks)
+        m.d.comb += [array.cmd.valid.eq(self.cmd.valid & ~bad_blocks), self.cmd.ready.eq(array.cmd.ready),
                      array.cmd.payload.k.eq(self.cmd.payload.blocks * self._block),
                      array.cmd.payload.tiles.eq(self.cmd.payload.tiles),
-                     self.busy.eq(array.busy), self.cycles.eq(array.cycles)]
-        for name in ("a", "b"):
+                     self.busy.eq(array.busy), self.cycles.eq(array.cycles),
+                     self.cmd_error.eq(rejected | array.cmd_error)]
+        for name in ("a", "b") + (("d",) if self._accumulate else ()):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(array, name))
         wiring.connect(m, array.c, wiring.flipped(self.c))
         return m
@@ -128,6 +157,7 @@ register_block(
         Param("block", int, 8, "elements per shared exponent along K (k)", minimum=1, maximum=MAX_BLOCK),
         Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=MAX_MANTISSA_BITS),
         Param("slots", int, 1, "outputs per PE (T)", minimum=1, maximum=MAX_SLOTS),
+        Param("accumulate", bool, False, "add an initial accumulator D (binary32)"),
         Param("max_blocks", int, 256, "largest block count per command", minimum=1, maximum=1 << 20),
         Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
     ],

@@ -5,7 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.adder import FloatAdder
-from ..registry import check_int
+from ..registry import check_bool, check_int
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS, BlockFloatPE, block_operand_layout
 from .block_fp_sum_converter import BlockSumConverter
@@ -39,8 +39,25 @@ class BlockFloatCore(wiring.Component):
     BlockSumConverter` and one f32 :class:`~rtl.fp.adder.FloatAdder`, whose T x group f32
     accumulators live in a ring of ``block beat_len`` stages (the adder's six and delay
     registers): a sum's accumulator comes back round when that output's next block sum arrives.
-    The first block of a tile adds to +0. The final sum returns to its PE's shadow bank and leaves
-    through the column drains and the output de-skew of the output-stationary core.
+    The first block of a tile adds to +0, or with ``accumulate`` to the output's d. The final sum
+    returns to its PE's shadow bank and leaves through the column drains and the output de-skew of
+    the output-stationary core.
+
+    **D** (``accumulate``): row ``(r, u)`` of a tile's D, in row-major order, is presented on
+    ``fill`` (``first`` on the tile's first row) in the ``rows T`` consecutive cycles from
+    ``t0 - fill_lead``, t0 being the tile's first beat, as in :class:`~.os_core.OutputStationaryCore`.
+    Column ``c = c0 + j`` (PE j of the group starting at c0) is delayed ``c + j T`` cycles on its
+    way in (the dense core: c), then moves down a fill chain into each PE's d bank, row r's window
+    opening ``(T + 1) r`` cycles after row 0's: slot u of PE(r, c) is written in cycle
+    ``t0 - fill_lead + c + j T + (T + 1) r + u``. The group chain reads it beside the first
+    block's sum in cycle ``t0 + (block - 1) beat_len + 4 + r + c0 + j (T + 1) + u`` (PE j's window
+    opens ``j (T + 1)`` cycles after the head's). The extra ``j T`` of skew makes the gap between
+    write and read independent of j: ``fill_lead + (block - 1) beat_len + 4 - T r``. It must be at
+    least 1 for every row (write before read) and at most the tile period P (the next tile's d
+    written no earlier than this one's read, in row 0), so ``fill_lead = (rows - 1) T -
+    (block - 1) beat_len - 3``, the latest fill, and ``P >= beat_len + (rows - 1) T`` leaves the
+    second bound met for any K. The count of the cycle model is unchanged: the fill never stalls
+    the beats when D is there in time.
 
     Parameters
     ----------
@@ -52,10 +69,14 @@ class BlockFloatCore(wiring.Component):
         Signed mantissa width (2 to 24).
     slots : int
         T, outputs per PE (1 to 64).
+    accumulate : bool
+        ``C = A B + D`` with D through ``fill``; otherwise ``C = A B``.
 
     Attributes
     ----------
     beat : In(StructLayout(valid, first, last, a: ArrayLayout(operand, rows), b: ArrayLayout(operand, cols)))
+    fill : In(StructLayout(first, data: ArrayLayout(unsigned(32), cols)))
+        Only with ``accumulate``: raw binary32 rows of D.
     result : Out(StructLayout(valid, data: ArrayLayout(unsigned(32), cols)))
     operand_shape, accumulator_shape
         ``{mantissa: signed(mantissa_bits), exponent: signed(9)}`` and raw binary32.
@@ -69,15 +90,17 @@ class BlockFloatCore(wiring.Component):
         docs/systolic.md, section 7c): the array's cycles are ``gemm_cycles(M, K, N, ...,
         mac_latency=L, acc_latency=A)`` with K rounded up to whole blocks.
     fill_lead : int
-        0 (no D input).
+        ``(rows - 1) T - (block - 1) beat_len - 3`` with ``accumulate`` (negative: the fill follows
+        the first beat), 0 without.
     """
 
-    def __init__(self, *, rows=2, cols=2, block=8, mantissa_bits=8, slots=1):
+    def __init__(self, *, rows=2, cols=2, block=8, mantissa_bits=8, slots=1, accumulate=False):
         self._rows = check_int("rows", rows, 1, MAX_DIMENSION)
         self._cols = check_int("cols", cols, 1, MAX_DIMENSION)
         self._block = check_int("block", block, 1, MAX_BLOCK)
         self._bits = check_int("mantissa_bits", mantissa_bits, 2, MAX_MANTISSA_BITS)
         self._slots = check_int("slots", slots, 1, MAX_SLOTS)
+        self._accumulate = check_bool("accumulate", accumulate)
         self.operand_shape = block_operand_layout(mantissa_bits)
         self.accumulator_shape = unsigned(32)
         self.acc_latency = -(-FloatAdder.LATENCY // block)
@@ -91,13 +114,17 @@ class BlockFloatCore(wiring.Component):
                 self._offset[c0 + j] = c0 + size + j * slots
         self._max_offset = max(self._offset.values())
         self.mac_latency = (6 + BlockSumConverter.LATENCY + FloatAdder.LATENCY + self._max_offset - cols)
-        self.fill_lead = 0
-        super().__init__({
+        # The latest fill that still writes every d before the chain reads it (see the docstring).
+        self.fill_lead = (rows - 1) * slots - (block - 1) * self.beat_len - 3 if accumulate else 0
+        ports = {
             "beat": In(data.StructLayout({"valid": 1, "first": 1, "last": 1,
                                           "a": data.ArrayLayout(self.operand_shape, rows),
                                           "b": data.ArrayLayout(self.operand_shape, cols)})),
             "result": Out(data.StructLayout({"valid": 1, "data": data.ArrayLayout(unsigned(32), cols)})),
-        })
+        }
+        if accumulate:
+            ports["fill"] = In(data.StructLayout({"first": 1, "data": data.ArrayLayout(unsigned(32), cols)}))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -124,7 +151,7 @@ class BlockFloatCore(wiring.Component):
             for c0, size in self._groups:
                 for j in range(size):
                     pe = BlockFloatPE(block=block, mantissa_bits=self._bits, slots=slots, beat_len=bl,
-                                      index=j, index_width=self._index_width)
+                                      index=j, index_width=self._index_width, accumulate=self._accumulate)
                     m.submodules[f"pe_{r}_{c0 + j}"] = pe
                     row.append(pe)
             grid.append(row)
@@ -145,10 +172,17 @@ class BlockFloatCore(wiring.Component):
             # As in the output-stationary core, the drain starts beat_len cycles after the top
             # PE's slot 0 is final, so the shadow bank is read before the next tile rewrites it.
             m.d.comb += top.drain_token_in.eq(delayed(m, top.slot0_written, bl, f"drain_start{c}"))
+            if self._accumulate:
+                # c + j T cycles: the chain reads PE j of a group j (T + 1) cycles after its head.
+                j = c - max(c0 for c0, _ in self._groups if c0 <= c)
+                column = delayed(m, Cat(self.fill.first, self.fill.data[c]), c + j * slots, f"skew_d{c}")
+                m.d.comb += [top.fill_token_in.eq(column[0]), top.fill_in.eq(column[1:])]
             for r in range(1, rows):
                 above, pe = grid[r - 1][c], grid[r][c]
                 m.d.comb += [pe.b_in.eq(above.b_out), pe.drain_in.eq(above.drain_out),
                              pe.drain_token_in.eq(above.drain_token_out)]
+                if self._accumulate:
+                    m.d.comb += [pe.fill_in.eq(above.fill_out), pe.fill_token_in.eq(above.fill_token_out)]
             # De-skew: column c's results trail the row's first block sum by offset(c) cycles.
             bottom = delayed(m, grid[rows - 1][c].drain_out.as_value(),
                              self._max_offset - self._offset[c], f"deskew{c}")
@@ -172,22 +206,26 @@ class BlockFloatCore(wiring.Component):
             m.d.comb += [pe.chain_in.eq(previous.chain_out), pe.chain_token_in.eq(previous.chain_token_out)]
         end = pes[-1].chain_out
 
-        converter = BlockSumConverter(width=len(end.sum), tag_width=2 + iw)
+        # With accumulate, d rides in the converter's tag beside its first block's sum.
+        d_width = 32 if self._accumulate else 0
+        converter = BlockSumConverter(width=len(end.sum), tag_width=2 + iw + d_width)
         adder = FloatAdder(fmt="f32", tag_width=1 + iw)
         m.submodules[f"converter_{name}"] = converter
         m.submodules[f"adder_{name}"] = adder
         m.d.comb += [
             converter.i.valid.eq(end.valid), converter.i.payload.a.eq(end.sum),
             converter.i.payload.b.eq(end.scale),
-            converter.i.payload.tag.eq(Cat(end.tile_first, end.tile_last, end.index)),
+            converter.i.payload.tag.eq(Cat(end.tile_first, end.tile_last, end.index,
+                                           *([end.d] if self._accumulate else []))),
             converter.o.ready.eq(1), adder.o.ready.eq(1),
         ]
         tag = converter.o.payload.tag
         ring = delayed(m, adder.o.payload.result, self._block * self.beat_len - FloatAdder.LATENCY,
                        f"ring_{name}", reset_less=True)
+        start = tag[2 + iw:] if self._accumulate else 0  # +0.0 without D
         m.d.comb += [
-            adder.i.valid.eq(converter.o.valid), adder.i.payload.a.eq(Mux(tag[0], 0, ring)),
-            adder.i.payload.b.eq(converter.o.payload.result), adder.i.payload.tag.eq(tag[1:]),
+            adder.i.valid.eq(converter.o.valid), adder.i.payload.a.eq(Mux(tag[0], start, ring)),
+            adder.i.payload.b.eq(converter.o.payload.result), adder.i.payload.tag.eq(tag[1:2 + iw]),
         ]
         final = adder.o.valid & adder.o.payload.tag[0]
         for j, pe in enumerate(pes):

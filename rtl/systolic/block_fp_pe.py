@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import check_int
+from ..registry import check_bool, check_int
 from .block_fp_encoder import MAX_BLOCK
 from .os_pe import MAX_SLOTS, _Bank, drain_layout, token_window
 
@@ -36,10 +36,17 @@ def sum_width(block, mantissa_bits):
     return largest.bit_length() + 1
 
 
-def block_sum_layout(block, mantissa_bits, index_width):
-    """A block sum moving right along a PE group to the group's converter and f32 adder."""
-    return data.StructLayout({"valid": 1, "tile_first": 1, "tile_last": 1, "index": unsigned(index_width),
-                              "sum": signed(sum_width(block, mantissa_bits)), "scale": signed(12)})
+def block_sum_layout(block, mantissa_bits, index_width, accumulate=False):
+    """A block sum moving right along a PE group to the group's converter and f32 adder.
+
+    With ``accumulate`` it also carries ``d``, the raw binary32 initial accumulator of its output,
+    meaningful next to the sums of a tile's first block.
+    """
+    fields = {"valid": 1, "tile_first": 1, "tile_last": 1, "index": unsigned(index_width),
+              "sum": signed(sum_width(block, mantissa_bits)), "scale": signed(12)}
+    if accumulate:
+        fields["d"] = unsigned(32)
+    return data.StructLayout(fields)
 
 
 class BlockFloatPE(wiring.Component):
@@ -57,6 +64,12 @@ class BlockFloatPE(wiring.Component):
     ``result_write`` into the shadow bank, which the column drain reads exactly as in the
     output-stationary PE.
 
+    With ``accumulate``, a T-entry d bank is filled from a column chain exactly as the
+    output-stationary PE's (``fill_in`` / ``fill_token_in``, one slot per cycle in a token window),
+    and every chain window puts each slot's d beside its block sum (the adder uses it for a tile's
+    first block only). The core times the fill so that a slot's d is written before the first
+    block's read and the next tile's d after it.
+
     Parameters
     ----------
     block : int
@@ -71,6 +84,8 @@ class BlockFloatPE(wiring.Component):
         This PE's position in its group, sent with its block sums.
     index_width : int
         Width of the chain's ``index`` field.
+    accumulate : bool
+        Build the d bank and fill chain and carry d on the block-sum chain.
 
     Attributes
     ----------
@@ -87,17 +102,21 @@ class BlockFloatPE(wiring.Component):
         Final binary32 sums of this PE's slots, in slot order.
     drain_in, drain_out, drain_token_in, drain_token_out, slot0_written
         As in :class:`~.os_pe.OutputStationaryPE`.
+    fill_in, fill_out, fill_token_in, fill_token_out
+        Only with ``accumulate``: as in :class:`~.os_pe.OutputStationaryPE` (raw binary32 d).
     """
 
-    def __init__(self, *, block=8, mantissa_bits=8, slots=1, beat_len=1, index=0, index_width=1):
+    def __init__(self, *, block=8, mantissa_bits=8, slots=1, beat_len=1, index=0, index_width=1,
+                 accumulate=False):
         self._block = check_int("block", block, 1, MAX_BLOCK)
         self._bits = check_int("mantissa_bits", mantissa_bits, 2, MAX_MANTISSA_BITS)
         self._slots = check_int("slots", slots, 1, MAX_SLOTS)
         self._beat_len = check_int("beat_len", beat_len, slots, 1 << 16)
         self._index, self._index_width = index, index_width
+        self._accumulate = check_bool("accumulate", accumulate)
         operand = block_operand_layout(mantissa_bits)
-        self.sum_layout = block_sum_layout(block, mantissa_bits, index_width)
-        super().__init__({
+        self.sum_layout = block_sum_layout(block, mantissa_bits, index_width, accumulate)
+        ports = {
             "a_in": In(beat_layout(mantissa_bits)), "a_out": Out(beat_layout(mantissa_bits)),
             "b_in": In(operand), "b_out": Out(operand),
             "chain_in": In(self.sum_layout), "chain_out": Out(self.sum_layout),
@@ -105,7 +124,11 @@ class BlockFloatPE(wiring.Component):
             "result_data": In(32), "result_write": In(1),
             "drain_in": In(drain_layout(32)), "drain_out": Out(drain_layout(32)),
             "drain_token_in": In(1), "drain_token_out": Out(1), "slot0_written": Out(1),
-        })
+        }
+        if accumulate:
+            ports.update({"fill_in": In(32), "fill_out": Out(32),
+                          "fill_token_in": In(1), "fill_token_out": Out(1)})
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -142,11 +165,22 @@ class BlockFloatPE(wiring.Component):
                      write_data=Cat(total, done_fields.as_value()), read=chain_active)
         held = entry(hold.data)
         m.d.comb += [self.chain_token_out.eq(token_out), self.hold0_written.eq(done & (hold.write_at == 0))]
+        if self._accumulate:
+            # The d bank of the output-stationary PE. Its read pointer steps with the hold bank's:
+            # every chain window reads all T slots, so it is back at slot 0 for each block, and the
+            # adder uses the d read beside a tile's first block only.
+            fill_active, token_out = token_window(m, self.fill_token_in, slots, "fill")
+            m.d.sync += self.fill_out.eq(self.fill_in)
+            m.d.comb += self.fill_token_out.eq(token_out)
+            d_bank = _Bank(m, "d_bank", unsigned(32), slots, write=fill_active, write_data=self.fill_in,
+                           read=chain_active)
         with m.If(chain_active):
             m.d.sync += [self.chain_out.valid.eq(1), self.chain_out.tile_first.eq(held.fields.tile_first),
                          self.chain_out.tile_last.eq(held.fields.tile_last),
                          self.chain_out.index.eq(self._index), self.chain_out.sum.eq(held.sum),
                          self.chain_out.scale.eq(held.fields.scale)]
+            if self._accumulate:
+                m.d.sync += self.chain_out.d.eq(d_bank.data)
         with m.Else():
             m.d.sync += self.chain_out.eq(self.chain_in)
 

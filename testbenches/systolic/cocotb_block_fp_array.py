@@ -6,6 +6,11 @@ per-k shared exponents, K padded to whole blocks with zero mantissas) and run th
 ``run_job``: every result row is checked bit for bit against :func:`golden.systolic.block_fp_gemm`,
 and without stalls the cycle count (measured from the first ``a`` transfer to the last ``c``
 transfer, and reported on ``cycles``) must equal :func:`golden.systolic.block_fp.block_fp_gemm_cycles`.
+
+With ``accumulate`` every GEMM also streams a random binary32 D (with the output-stationary bench's
+specials: NaNs, infinities, signed zeros, subnormals, in the ``exponent_range`` and stall tests) on
+``d``, and :func:`signed_zero_operands` checks that a D of -0.0 plus a block sum rounding to -0.0
+stays -0.0 (a first block started from +0, or from a neighbour's d, gives +0.0 or garbage).
 """
 
 import cocotb
@@ -14,7 +19,8 @@ import numpy as np
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
 from testbenches import knobs
 from testbenches.systolic.cocotb_block_fp_encoder import EDGES
-from testbenches.systolic.cocotb_os_array import TB, shapes, tile_streams
+from testbenches.systolic.cocotb_os_array import TB, random_accumulator, shapes, tile_streams
+from testbenches.systolic.commands import bad_commands, expect_accepted, expect_rejected, size_limits
 
 DEFAULT_GEMMS = 4
 
@@ -52,6 +58,21 @@ def tie_operands(rng, m_size, n_size, block):
     return a.view(np.uint32), b.view(np.uint32)
 
 
+def signed_zero_operands(rng, m_size, n_size, block):
+    """One block, D = -0.0: ``A[i, 0] = ±2^-75``, ``B[0, j] = 2^-75``, the rest of the block 0.
+
+    Each block sum is ``±2^-150``, a tie that rounds to ±0.0; added to d = -0.0 it gives -0.0 in
+    the rows of -2^-75 (row 0 among them) and +0.0 in the others.
+    """
+    a = np.zeros((m_size, block), np.float32)
+    b = np.zeros((block, n_size), np.float32)
+    a[:, 0] = rng.choice([1.0, -1.0], m_size) * 2.0**-75
+    a[0, 0] = -(2.0**-75)
+    b[0, :] = 2.0**-75
+    d = np.full((m_size, n_size), 0x80000000, np.uint32)
+    return a.view(np.uint32), b.view(np.uint32), d
+
+
 class BlockTB(TB):
     """The output-stationary bench with block floating point operands and model."""
 
@@ -83,18 +104,26 @@ class BlockTB(TB):
 
         return origins, blocks, operands(a_mant, a_exp), operands(b_mant, b_exp)
 
-    async def run_block_gemm(self, a, b, *, exact_cycles):
-        """One GEMM: bits against block_fp_gemm, cycles against block_fp_gemm_cycles."""
+    async def run_block_gemm(self, a, b, d=None, *, exact_cycles):
+        """One GEMM (``d``: raw binary32 D, with ``accumulate``): bits against block_fp_gemm, cycles
+        against block_fp_gemm_cycles. Returns (measured, model, expected result bits)."""
         (m_size, k_size), n_size = a.shape, b.shape[1]
         origins, blocks, a_items, b_items = self.encode(a, b)
+        d_items = []
+        if d is not None:
+            *_, d_items = tile_streams(a, b, d, rows=self.rows, cols=self.cols, slots=self.slots)
         tile_m = self.rows * self.slots
         expected = np.zeros((-(-m_size // tile_m) * tile_m, -(-n_size // self.cols) * self.cols), np.uint32)
-        expected[:m_size, :n_size] = block_fp_gemm(a, b, block=self.block, mantissa_bits=self.mantissa_bits)
+        bits = dict(block=self.block, mantissa_bits=self.mantissa_bits)
+        expected[:m_size, :n_size] = block_fp_gemm(a, b, d, **bits)
         model = block_fp_gemm_cycles(m_size, k_size, n_size, rows=self.rows, cols=self.cols, block=self.block,
                                      tile=self.slots, mac_latency=self.component.mac_latency,
                                      acc_latency=self.component.acc_latency)
-        return await self.run_job(f"GEMM {a.shape} x {b.shape}", {"blocks": blocks, "tiles": len(origins)},
-                                  origins, expected, a_items, b_items, [], model, exact_cycles=exact_cycles)
+        label = f"GEMM {a.shape} x {b.shape}" + (" + D" if d is not None else "")
+        command = {"blocks": blocks, "tiles": len(origins)}
+        measured, model = await self.run_job(label, command, origins, expected, a_items, b_items, d_items,
+                                             model, exact_cycles=exact_cycles)
+        return measured, model, expected[:m_size, :n_size]
 
 
 async def run_test(dut, *, idle, backpressure, wide, edges):
@@ -109,11 +138,18 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
     for m_size, k_size, n_size in gemms:
         a = random_operand(rng, (m_size, k_size), wide=wide, edges=edges)
         b = random_operand(rng, (n_size, k_size), wide=wide, edges=edges).T.copy()  # scaled per column
-        measured, model = await tb.run_block_gemm(a, b, exact_cycles=not (idle or backpressure))
+        d = random_accumulator(rng, (m_size, n_size), "f32", 0.25 * edges) if tb.accumulate else None
+        measured, model, _ = await tb.run_block_gemm(a, b, d, exact_cycles=not (idle or backpressure))
         dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
     if wide:
         a, b = tie_operands(rng, tb.rows * tb.slots + 1, tb.cols + 1, tb.block)
-        await tb.run_block_gemm(a, b, exact_cycles=not (idle or backpressure))
+        d = random_accumulator(rng, (a.shape[0], b.shape[1]), "f32", 0.25) if tb.accumulate else None
+        await tb.run_block_gemm(a, b, d, exact_cycles=not (idle or backpressure))
+    if tb.accumulate:
+        *_, expected = await tb.run_block_gemm(*signed_zero_operands(rng, tb.rows * tb.slots + 1, tb.cols + 1,
+                                                                     tb.block),
+                                               exact_cycles=not (idle or backpressure))
+        assert expected[0, 0] == 0x80000000, "the signed-zero GEMM must expect -0.0"
 
 
 @cocotb.test()
@@ -130,5 +166,20 @@ async def exponent_range(dut):
 
 @cocotb.test()
 async def gemm_under_stalls(dut):
-    """Random gaps on a and b and random backpressure on c: bits still exact."""
+    """Random gaps on a, b (and d) and random backpressure on c: bits still exact."""
     await run_test(dut, idle=True, backpressure=True, wide=True, edges=True)
+
+
+@cocotb.test()
+async def bad_commands_rejected(dut):
+    """blocks or tiles 0 or past their maximum: consumed, cmd_error, nothing runs; a good GEMM clears it."""
+    tb = BlockTB(dut)
+    await tb.reset()
+    limits = size_limits({"blocks": "max_blocks", "tiles": "max_tiles"})
+    await expect_rejected(tb, tb.cmd, tb.c, bad_commands({"blocks": 1, "tiles": 1}, limits))
+    rng = knobs.rng(99)
+    a = random_operand(rng, (tb.rows * tb.slots, tb.block + 1), wide=False, edges=False)
+    b = random_operand(rng, (tb.cols, tb.block + 1), wide=False, edges=False).T.copy()
+    d = random_accumulator(rng, (a.shape[0], b.shape[1]), "f32") if tb.accumulate else None
+    await tb.run_block_gemm(a, b, d, exact_cycles=True)
+    expect_accepted(tb)

@@ -2,7 +2,8 @@
 """The block floating point systolic array: cocotb on Verilator against golden.systolic, and its parameters.
 
 The cocotb bench (``cocotb_block_fp_array``) checks every result bit against ``block_fp_gemm`` and,
-without stalls, every count against ``block_fp_gemm_cycles``.
+without stalls, every count against ``block_fp_gemm_cycles``; with ``accumulate`` it adds a random
+binary32 D (``C = A B + D``).
 """
 
 import pytest
@@ -18,13 +19,17 @@ MODULE = "testbenches.systolic.cocotb_block_fp_array"
 CASES = [
     # beat_len 2 (ceil(6 / 4)): idle beats; one group of two PEs per row.
     {"rows": 2, "cols": 2, "block": 4, "mantissa_bits": 8, "slots": 1},
-    # Two groups per row (2 + 1 PEs), T = 3, a 6-bit mantissa.
-    {"rows": 1, "cols": 3, "block": 2, "mantissa_bits": 6, "slots": 3},
+    # D: two groups per row (2 + 1 PEs, the second PE of a group reads its d T + 1 cycles after the
+    # first), two rows, T = 3 (d bank a memory), a 6-bit mantissa; fill_lead -3 (D after the first beat).
+    {"rows": 2, "cols": 3, "block": 2, "mantissa_bits": 6, "slots": 3, "accumulate": True},
 ]
 SLOW_CASES = [
     {"rows": 4, "cols": 4, "block": 8, "mantissa_bits": 8, "slots": 1},
     {"rows": 3, "cols": 5, "block": 2, "mantissa_bits": 12, "slots": 2},
     {"rows": 2, "cols": 3, "block": 16, "mantissa_bits": 16, "slots": 1},
+    {"rows": 1, "cols": 3, "block": 2, "mantissa_bits": 6, "slots": 3},
+    # D with fill_lead = 2 (> 0: a tile's D enters before its first beat), groups of 2 + 1, T = 2.
+    {"rows": 5, "cols": 3, "block": 2, "mantissa_bits": 8, "slots": 2, "accumulate": True},
 ]
 
 
@@ -61,3 +66,19 @@ def test_cycle_model_pads_k_to_blocks():
     assert block_fp_gemm_cycles(5, 5, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
     assert block_fp_gemm_cycles(5, 8, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
     assert BlockFloatArray(block=8, slots=1).beat_len == 1  # one MAC per PE per cycle from T = 1
+
+
+def test_accumulate_ports_and_fill_lead():
+    """``accumulate`` adds the d stream; fill_lead = (rows - 1) T - (block - 1) beat_len - 3, 0 without D."""
+    plain = BlockFloatArray(rows=2, cols=3, block=2, mantissa_bits=6, slots=3)
+    assert "d" not in plain.signature.members and plain.fill_lead == 0
+    for (rows, block, slots), lead in [((2, 2, 3), -3), ((5, 2, 2), 2), ((2, 4, 1), -8), ((4, 8, 1), -7)]:
+        array = BlockFloatArray(rows=rows, cols=3, block=block, slots=slots, accumulate=True)
+        assert array.fill_lead == lead == (rows - 1) * slots - (block - 1) * array.beat_len - 3
+        assert array.signature.members["d"].signature.members["payload"].shape.size == 3 * 32
+    # D changes neither the latencies nor the beat length (the cycle model stays the same).
+    accumulating = BlockFloatArray(rows=2, cols=3, block=2, mantissa_bits=6, slots=3, accumulate=True)
+    latencies = ("mac_latency", "acc_latency", "beat_len")
+    assert [getattr(accumulating, n) for n in latencies] == [getattr(plain, n) for n in latencies]
+    with pytest.raises(ValueError, match="accumulate must be True or False"):
+        BlockFloatArray(accumulate=1)
