@@ -17,8 +17,8 @@ The main job shows the whole flow in a few minutes:
 
 3. resources from Yosys for the ``xcup`` target: the default stream blocks, and the
    16-lane Adam kernel next to Smart-Infinity's Table III when its synthesis result is in
-   the cache (synthesising it takes 15 minutes or more, so the job does not start it;
-   ``neartrain synth adam_updater --set lanes=16 --target xcup`` fills the cache).
+   the cache (synthesising it takes about 45 minutes on a 2-core machine, so the job does not
+   start it; ``neartrain synth adam_updater --set lanes=16 --target xcup`` fills the cache).
 
 Verilator builds and synthesis results are cached (``build/sim/``, ``build/synth/``), and
 the Verilog of step 1 is reused while nothing under ``rtl/`` changes (a stamp with the
@@ -260,7 +260,7 @@ def run_main_job(args):
     reference = ", ".join(f"{share * total:,.0f} {name}" for name, (share, total) in SMART_INFINITY.items())
     print(f"   Smart-Infinity's HLS Adam updater (Table III, KU15P): {reference}")
     if accelerator is None:
-        print(f"   ({label} is not in the synthesis cache; it takes 15+ minutes: "
+        print(f"   ({label} is not in the synthesis cache; it takes about 45 minutes: "
               f"neartrain synth {ACCELERATOR} --set lanes={ACCELERATOR_PARAMS['lanes']} --target xcup)")
     print(f"== done in {time.monotonic() - started:.0f} s")
     if any(outcome.startswith("FAILED") for outcome in outcomes):
