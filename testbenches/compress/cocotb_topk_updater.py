@@ -101,13 +101,7 @@ class TB(ClockedTB):
         where = (f"topk_updater {self.optimizer} {self.params} {label} n={n} words={len(words)} "
                  f"sorted={promised_sorted} copy={copy_format} hyper={hyper}; {knobs.describe(DEFAULT_RUNS)}")
         names = ["param", *self.states] + ([] if copy_format == "none" else ["param16"])
-        for name in names:
-            got, want = result.outputs[name], expected[name]
-            wrong = np.flatnonzero(got != want)
-            first = wrong[:5]
-            assert not wrong.size, (f"{name} differs at {first.tolist()}: "
-                                    f"got {[hex(v) for v in got[first]]}, "
-                                    f"golden {[hex(v) for v in want[first]]}; {where}")
+        result.assert_outputs_equal(expected, names, where)
         wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
         assert result.errors == wanted, f"error counters {result.errors}, golden {wanted}; {where}"
         assert result.pairs_status == int(errors.status), f"pairs_status {result.pairs_status:#x}; {where}"

@@ -16,7 +16,6 @@ through :class:`testbenches.optim.device.UpdaterDevice`. Checked against
 """
 
 import cocotb
-import numpy as np
 from cocotbext.axi.constants import AxiResp
 
 from golden.optim.host import GRAD_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
@@ -58,13 +57,7 @@ class TB(ClockedTB):
         where = (f"{self.optimizer} kernel {self.params} {label} n={n} grad={grad_format} copy={copy_format} "
                  f"hyper={hyper}; {knobs.describe(DEFAULT_VECTORS)}")
         names = ["param", *self.states] + ([] if copy_format == "none" else ["param16"])
-        for name in names:
-            got, want = result.outputs[name], expected[name]
-            wrong = np.flatnonzero(got != want)
-            first = wrong[:5]
-            assert not wrong.size, (f"{name} differs at {first.tolist()}: "
-                                    f"got {[hex(v) for v in got[first]]}, "
-                                    f"golden {[hex(v) for v in want[first]]}; {where}")
+        result.assert_outputs_equal(expected, names, where)
         assert result.guards_intact, f"bytes after an output tensor were overwritten; {where}"
         assert result.status == int(expected["nonfinite"]), f"status {result.status}; {where}"
         assert result.error == 0, f"error register {result.error:#x}; {where}"

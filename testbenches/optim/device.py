@@ -87,6 +87,20 @@ class DeviceResult:
     accumulator: int = 0
     guards_intact: bool = True
 
+    def assert_outputs_equal(self, expected, names, where):
+        """Every word of each output tensor in ``names`` equals ``expected[name]`` (raw bits).
+
+        The first five differing indices are shown in hex, with ``where`` (the case and the
+        NEARTRAIN_SEED / NEARTRAIN_VECTORS that reproduce it).
+        """
+        for name in names:
+            got, want = self.outputs[name], expected[name]
+            wrong = np.flatnonzero(got != want)
+            first = wrong[:5]
+            assert not wrong.size, (f"{name} differs at {first.tolist()}: "
+                                    f"got {[hex(v) for v in got[first]]}, "
+                                    f"golden {[hex(v) for v in want[first]]}; {where}")
+
 
 def _bits(array, dtype):
     array = np.asarray(array)
