@@ -12,7 +12,7 @@ from .os_array import CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
 from .os_core import MAX_DIMENSION
 from .os_pe import MAX_SLOTS
 
-__all__ = ["BlockFloatArray"]
+__all__ = ["BlockFloatArray", "block_format_params"]
 
 
 class BlockFloatArray(wiring.Component):
@@ -148,14 +148,21 @@ class BlockFloatArray(wiring.Component):
         return m
 
 
+def block_format_params(*, block):
+    """The registry parameters of a block floating point format: ``block`` (default given) and
+    ``mantissa_bits``."""
+    return [Param("block", int, block, "elements per shared exponent along K (k)", minimum=1,
+                  maximum=MAX_BLOCK),
+            Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=MAX_MANTISSA_BITS)]
+
+
 register_block(
     "block_fp_array", BlockFloatArray, family="systolic",
     summary="Block floating point (Block16) systolic array: integer mantissa MACs, f32 block accumulation.",
     params=[
         Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
         Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
-        Param("block", int, 8, "elements per shared exponent along K (k)", minimum=1, maximum=MAX_BLOCK),
-        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=MAX_MANTISSA_BITS),
+        *block_format_params(block=8),
         Param("slots", int, 1, "outputs per PE (T)", minimum=1, maximum=MAX_SLOTS),
         Param("accumulate", bool, False, "add an initial accumulator D (binary32)"),
         Param("max_blocks", int, 256, "largest block count per command", minimum=1, maximum=1 << 20),

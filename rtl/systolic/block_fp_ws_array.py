@@ -1,8 +1,7 @@
 """The weight-stationary block floating point systolic array behind streams."""
 
 from ..registry import Param, check_bool, check_int, register_block
-from .block_fp_encoder import MAX_BLOCK
-from .block_fp_pe import MAX_MANTISSA_BITS
+from .block_fp_array import block_format_params
 from .block_fp_ws_core import BlockFloatWeightStationaryCore, check_block_parameters
 from .os_core import MAX_DIMENSION
 from .ws_array import WeightStationaryArray
@@ -88,8 +87,7 @@ register_block(
     params=[
         Param("rows", int, 2, "PE rows (a multiple of block)", minimum=1, maximum=MAX_DIMENSION),
         Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
-        Param("block", int, 2, "elements per shared exponent along K (k)", minimum=1, maximum=MAX_BLOCK),
-        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=MAX_MANTISSA_BITS),
+        *block_format_params(block=2),
         Param("accumulate", bool, False, "add an initial accumulator D"),
         Param("max_m", int, 64, "largest M (partial-sum buffer depth)", minimum=1, maximum=1 << 20),
         Param("max_k", int, 64, "largest K", minimum=1, maximum=1 << 24),

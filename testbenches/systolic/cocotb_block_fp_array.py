@@ -20,7 +20,7 @@ from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_blo
 from testbenches import knobs
 from testbenches.systolic.cocotb_block_fp_encoder import EDGES
 from testbenches.systolic.cocotb_os_array import TB, random_accumulator, shapes, tile_streams
-from testbenches.systolic.commands import bad_commands, expect_accepted, expect_rejected, size_limits
+from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
 
 DEFAULT_GEMMS = 4
 
@@ -174,12 +174,10 @@ async def gemm_under_stalls(dut):
 async def bad_commands_rejected(dut):
     """blocks or tiles 0 or past their maximum: consumed, cmd_error, nothing runs; a good GEMM clears it."""
     tb = BlockTB(dut)
-    await tb.reset()
-    limits = size_limits({"blocks": "max_blocks", "tiles": "max_tiles"})
-    await expect_rejected(tb, tb.cmd, tb.c, bad_commands({"blocks": 1, "tiles": 1}, limits))
     rng = knobs.rng(99)
     a = random_operand(rng, (tb.rows * tb.slots, tb.block + 1), wide=False, edges=False)
     b = random_operand(rng, (tb.cols, tb.block + 1), wide=False, edges=False).T.copy()
     d = random_accumulator(rng, (a.shape[0], b.shape[1]), "f32") if tb.accumulate else None
-    await tb.run_block_gemm(a, b, d, exact_cycles=True)
-    expect_accepted(tb)
+    limits = size_limits({"blocks": "max_blocks", "tiles": "max_tiles"})
+    commands = bad_commands({"blocks": 1, "tiles": 1}, limits)
+    await reject_then_run(tb, tb.cmd, commands, lambda: tb.run_block_gemm(a, b, d, exact_cycles=True))

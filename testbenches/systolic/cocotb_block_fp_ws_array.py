@@ -19,7 +19,8 @@ from rtl.systolic.block_fp_sum_converter import BlockSumConverter
 from testbenches import knobs
 from testbenches.systolic.cocotb_block_fp_array import random_operand, tie_operands
 from testbenches.systolic.cocotb_os_array import random_accumulator
-from testbenches.systolic.cocotb_ws_array import TB, reject_then_run
+from testbenches.systolic.cocotb_ws_array import TB, bad_ws_commands
+from testbenches.systolic.commands import reject_then_run
 
 DEFAULT_GEMMS = 4
 
@@ -124,4 +125,5 @@ async def bad_commands_rejected(dut):
     a = random_operand(rng, (3, tb.rows + 1), wide=False, edges=False)
     b = random_operand(rng, (tb.cols, tb.rows + 1), wide=False, edges=False).T.copy()
     d = np.zeros((3, tb.cols), np.uint32) if tb.accumulate else None
-    await reject_then_run(tb, lambda: tb.run_block_gemm(a, b, d, exact_cycles=True))
+    await reject_then_run(tb, tb.sources["cmd"], bad_ws_commands(),
+                          lambda: tb.run_block_gemm(a, b, d, exact_cycles=True))

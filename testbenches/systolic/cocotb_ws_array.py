@@ -15,7 +15,7 @@ from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from testbenches.systolic.cocotb_os_array import random_accumulator, random_matrix, signed_zero_operands
-from testbenches.systolic.commands import bad_commands, expect_accepted, expect_rejected, size_limits
+from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
 from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_GEMMS = 4
@@ -166,15 +166,6 @@ async def gemm_under_stalls(dut):
     await run_test(dut, idle=True, backpressure=True, specials=True)
 
 
-async def reject_then_run(tb, run_gemm):
-    """Every bad size is rejected; then ``run_gemm()`` (a good GEMM) runs and clears cmd_error."""
-    await tb.reset()
-    limits = size_limits({"m": "max_m", "k": "max_k", "n_tiles": "max_tiles"})
-    await expect_rejected(tb, tb.sources["cmd"], tb.c, bad_commands({"m": 1, "k": 1, "n_tiles": 1}, limits))
-    await run_gemm()
-    expect_accepted(tb)
-
-
 @cocotb.test()
 async def bad_commands_rejected(dut):
     """m, k or n_tiles 0 or past its maximum: consumed, cmd_error, nothing runs; a good GEMM clears it."""
@@ -183,4 +174,11 @@ async def bad_commands_rejected(dut):
     a = random_matrix(rng, (3, tb.rows + 1), tb.element)
     b = random_matrix(rng, (tb.rows + 1, tb.cols), tb.element)
     d = random_accumulator(rng, (3, tb.cols), tb.element) if tb.accumulate else None
-    await reject_then_run(tb, lambda: tb.run_gemm(a, b, d, exact_cycles=True))
+    await reject_then_run(tb, tb.sources["cmd"], bad_ws_commands(),
+                          lambda: tb.run_gemm(a, b, d, exact_cycles=True))
+
+
+def bad_ws_commands():
+    """Every bad size of a weight-stationary array's command."""
+    return bad_commands({"m": 1, "k": 1, "n_tiles": 1},
+                        size_limits({"m": "max_m", "k": "max_k", "n_tiles": "max_tiles"}))

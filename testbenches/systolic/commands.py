@@ -46,6 +46,10 @@ async def expect_rejected(tb, source, sink, commands):
         assert sink.empty(), f"results after {context}"
 
 
-def expect_accepted(tb):
-    """After a good command has run: ``cmd_error`` is clear again."""
+async def reject_then_run(tb, source, commands, run_gemm):
+    """From reset: every one of ``commands`` is rejected; then ``run_gemm()`` (a good GEMM, which
+    checks its own bits and cycles) runs and leaves ``cmd_error`` clear."""
+    await tb.reset()
+    await expect_rejected(tb, source, tb.c, commands)
+    await run_gemm()
     assert int(tb.dut.cmd_error.value) == 0, f"cmd_error still set after a good command; {knobs.describe()}"
