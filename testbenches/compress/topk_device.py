@@ -14,7 +14,7 @@ import logging
 
 import numpy as np
 
-from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, run_flags, scalar_bits
+from golden.optim.host import STATE_NAMES
 from rtl.compress.chunk_parser import ERROR_NAMES
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam
 from testbenches.optim.device import MEMORY_SIZE, DeviceResult, UpdaterDevice, _bits
@@ -98,12 +98,7 @@ class TopKUpdaterDevice(UpdaterDevice):
         tensors = {"param": param}
         tensors.update({name: _bits(states[name], np.uint32) for name in STATE_NAMES[optimizer]})
         tensors["pairs"] = np.ascontiguousarray(np.asarray(words, np.uint64).reshape(-1))
-        addresses = {}
-        for name, array in tensors.items():
-            addresses[name] = self.allocate(array.nbytes)
-            self.write_buffer(addresses[name], array)
-        addresses["param16"] = self.allocate(2 * n)
-        self.write_buffer(addresses["param16"], np.zeros(n, np.uint16))
+        addresses = self._place_tensors(tensors, n)
         sizes = {name: array.nbytes for name, array in tensors.items()}
         sizes["param16"] = 2 * n
         # A buffer spans whole beats: the tail beat of a tensor may be read (never written past n).
@@ -111,33 +106,17 @@ class TopKUpdaterDevice(UpdaterDevice):
         buffers = {name: (addresses[name], addresses[name] + -(-sizes[name] // beat) * beat)
                    for name in sizes}
 
-        ranges = []
-        for name, (resp, first, beats) in (faults or {}).items():
-            start = addresses[name] % MEMORY_SIZE + first * beat
-            ranges.append((start, start + beats * beat, resp))
-        self.set_faults(ranges)
+        self._set_buffer_faults(addresses, faults)
         for name in ("param",) + STATE_NAMES[optimizer] + ("param16", "pairs"):
             await self.write_register(f"{name}_address", addresses[name])
         await self.write_register("pairs_words", len(tensors["pairs"]))
         await self.write_register("sorted", int(promised_sorted))
-        await self.write_register("n", n)
-        for name, bits in scalar_bits(optimizer, hyper).items():
-            await self.write_register(name, bits)
-        for name, value in run_flags(optimizer, hyper).items():
-            await self.write_register(name, value)
-        await self.write_register("mode", mode)
-        await self.write_register("copy_format", COPY_FORMAT_CODES.index(copy_format))
+        await self._write_step_registers(hyper, n, mode=mode, copy_format=copy_format)
         marks = [len(monitor.bursts) for monitor in self.monitors]
         await self._start_and_wait(timeout_cycles or 40 * n + 40 * len(tensors["pairs"]) + 20000)
         self.set_faults(())
 
-        outputs = {name: self.read_buffer(addresses[name], n, np.uint32)
-                   for name in ("param",) + STATE_NAMES[optimizer]}
-        outputs["param16"] = (None if copy_format == "none"
-                              else self.read_buffer(addresses["param16"], n, np.uint16))
-        intact = all(self.guard_intact(addresses[name], n, np.uint32)
-                     for name in outputs if name != "param16")
-        intact &= self.guard_intact(addresses["param16"], n, np.uint16)
+        outputs, intact = self._read_outputs(addresses, n, copy_format)
         values = await self._results()
         errors = {name: await self.read_register(name) for name in ERROR_NAMES}
         return TopKResult(outputs=outputs, cycles=values["cycles"], read_beats=values["read_beats"],

@@ -233,42 +233,61 @@ class UpdaterDevice:
         grad = _bits(grad, np.uint32 if grad_format == "f32" else np.uint16)
         tensors = {"param": param, "grad": grad}
         tensors.update({name: _bits(states[name], np.uint32) for name in STATE_NAMES[optimizer]})
+        addresses = self._place_tensors(tensors, n)
+        self._set_buffer_faults(addresses, faults)
+        for name, address in addresses.items():
+            await self.write_register(f"{name}_address", address)
+        await self.write_register("grad_format", GRAD_FORMAT_CODES.index(grad_format))
+        await self._write_step_registers(hyper, n, mode=0, copy_format=copy_format)
+        await self._start_and_wait(timeout_cycles or 40 * n + 20000)
+        self.set_faults(())
+
+        outputs, intact = self._read_outputs(addresses, n, copy_format)
+        values = await self._results()
+        return DeviceResult(outputs=outputs, cycles=values["cycles"], read_beats=values["read_beats"],
+                            write_beats=values["write_beats"], status=values["run_status"],
+                            error=values["error"], guards_intact=intact)
+
+    # ------------------------------------------------- pieces of a step, shared with topk_device
+    def _place_tensors(self, tensors, n):
+        """Copy each of ``tensors`` into a fresh buffer, and add a zeroed 16-bit ``param16`` buffer
+        of ``n`` elements; returns ``{name: address}``."""
         addresses = {}
         for name, array in tensors.items():
             addresses[name] = self.allocate(array.nbytes)
             self.write_buffer(addresses[name], array)
         addresses["param16"] = self.allocate(2 * n)
         self.write_buffer(addresses["param16"], np.zeros(n, np.uint16))
+        return addresses
 
+    def _set_buffer_faults(self, addresses, faults):
+        """``faults``: buffer name to ``(resp, first_beat, beats)``; those beats answer ``resp``."""
         ranges = []
         for name, (resp, first, beats) in (faults or {}).items():
             start = addresses[name] % MEMORY_SIZE + first * self.beat_bytes
             ranges.append((start, start + beats * self.beat_bytes, resp))
         self.set_faults(ranges)
-        for name, address in addresses.items():
-            await self.write_register(f"{name}_address", address)
+
+    async def _write_step_registers(self, hyper, n, *, mode, copy_format):
+        """``n``, the host scalars and run flags of ``hyper``, the mode and the copy format."""
+        optimizer = self.component.optimizer
         await self.write_register("n", n)
         for name, bits in scalar_bits(optimizer, hyper).items():
             await self.write_register(name, bits)
         for name, value in run_flags(optimizer, hyper).items():
             await self.write_register(name, value)
-        await self.write_register("mode", 0)
-        await self.write_register("grad_format", GRAD_FORMAT_CODES.index(grad_format))
+        await self.write_register("mode", mode)
         await self.write_register("copy_format", COPY_FORMAT_CODES.index(copy_format))
-        await self._start_and_wait(timeout_cycles or 40 * n + 20000)
-        self.set_faults(())
 
-        outputs = {name: self.read_buffer(addresses[name], n, np.uint32)
-                   for name in ("param",) + STATE_NAMES[optimizer]}
-        outputs["param16"] = None if copy_format == "none" else self.read_buffer(addresses["param16"], n,
-                                                                                 np.uint16)
-        intact = all(self.guard_intact(addresses[name], n, np.uint32)
-                     for name in outputs if name != "param16")
+    def _read_outputs(self, addresses, n, copy_format):
+        """The updated tensors (``param16`` None without a copy) and whether every guard is intact."""
+        names = ("param",) + STATE_NAMES[self.component.optimizer]
+        outputs = {name: self.read_buffer(addresses[name], n, np.uint32) for name in names}
+        outputs["param16"] = (None if copy_format == "none"
+                              else self.read_buffer(addresses["param16"], n, np.uint16))
+        intact = all(self.guard_intact(addresses[name], n, np.uint32) for name in names)
         intact &= self.guard_intact(addresses["param16"], n, np.uint16)
-        values = await self._results()
-        return DeviceResult(outputs=outputs, cycles=values["cycles"], read_beats=values["read_beats"],
-                            write_beats=values["write_beats"], status=values["run_status"],
-                            error=values["error"], guards_intact=intact)
+        return outputs, intact
 
     async def statistics(self, grad, *, grad_format="f32", timeout_cycles=None):
         """Statistics mode on a gradient; returns a :class:`DeviceResult` with the counts and sum."""
