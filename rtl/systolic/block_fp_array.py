@@ -158,7 +158,8 @@ def block_format_params(*, block):
 
 register_block(
     "block_fp_array", BlockFloatArray, family="systolic",
-    summary="Block floating point (Block16) systolic array: integer mantissa MACs, f32 block accumulation (+ D).",
+    summary="Block floating point (Block16) systolic array: integer mantissa MACs, f32 block "
+            "accumulation (+ D).",
     params=[
         Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
         Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
