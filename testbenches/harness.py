@@ -25,6 +25,7 @@ import pathlib
 import re
 import shutil
 import tempfile
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -34,7 +35,8 @@ from rtl.registry import get_block
 from . import knobs
 from .verilator import LINT_FLAGS, environment_with_verilator
 
-__all__ = ["BUILD_ROOT", "run_cocotb", "component_from_env", "params_from_env"]
+__all__ = ["BUILD_ROOT", "run_cocotb", "component_from_env", "params_from_env", "selection_filter",
+           "count_results", "check_results", "SimulationError"]
 
 BUILD_ROOT = pathlib.Path(__file__).resolve().parent.parent / "build"
 
@@ -109,6 +111,72 @@ def _save_runtime(build_dir):
         shutil.rmtree(staging, ignore_errors=True)
 
 
+class SimulationError(AssertionError):
+    """A cocotb simulation failed, or executed no test of its selection."""
+
+
+def _selection(testcase):
+    """The selected test names as a tuple (empty: the whole module)."""
+    if testcase is None:
+        return ()
+    names = (testcase,) if isinstance(testcase, str) else tuple(testcase)
+    if not names or not all(isinstance(name, str) and name for name in names):
+        raise ValueError(f"testcase must be a test name or a list of names, not {testcase!r}")
+    return names
+
+
+def selection_filter(names):
+    """The ``COCOTB_TEST_FILTER`` regex that selects exactly the cocotb tests ``names``.
+
+    cocotb searches the filter in ``module.test``, and names a parametrized test
+    ``test/arg=value/...``; so each name is escaped, anchored after the module's dot, and
+    may be followed by its parameter suffix (a bare name selects all of its variants, and
+    ``"bench"`` does not select ``"bench_fast"``).
+    """
+    if not names:
+        return None
+    alternatives = "|".join(re.escape(name) for name in names)
+    return rf"(^|\.)({alternatives})(/.*)?$"
+
+
+def count_results(results_xml):
+    """Per cocotb test name (the parameter suffix kept), whether it ran: ``{name: "passed"|...}``.
+
+    The outcome is ``"failed"``, ``"skipped"`` or ``"passed"``, read from cocotb's xUnit file.
+    """
+    outcomes = {}
+    for case in ET.parse(results_xml).iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome = "failed"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        else:
+            outcome = "passed"
+        outcomes[case.get("name")] = outcome
+    return outcomes
+
+
+def check_results(results_xml, names):
+    """Raise unless the run in ``results_xml`` executed a test, and one for every selected name.
+
+    Returns the outcomes (see :func:`count_results`). A run that executed nothing, or none
+    of one selected name, is a failure: a vacuous pass hides whatever it was meant to check.
+    """
+    if not pathlib.Path(results_xml).is_file():
+        raise SimulationError(f"cocotb left no results file ({results_xml}); the simulation died")
+    outcomes = count_results(results_xml)
+    executed = [name for name, outcome in outcomes.items() if outcome != "skipped"]
+    if not executed:
+        chosen = "every test" if not names else ", ".join(names)
+        raise SimulationError(f"no cocotb test executed (selection: {chosen}; "
+                              f"{len(outcomes)} skipped); a run that tests nothing cannot pass")
+    missing = [name for name in names if not any(run.split("/", 1)[0] == name for run in executed)]
+    if missing:
+        raise SimulationError(f"the selection names {', '.join(missing)}, which did not run "
+                              f"(ran: {', '.join(sorted(executed))})")
+    return outcomes
+
+
 def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, timescale="1ns/1ps"):
     """Elaborate ``block`` with ``params`` and run the cocotb tests in ``module`` on it.
 
@@ -120,20 +188,26 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
         Dotted name of the cocotb test module, e.g. ``"testbenches.bus.cocotb_skid_buffer"``.
     params : dict, optional
         Constructor keyword arguments; registered blocks are validated and defaulted.
-    testcase : str, optional
-        Run only the cocotb test of this exact name. (cocotb's own filter is a regular
-        expression searched in ``module.test``, so a bare ``"bench"`` would also select
-        every test of ``testbenches.*``; the name is escaped and anchored here.)
+    testcase : str or list of str, optional
+        Run only the cocotb tests of these exact names, each with all its parametrized
+        variants (see :func:`selection_filter`). Every name must run at least one test.
     extra_env : dict, optional
         More environment variables for the simulation (``NEARTRAIN_*`` knobs pass through).
+
+    Returns
+    -------
+    dict
+        Outcome per cocotb test that ran (see :func:`count_results`).
 
     Raises
     ------
     pytest.fail.Exception
-        When any cocotb test fails; the message carries the reproduction knobs.
+        When any cocotb test fails, or when the run executed no test, or none of a selected
+        name; the message names the module and the selection and carries the reproduction knobs.
     """
     from cocotb_test.simulator import run
 
+    names = _selection(testcase)
     reference, constructor, params = _resolve(block, params)
     component = constructor(**params)
     verilog_text = to_verilog(component, name=TOP_NAME)
@@ -148,12 +222,18 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
     env = environment_with_verilator()
     env.update({_ENV_BLOCK: reference, _ENV_PARAMS: json.dumps(params, sort_keys=True)})
     env.update(extra_env or {})
+    # One results file per build folder, at a fixed name (the folder lock serialises its users),
+    # so that every run leaves its evidence and a stale file is never read as this run's.
+    results_xml = build_dir / "results.xml"
+    env["COCOTB_RESULTS_FILE"] = str(results_xml)
 
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         verilog_path = build_dir / f"{TOP_NAME}.v"
         if not verilog_path.exists() or verilog_path.read_text() != verilog_text:
             verilog_path.write_text(verilog_text)
+        results_xml.unlink(missing_ok=True)
+        where = f"cocotb {module} on {name} {params}"
         saved_environ = dict(os.environ)
         # cocotb-test copies os.environ into the simulation after its own extra_env,
         # so the knobs must be in os.environ itself while it runs.
@@ -164,7 +244,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
                 simulator="verilator",
                 toplevel=TOP_NAME,
                 module=module,
-                testcase=None if testcase is None else rf"(^|\.){re.escape(testcase)}$",
+                testcase=selection_filter(names),
                 verilog_sources=[str(verilog_path)],
                 sim_build=str(build_dir),
                 extra_args=list(LINT_FLAGS),
@@ -174,8 +254,9 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
                 timescale=timescale,
                 waves=knobs.waves(),
             )
-        except SystemExit as failure:
-            pytest.fail(f"cocotb {module} on {name} {params}: {failure}; reproduce with "
+            return check_results(results_xml, names)
+        except (SystemExit, SimulationError) as failure:
+            pytest.fail(f"{where}: {failure}; reproduce with "
                         f"{knobs.describe()} (build folder {build_dir})", pytrace=False)
         finally:
             os.environ.clear()

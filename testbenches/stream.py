@@ -95,11 +95,19 @@ class StreamSource:
         self._layout = layout
         self._pause = pause if pause is not None else never()
         self._queue = deque()
+        self._active = None
         self._idle = Event()
         self._idle.set()
         self.sent = 0
         self._valid.value = 0
         self._task = cocotb.start_soon(self._run())
+
+    def clear(self):
+        """Drop every queued item and the one on the port, and lower ``valid`` now (for a reset)."""
+        self._queue.clear()
+        self._active = None
+        self._valid.value = 0
+        self._idle.set()
 
     def set_pause_generator(self, pause):
         self._pause = pause if pause is not None else never()
@@ -117,17 +125,16 @@ class StreamSource:
         await self._idle.wait()
 
     async def _run(self):
-        active = None
         while True:
             await RisingEdge(self._clock)
-            if active is not None and self._ready.value:
+            if self._active is not None and self._ready.value:
                 # The transfer happened at this edge: valid and ready were both high before it.
-                active = None
+                self._active = None
                 self.sent += 1
-            if active is None:
+            if self._active is None:
                 if self._queue and not next(self._pause):
-                    active = self._queue.popleft()
-                    self._payload.value = active
+                    self._active = self._queue.popleft()
+                    self._payload.value = self._active
                     self._valid.value = 1
                 else:
                     self._valid.value = 0
@@ -160,6 +167,10 @@ class StreamSink:
 
     def empty(self):
         return not self.queue
+
+    def clear(self):
+        """Forget every item received so far (for a reset)."""
+        self.queue.clear()
 
     async def recv(self):
         while not self.queue:

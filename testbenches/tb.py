@@ -40,6 +40,29 @@ class ClockedTB:
     async def cycles(self, count):
         await ClockCycles(self.clock, count)
 
+    async def reset_mid_transfer(self, rng, *, after, drivers=(), cycles=None):
+        """Assert reset at a random cycle while traffic is in flight, then release it.
+
+        Waits a random number of cycles in ``after`` (a ``(low, high)`` pair, inclusive),
+        raises ``rst`` for ``cycles`` edges (random in 1..4 when None), and calls
+        ``clear()`` on every driver (stream sources, sinks and monitors) both when reset
+        rises, so no queued item from before the reset is sent afterwards, and when it
+        falls, so anything the block emitted while in reset is not mistaken for output of
+        the next transfer. Returns the cycle at which reset rose, for failure reports.
+        """
+        low, high = after
+        await ClockCycles(self.clock, int(rng.integers(low, high + 1)))
+        started = self.cycle
+        self.dut.rst.value = 1
+        for driver in drivers:
+            driver.clear()
+        await ClockCycles(self.clock, int(rng.integers(1, 5)) if cycles is None else cycles)
+        self.dut.rst.value = 0
+        for driver in drivers:
+            driver.clear()
+        await RisingEdge(self.clock)
+        return started
+
 
 def hex_of(value):
     """Render ints (and nested dicts/lists of them) in hex for mismatch reports."""

@@ -1,0 +1,71 @@
+"""The runner itself: a cocotb run that executes no test, or not the ones it names, must fail."""
+
+import re
+
+import pytest
+
+from testbenches.harness import SimulationError, check_results, run_cocotb, selection_filter
+
+MODULE = "testbenches.bus.cocotb_stream_blocks"
+# The same block and parameters as test_bus.py's smallest skid buffer: the build is shared.
+SMALL = {"width": 1}
+FEW = {"NEARTRAIN_VECTORS": "50"}
+
+
+def _xml(tmp_path, *cases):
+    body = "".join(f'<testcase classname="m" name="{name}">{inner}</testcase>' for name, inner in cases)
+    path = tmp_path / "results.xml"
+    path.write_text(f'<testsuites><testsuite name="all">{body}</testsuite></testsuites>')
+    return path
+
+
+def test_unknown_selection_fails():
+    with pytest.raises(pytest.fail.Exception, match=r"no cocotb test executed \(selection: no_such_test"):
+        run_cocotb("skid_buffer", MODULE, params=SMALL, testcase="no_such_test", extra_env=FEW)
+
+
+def test_one_unknown_name_among_known_ones_fails():
+    with pytest.raises(pytest.fail.Exception, match="the selection names no_such_test, which did not run"):
+        run_cocotb("skid_buffer", MODULE, params=SMALL, extra_env=FEW,
+                   testcase=["throughput_without_stalls", "no_such_test"])
+
+
+def test_bare_name_runs_every_parametrized_variant():
+    outcomes = run_cocotb("skid_buffer", MODULE, params=SMALL, testcase="stream_order_under_stalls",
+                          extra_env=FEW)
+    assert sorted(outcomes) == sorted(
+        f"stream_order_under_stalls/idle={idle}/backpressure={backpressure}"
+        for idle in (False, True) for backpressure in (False, True))
+    assert set(outcomes.values()) == {"passed"}
+
+
+def test_filter_matches_variants_but_not_longer_names():
+    pattern = re.compile(selection_filter(("bench",)))
+    assert pattern.search("testbenches.x.bench")
+    assert pattern.search("testbenches.x.bench/lanes=4/mode='a'")
+    assert not pattern.search("testbenches.x.bench_fast")
+    assert not pattern.search("testbenches.x.my_bench")
+    assert not pattern.search("testbenches.bench.other")
+    assert selection_filter(()) is None
+
+
+def test_results_with_no_testcase_fail(tmp_path):
+    with pytest.raises(SimulationError, match="no cocotb test executed"):
+        check_results(_xml(tmp_path), ())
+
+
+def test_results_with_only_skipped_tests_fail(tmp_path):
+    with pytest.raises(SimulationError, match="1 skipped"):
+        check_results(_xml(tmp_path, ("a", "<skipped/>")), ())
+
+
+def test_results_missing_a_selected_name_fail(tmp_path):
+    path = _xml(tmp_path, ("a/x=1", ""), ("b", "<skipped/>"))
+    assert check_results(path, ("a",)) == {"a/x=1": "passed", "b": "skipped"}
+    with pytest.raises(SimulationError, match="the selection names b, which did not run"):
+        check_results(path, ("a", "b"))
+
+
+def test_missing_results_file_fails(tmp_path):
+    with pytest.raises(SimulationError, match="no results file"):
+        check_results(tmp_path / "results.xml", ())
