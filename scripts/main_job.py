@@ -223,6 +223,7 @@ def run_main_job(args):
     from scripts.bench_optim import SMART_INFINITY
     from scripts.cli import UsageError, format_resource_table
     from scripts.synth import synthesize
+    from testbenches.harness import tests_executed
 
     started = time.monotonic()
     folder = ROOT / "build" / "verilog"
@@ -247,9 +248,14 @@ def run_main_job(args):
              (f"{label}, timing build (identical cycles, see docs/optim.md)", _throughput))
     for title, function in steps:
         print(f"   {title}:")
+        before = tests_executed()
         outcome = function()
+        ran = tests_executed() - before
+        if ran == 0 and not outcome.startswith("FAILED"):
+            outcome = "FAILED: no cocotb test executed, so nothing was checked"
         outcomes.append(outcome)
-        print(f"   {outcome} ({time.monotonic() - started:.0f} s)", flush=True)
+        print(f"   {outcome} ({ran} cocotb test{'s' * (ran != 1)} executed, "
+              f"{time.monotonic() - started:.0f} s)", flush=True)
 
     print("== 3. Resources (Yosys synth_xilinx -family xcup)")
     rows = [(name, synthesize(get_block(name).build(), "xcup")) for name in REPORTED_BLOCKS]

@@ -36,7 +36,7 @@ from . import knobs
 from .verilator import LINT_FLAGS, environment_with_verilator
 
 __all__ = ["BUILD_ROOT", "run_cocotb", "component_from_env", "params_from_env", "selection_filter",
-           "count_results", "check_results", "SimulationError"]
+           "count_results", "check_results", "SimulationError", "tests_executed"]
 
 BUILD_ROOT = pathlib.Path(__file__).resolve().parent.parent / "build"
 
@@ -109,6 +109,16 @@ def _save_runtime(build_dir):
         staging.rename(cache)
     except OSError:  # another worker saved it first
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# How many cocotb tests the runs of this process executed (skipped ones excluded), for reports
+# such as `make run`'s that must say what they checked.
+_EXECUTED = [0]
+
+
+def tests_executed():
+    """The number of cocotb tests executed by :func:`run_cocotb` in this process so far."""
+    return _EXECUTED[0]
 
 
 class SimulationError(AssertionError):
@@ -254,7 +264,9 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
                 timescale=timescale,
                 waves=knobs.waves(),
             )
-            return check_results(results_xml, names)
+            outcomes = check_results(results_xml, names)
+            _EXECUTED[0] += sum(outcome != "skipped" for outcome in outcomes.values())
+            return outcomes
         except (SystemExit, SimulationError) as failure:
             pytest.fail(f"{where}: {failure}; reproduce with "
                         f"{knobs.describe()} (build folder {build_dir})", pytrace=False)

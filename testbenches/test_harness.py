@@ -1,5 +1,6 @@
 """The runner itself: a cocotb run that executes no test, or not the ones it names, must fail."""
 
+import pathlib
 import re
 
 import pytest
@@ -19,9 +20,20 @@ def _xml(tmp_path, *cases):
     return path
 
 
+def _forget_empty_results(failure):
+    """Remove the results.xml of a deliberately empty run, so that CI's scan of build/ (which
+    fails on any results.xml without a test case) sees only real runs."""
+    folder = re.search(r"\(build folder (.+)\)$", str(failure.value)).group(1)
+    results = pathlib.Path(folder) / "results.xml"
+    if results.exists() and "<testcase" not in results.read_text():
+        results.unlink()
+
+
 def test_unknown_selection_fails():
-    with pytest.raises(pytest.fail.Exception, match=r"no cocotb test executed \(selection: no_such_test"):
+    expected = r"no cocotb test executed \(selection: no_such_test"
+    with pytest.raises(pytest.fail.Exception, match=expected) as failure:
         run_cocotb("skid_buffer", MODULE, params=SMALL, testcase="no_such_test", extra_env=FEW)
+    _forget_empty_results(failure)
 
 
 def test_one_unknown_name_among_known_ones_fails():
