@@ -1,6 +1,6 @@
 """Device and board descriptions: resource budgets, clocks and where each figure comes from.
 
-Budgets are keyed by the resource columns of :data:`scripts.synth.RESOURCE_COLUMNS` for
+Budgets are keyed by the resource columns of :data:`boards.targets.RESOURCE_COLUMNS` for
 the board's synthesis target, so a sweep can compare a synthesis result with a budget
 column by column. Every budget and clock names its source (a seed paper's section or
 table, or a vendor data sheet).
@@ -83,7 +83,7 @@ class Board:
     notes: str = ""
 
     def __post_init__(self):
-        from scripts.synth import RESOURCE_COLUMNS
+        from boards.targets import RESOURCE_COLUMNS
 
         # A budget under a name the synthesis flow never reports could never be checked.
         unknown = set(self.budgets) - set(RESOURCE_COLUMNS[self.target])

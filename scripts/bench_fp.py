@@ -19,8 +19,9 @@ import os
 import pathlib
 import tempfile
 
+from boards.targets import RESOURCE_COLUMNS
 from rtl.registry import blocks
-from scripts.synth import RESOURCE_COLUMNS, synthesize
+from scripts.synth import synthesize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # docs/fp.md is written by hand but for the table between these markers.

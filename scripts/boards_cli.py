@@ -213,8 +213,8 @@ def command_board_demo(args):
 
 def register(commands):
     """Add ``boards``, ``sweep``, ``bitstream``, ``results``, ``vitis``, ``board-demo`` to ``neartrain``."""
+    from boards.targets import TARGETS
     from scripts.bitstream import DEFAULT_FREQUENCY_MHZ
-    from scripts.synth import TARGETS
 
     listing = commands.add_parser("boards", help="list the boards, their budgets and sources")
     listing.set_defaults(handler=command_boards)

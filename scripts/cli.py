@@ -117,7 +117,7 @@ def command_generate(args):
 
 def format_resource_table(rows, target):
     """Render ``[(label, resources), ...]`` as a Markdown table for ``target``."""
-    from scripts.synth import RESOURCE_COLUMNS
+    from boards.targets import RESOURCE_COLUMNS
 
     columns = RESOURCE_COLUMNS[target]
     lines = ["| block | " + " | ".join(columns) + " | mapper |",
@@ -200,7 +200,7 @@ def _add_demo(commands):
 
 
 def build_parser():
-    from scripts.synth import TARGETS
+    from boards.targets import TARGETS
 
     parser = _Parser(prog="neartrain", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)

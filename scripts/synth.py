@@ -19,16 +19,10 @@ import subprocess
 import sys
 import tempfile
 
+from boards.targets import RESOURCE_COLUMNS, TARGETS
 from rtl.elaborate import TOP_NAME, to_verilog
 
 __all__ = ["TARGETS", "synthesize", "synthesize_verilog", "RESOURCE_COLUMNS", "SynthesisError"]
-
-TARGETS = ("xcup", "ecp5")
-
-RESOURCE_COLUMNS = {
-    "xcup": ("LUT", "FF", "CARRY", "DSP48E2", "BRAM", "URAM"),
-    "ecp5": ("LUT4", "FF", "MULT18", "EBR"),
-}
 
 # How many LUTs each LUT-built memory or shift-register cell occupies.
 _XILINX_LUT_CELLS = {

@@ -7,13 +7,13 @@ the float32 adder and nowhere else.
 
 import numpy as np
 
+from golden.fp.formats import F32
+
 __all__ = ["VALUE_FORMATS", "CANONICAL_NAN_F32", "value_dtype", "widen_to_f32", "canonicalise_nan"]
 
 VALUE_FORMATS = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16)}
 
-# Equal to rtl.fp.format.F32.canonical_nan (the tests check it); copied so the golden models need not
-# import the RTL package.
-CANONICAL_NAN_F32 = 0x7FC00000
+CANONICAL_NAN_F32 = F32.canonical_nan
 
 
 def value_dtype(value_format):

@@ -2,9 +2,8 @@
 
 import numpy as np
 
-from rtl.fp.format import FORMATS, float_format
-
 from .core import FLAG_INVALID, as_bits, finish, round_pack, shift_right_round, unpack
+from .formats import FORMATS, float_format
 
 __all__ = ["INTEGER_FORMATS", "convert"]
 

@@ -9,13 +9,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtl.fp.format import FloatFormat, float_format
-from rtl.fp.interface import (
+from .formats import (
     FLAG_DIVIDE_BY_ZERO,
     FLAG_INEXACT,
     FLAG_INVALID,
     FLAG_OVERFLOW,
     FLAG_UNDERFLOW,
+    FloatFormat,
+    float_format,
 )
 
 __all__ = ["FLAG_INEXACT", "FLAG_UNDERFLOW", "FLAG_OVERFLOW", "FLAG_DIVIDE_BY_ZERO", "FLAG_INVALID",

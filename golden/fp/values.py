@@ -4,10 +4,9 @@ import enum
 
 import numpy as np
 
-from rtl.fp.format import BF16, F16, F32, float_format
-
 from .convert import _float_to_float
 from .core import F64, as_bits
+from .formats import BF16, F16, F32, float_format
 
 __all__ = ["FloatClass", "classify", "to_float", "from_float"]
 

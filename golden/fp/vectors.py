@@ -2,11 +2,10 @@
 
 import numpy as np
 
-from rtl.fp.format import BF16, F16, F32, float_format
-
 from .arith import mul
 from .convert import INTEGER_FORMATS
 from .core import storage_dtype
+from .formats import BF16, F16, F32, float_format
 from .values import from_float
 
 __all__ = ["special_values", "random_operands", "random_operand_tuples"]

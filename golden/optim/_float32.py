@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from rtl.fp.format import F32
+from golden.fp.formats import F32
 
 __all__ = ["CANONICAL_NAN_BITS", "ieee_quiet", "sqrt", "fma", "canonical_nan", "checked_arrays"]
 

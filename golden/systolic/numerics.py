@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from golden.fp.formats import F32
+
 __all__ = [
     "ELEMENTS",
     "CANONICAL_NAN_F32",
@@ -45,7 +47,7 @@ __all__ = [
     "wrap_int32",
 ]
 
-CANONICAL_NAN_F32 = np.uint32(0x7FC00000)
+CANONICAL_NAN_F32 = np.uint32(F32.canonical_nan)
 # Unit roundoff of binary32 and binary64, and half the smallest f32 subnormal (the largest
 # absolute error one f32 multiplication can make when its result underflows).
 U_F32 = 2.0**-24

@@ -3,7 +3,7 @@
 import pytest
 
 from boards import boards, get_board, reference_board
-from scripts.synth import RESOURCE_COLUMNS
+from boards.targets import RESOURCE_COLUMNS
 
 
 @pytest.mark.parametrize("name", list(boards()))

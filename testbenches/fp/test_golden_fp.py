@@ -13,7 +13,7 @@ import pytest
 import softfloatpy as sf
 
 import golden.fp as gfp
-from rtl.fp.format import FloatFormat, float_format
+from golden.fp.formats import FloatFormat, float_format
 from testbenches import knobs
 
 from .golden_oracle import ARITHMETIC, COMPARISONS, oracle, oracle_convert, oracle_from_f64
