@@ -11,7 +11,7 @@ on every AMD part here: one CARRY8 per UltraScale+ CLB, four LOOKAHEAD8 per 32-L
 Versal CLB.
 """
 
-from . import Board, Clock
+from .board import Board, Clock
 
 __all__ = ["BOARDS", "REFERENCE"]
 

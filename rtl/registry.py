@@ -1,197 +1,31 @@
-"""The block registry: every synthesizable NearTrain block registers here once.
+"""The block registry: every synthesizable NearTrain block, by name.
 
-A registration names the block, the component class that builds it and its
-parameters (name, type, default, range and meaning). The CLI, the Verilog generator,
-the synthesis flow and the sweeps all read the registry, so a new block shows up in
-every command without touching them.
-
-Example
--------
-At the bottom of the block's own file::
-
-    register_block(
-        "skid_buffer", SkidBuffer, family="bus",
-        summary="Stream pipeline register with a registered ready path.",
-        params=[Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096)],
-    )
+A block declares itself at the bottom of its own file with
+:func:`rtl.registration.register_block` (which a block module imports, never this one, so
+that the registry can import every family without an import loop). The CLI, the Verilog
+generator, the synthesis flow, the sweeps and the tests look blocks up here, so a new block
+shows up in every command without touching them.
 """
 
-import importlib
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from .registration import (
+    FAMILIES,
+    REGISTERED,
+    Block,
+    Param,
+    check_bool,
+    check_choice,
+    check_int,
+    register_block,
+)
 
 __all__ = ["Param", "Block", "register_block", "blocks", "get_block", "load_all", "FAMILIES",
            "check_int", "check_choice", "check_bool"]
 
-# Imported by `load_all`; each family's `__init__` imports its block modules.
-FAMILIES = ("bus", "fp", "optim", "compress", "systolic", "aggregate", "runtime")
-
-
-def check_int(name, value, minimum=None, maximum=None):
-    """Validate an integer parameter and return it.
-
-    Raises
-    ------
-    ValueError
-        Naming ``name`` and the allowed range when ``value`` is not an integer inside it.
-    """
-    span = f"{'' if minimum is None else minimum}..{'' if maximum is None else maximum}"
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer in {span}, not {value!r}")
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ValueError(f"{name} must be in {span}, not {value}")
-    return value
-
-
-def check_choice(name, value, choices):
-    """Validate that ``value`` is one of ``choices`` and return it."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
-    return value
-
-
-def check_bool(name, value):
-    """Validate a boolean parameter and return it."""
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, not {value!r}")
-    return value
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-@dataclass(frozen=True)
-class Param:
-    """One elaboration parameter of a registered block.
-
-    Parameters
-    ----------
-    name : str
-        Keyword argument name of the component constructor.
-    type : type
-        ``int``, ``float``, ``bool`` or ``str``.
-    default : object
-        Value used when the user does not set one.
-    help : str
-        What the parameter means, in a few words.
-    choices : tuple, optional
-        Allowed values (for ``str`` and enumerated ``int`` parameters).
-    minimum, maximum : int or float, optional
-        Inclusive range for numeric parameters.
-    """
-
-    name: str
-    type: type
-    default: Any
-    help: str
-    choices: tuple = None
-    minimum: Any = None
-    maximum: Any = None
-
-    def describe_range(self):
-        if self.choices is not None:
-            return "|".join(str(c) for c in self.choices)
-        if self.type is bool:
-            return "true|false"
-        if self.minimum is not None or self.maximum is not None:
-            lo = "" if self.minimum is None else self.minimum
-            hi = "" if self.maximum is None else self.maximum
-            return f"{lo}..{hi}"
-        return self.type.__name__
-
-    def parse(self, text):
-        """Convert a command-line string to this parameter's type and validate it."""
-        if self.type is bool:
-            lowered = text.strip().lower()
-            if lowered in _TRUE:
-                value = True
-            elif lowered in _FALSE:
-                value = False
-            else:
-                raise ValueError(f"{self.name} must be true or false, not {text!r}")
-        elif self.type is int:
-            try:
-                value = int(text, 0)
-            except ValueError:
-                raise ValueError(f"{self.name} must be an integer in {self.describe_range()}, "
-                                 f"not {text!r}") from None
-        elif self.type is float:
-            try:
-                value = float(text)
-            except ValueError:
-                raise ValueError(f"{self.name} must be a number, not {text!r}") from None
-        else:
-            value = text
-        return self.validate(value)
-
-    def validate(self, value):
-        """Check a Python value against the declared type and range, and return it."""
-        if self.choices is not None:
-            return check_choice(self.name, value, self.choices)
-        if self.type is bool:
-            return check_bool(self.name, value)
-        if self.type is int:
-            return check_int(self.name, value, self.minimum, self.maximum)
-        if self.type is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{self.name} must be a number, not {value!r}")
-            if ((self.minimum is not None and value < self.minimum)
-                    or (self.maximum is not None and value > self.maximum)):
-                raise ValueError(f"{self.name} must be in {self.describe_range()}, not {value}")
-            return float(value)
-        if not isinstance(value, self.type):
-            raise ValueError(f"{self.name} must be a {self.type.__name__}, not {value!r}")
-        return value
-
-
-@dataclass(frozen=True)
-class Block:
-    """A registered block: how to build it and what can be set."""
-
-    name: str
-    component: Callable
-    family: str
-    summary: str
-    params: tuple = field(default_factory=tuple)
-
-    def param(self, name):
-        for param in self.params:
-            if param.name == name:
-                return param
-        known = ", ".join(p.name for p in self.params) or "none"
-        raise ValueError(f"block {self.name!r} has no parameter {name!r} (parameters: {known})")
-
-    def resolve(self, overrides=None):
-        """Return the full parameter dict: defaults updated with validated ``overrides``."""
-        values = {p.name: p.default for p in self.params}
-        for name, value in (overrides or {}).items():
-            values[name] = self.param(name).validate(value)
-        return values
-
-    def build(self, overrides=None):
-        """Construct the component with defaults plus ``overrides``."""
-        return self.component(**self.resolve(overrides))
-
-
-_BLOCKS = {}
-
-
-def register_block(name, component, *, family, summary, params=()):
-    """Register ``component`` under ``name``; see the module docstring for an example."""
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
-    if name in _BLOCKS and _BLOCKS[name].component is not component:
-        raise ValueError(f"block name {name!r} is already registered")
-    _BLOCKS[name] = Block(name, component, family, summary, tuple(params))
-    return component
-
-
 def load_all():
-    """Import every family so that all blocks are registered."""
-    for family in FAMILIES:
-        importlib.import_module(f"rtl.{family}")
-    return _BLOCKS
+    """Import every family so that all blocks are registered; returns them by name."""
+    from . import aggregate, bus, compress, fp, optim, runtime, systolic  # noqa: F401
+
+    return REGISTERED
 
 
 def blocks():
@@ -209,6 +43,6 @@ def get_block(name):
     """
     load_all()
     try:
-        return _BLOCKS[name]
+        return REGISTERED[name]
     except KeyError:
-        raise ValueError(f"unknown block {name!r} (known: {', '.join(sorted(_BLOCKS))})") from None
+        raise ValueError(f"unknown block {name!r} (known: {', '.join(sorted(REGISTERED))})") from None

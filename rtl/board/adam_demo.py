@@ -9,7 +9,7 @@ from ..bus.uart_rx import UARTReceiver
 from ..bus.uart_tx import UARTTransmitter
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import UpdaterCore
-from ..registry import check_bool, check_choice, check_int
+from ..registration import check_bool, check_choice, check_int
 
 __all__ = ["AdamBoardDemo", "check_geometry", "TENSORS", "REGISTERS", "STATUS_BITS", "LANE_CHOICES",
            "tensor_base", "OP_WRITE", "OP_READ", "OP_START", "OP_POLL", "REPLY_OK", "REPLY_BAD"]

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Elaboratable, Module
 
-from ..registry import check_int
+from ..registration import check_int
 from .adam_demo import AdamBoardDemo, check_geometry
 
 __all__ = ["BoardDemoTop", "check_baud"]

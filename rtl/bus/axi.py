@@ -13,7 +13,7 @@ import enum
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import check_int
+from ..registration import check_int
 
 __all__ = ["AXI4Signature", "AXI4LiteSignature", "Burst", "Resp", "PAGE_BYTES", "CACHE_NORMAL",
            "check_data_width", "drive_address_constants"]

@@ -4,7 +4,7 @@ from amaranth.hdl import C, Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .axi import PAGE_BYTES, check_data_width
 
 __all__ = ["AXIBurstPlanner", "command_layout", "burst_layout"]

@@ -5,7 +5,7 @@ from amaranth.lib import stream
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import Out
 
-from ..registry import register_block
+from ..registration import register_block
 from .axi import PAGE_BYTES, drive_address_constants
 from .axi_dma import AXIDMAEngine, beat_layout, dma_params
 

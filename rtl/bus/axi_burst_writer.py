@@ -5,7 +5,7 @@ from amaranth.lib import data, stream
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In
 
-from ..registry import register_block
+from ..registration import register_block
 from .axi import drive_address_constants
 from .axi_dma import AXIDMAEngine, beat_layout, dma_params
 from .skid_buffer import SkidBuffer

@@ -4,7 +4,7 @@ from amaranth.hdl import Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int
+from ..registration import Param, check_int
 from .axi import AXI4Signature, check_data_width
 from .axi_burst_planner import AXIBurstPlanner, command_layout
 

@@ -8,7 +8,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .axi import AXI4LiteSignature, Resp
 
 __all__ = ["AXILiteControl", "parse_register_list", "ARGUMENT_BASE", "SLOT_BYTES"]

@@ -5,7 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .uart_tx import MAX_DIVISOR, MIN_DIVISOR
 
 __all__ = ["UARTReceiver"]

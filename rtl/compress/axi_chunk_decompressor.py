@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import VALUE_WIDTHS, WORD_WIDTH, dense_layout

@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, register_block
+from ..registration import Param, register_block
 from .chunk_parser import ERROR_NAMES, ChunkParser, errors_layout
 from .layouts import VALUE_WIDTHS, dense_layout, wire_layout
 from .scatter_engine import LANE_CHOICES, ScatterEngine

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_choice, check_int, register_block
+from ..registration import Param, check_choice, check_int, register_block
 from .layouts import VALUE_WIDTHS, scatter_layout, value_width, wire_layout
 from .scatter_engine import LANE_CHOICES
 

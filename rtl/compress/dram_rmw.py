@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, check_data_width, drive_address_constants
 from ..fp.adder import FloatAdder
-from ..registry import check_int
+from ..registration import check_int
 from .flat_pair_parser import flat_pair_layout
 
 __all__ = ["DRAMReadModifyWrite"]

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature, check_data_width, drive_address_constants
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
-from ..registry import Param, check_choice, check_int, register_block
+from ..registration import Param, check_choice, check_int, register_block
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .dram_rmw import DRAMReadModifyWrite
 from .flat_pair_parser import FlatPairParser

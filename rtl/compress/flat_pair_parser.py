@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import check_choice
+from ..registration import check_choice
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import VALUE_WIDTHS, widen_f16, wire_layout
 from .scatter_engine import LANE_CHOICES

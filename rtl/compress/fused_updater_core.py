@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import ARITHMETIC_PARAM, UpdaterCore, core_output_layout
-from ..registry import Param, check_choice, register_block
+from ..registration import Param, check_choice, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import VALUE_WIDTHS, wire_layout

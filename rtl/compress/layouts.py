@@ -17,7 +17,7 @@ from amaranth.hdl import Cat, Const, Mux
 from amaranth.lib import data
 
 from ..fp.shift import count_leading_zeros
-from ..registry import check_choice
+from ..registration import check_choice
 
 __all__ = ["VALUE_WIDTHS", "WORD_WIDTH", "value_width", "pair_slot_layout", "scatter_layout", "dense_layout",
            "wire_layout", "widen_f16"]

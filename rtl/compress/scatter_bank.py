@@ -7,7 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..fp.adder import FloatAdder
-from ..registry import check_int
+from ..registration import check_int
 from .layouts import value_width, widen_f16
 
 __all__ = ["ScatterBank", "BUFFERS"]

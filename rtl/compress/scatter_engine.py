@@ -7,7 +7,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_choice, check_int, register_block
+from ..registration import Param, check_choice, check_int, register_block
 from .layouts import VALUE_WIDTHS, dense_layout, scatter_layout
 from .scatter_bank import BUFFERS, ScatterBank
 

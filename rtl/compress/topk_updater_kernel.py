@@ -8,7 +8,7 @@ from ..bus.axi import AXI4Signature, check_data_width
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import ARITHMETIC_PARAM
 from ..optim.updater_kernel import PORT_MODES, GradientSource, UpdaterKernel
-from ..registry import Param, check_choice, check_int, register_block
+from ..registration import Param, check_choice, check_int, register_block
 from .axi_chunk_decompressor import AXIChunkDecompressor
 from .chunk_parser import COUNTER_WIDTH, ERROR_NAMES
 from .layouts import VALUE_WIDTHS, WORD_WIDTH

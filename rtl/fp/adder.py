@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registry import Param, check_bool, register_block
+from ..registration import Param, check_bool, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 from .rounding import round_aligned

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Mux
 
-from ..registry import Param, check_choice, register_block
+from ..registration import Param, check_choice, register_block
 from .classify import UnpackedFloat
 from .interface import FLAG_INVALID
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const
 
-from ..registry import Param, register_block
+from ..registration import Param, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .rounding import Aligned, denormalise, denormalise_shift, round_aligned

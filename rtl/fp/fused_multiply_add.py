@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registry import check_int, register_block
+from ..registration import check_int, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct

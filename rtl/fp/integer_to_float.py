@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registry import Param, check_choice, register_block
+from ..registration import Param, check_choice, register_block
 from .float_to_integer import INTEGER_FORMATS
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .rounding import round_aligned

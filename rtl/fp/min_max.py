@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Mux
 
-from ..registry import Param, check_choice, register_block
+from ..registration import Param, check_choice, register_block
 from .classify import UnpackedFloat, canonical_nan
 from .compare import ordering
 from .interface import FLAG_INVALID

@@ -12,7 +12,7 @@ from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_bool, check_int
+from ..registration import Param, check_bool, check_int
 from .format import float_format
 from .interface import operand_layout, result_layout
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE

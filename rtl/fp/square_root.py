@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registry import check_int, register_block
+from ..registration import check_int, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
 from .pipeline import BITS_PER_STAGE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit

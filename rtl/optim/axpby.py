@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..fp.adder import FloatAdder
 from ..fp.fused_multiply_add import FloatFusedMultiplyAdd
 from ..fp.multiplier import FloatMultiplier
-from ..registry import Param, check_bool, check_int, register_block
+from ..registration import Param, check_bool, check_int, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow
 

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .dataflow import select
 
 __all__ = ["ChunkSequencer", "tensor_config_layout", "sequencer_command_layout"]

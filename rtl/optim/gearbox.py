@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .counted_width_converter import COUNT_WIDTH
 
 __all__ = ["CountedGearbox"]

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .updater_core import MAX_LANES, gradient_layout
 
 __all__ = ["GradientStatistics", "BUCKETS", "BUCKET_WIDTH", "COUNT_WIDTH", "ACCUMULATOR_WIDTH"]

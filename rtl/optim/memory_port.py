@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .chunk_sequencer import LENGTH_WIDTH, sequencer_command_layout
 from .dataflow import select
 

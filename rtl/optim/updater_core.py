@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_bool, check_choice, check_int, register_block
+from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow
 from .optimizers import OPTIMIZERS, param_copy, widen_gradient

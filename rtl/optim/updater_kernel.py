@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.axi_lite_control import AXILiteControl
-from ..registry import Param, check_bool, check_choice, check_int, register_block
+from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .chunk_sequencer import ChunkSequencer
 from .counted_width_converter import CountedWidthConverter
 from .gearbox import CountedGearbox

@@ -15,7 +15,7 @@ from amaranth.hdl import signed, unsigned
 from ..fp.adder import FloatAdder
 from ..fp.multiplier import FloatMultiplier
 from ..fp.pipeline import FloatUnit
-from ..registry import check_choice
+from ..registration import check_choice
 from .widening_multiplier import WideningMultiplier
 
 __all__ = ["ELEMENTS", "Arithmetic", "arithmetic", "IntegerMultiplier", "IntegerAdder"]

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_bool, check_int, register_block
+from ..registration import Param, check_bool, check_int, register_block
 from .block_fp_core import BlockFloatCore
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS

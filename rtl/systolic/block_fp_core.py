@@ -5,7 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.adder import FloatAdder
-from ..registry import check_bool, check_int
+from ..registration import check_bool, check_int
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS, BlockFloatPE, block_operand_layout
 from .block_fp_sum_converter import BlockSumConverter

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .block_fp_encoder import MAX_BLOCK, encoded_layout
 
 __all__ = ["BlockFloatDecoder"]

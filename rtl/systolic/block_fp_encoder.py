@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import shift_right_sticky
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 
 __all__ = ["BlockFloatEncoder", "MAX_BLOCK"]
 

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import check_bool, check_int
+from ..registration import check_bool, check_int
 from .block_fp_encoder import MAX_BLOCK
 from .os_pe import MAX_SLOTS, _Bank, drain_layout, token_window
 

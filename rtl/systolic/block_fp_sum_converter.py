@@ -5,7 +5,7 @@ from amaranth.hdl import Cat, Const, Mux, signed
 from ..fp.pipeline import FloatUnit
 from ..fp.rounding import round_to_format
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registry import check_int
+from ..registration import check_int
 
 __all__ = ["BlockSumConverter", "SCALE_WIDTH"]
 

@@ -1,6 +1,6 @@
 """The weight-stationary block floating point systolic array behind streams."""
 
-from ..registry import Param, check_bool, check_int, register_block
+from ..registration import Param, check_bool, check_int, register_block
 from .block_fp_array import block_format_params
 from .block_fp_ws_core import BlockFloatWeightStationaryCore, check_block_parameters
 from .os_core import MAX_DIMENSION

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Mux, Signal, unsigned
 from amaranth.lib import data
 
 from ..fp.adder import FloatAdder
-from ..registry import check_int
+from ..registration import check_int
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS, block_operand_layout, sum_width
 from .block_fp_sum_converter import BlockSumConverter

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import check_bool, check_int
+from ..registration import check_bool, check_int
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS, block_operand_layout, sum_width
 from .ws_pe import weight_layout

@@ -4,7 +4,7 @@ from amaranth.hdl import EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .arithmetic import ELEMENTS
 from .os_core import MAX_DIMENSION, OutputStationaryCore, delayed
 from .os_pe import MAX_SLOTS

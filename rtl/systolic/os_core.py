@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registry import check_int
+from ..registration import check_int
 from .os_pe import OutputStationaryPE
 from .tensor_pe import TensorPE
 

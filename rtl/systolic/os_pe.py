@@ -5,7 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..registry import check_bool, check_int
+from ..registration import check_bool, check_int
 from .arithmetic import arithmetic
 
 __all__ = ["OutputStationaryPE", "operand_layout", "drain_layout", "token_window", "MAX_SLOTS"]

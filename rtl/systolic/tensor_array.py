@@ -1,6 +1,6 @@
 """The systolic tensor array: the output-stationary array with t x t tensor PEs, behind streams."""
 
-from ..registry import Param, register_block
+from ..registration import Param, register_block
 from .os_array import ARRAY_PARAMS, OutputStationaryArray
 from .tensor_pe import MAX_TENSOR
 

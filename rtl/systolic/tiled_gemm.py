@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..registry import Param, check_choice, check_int, register_block
+from ..registration import Param, check_choice, check_int, register_block
 from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
 from .ws_array import WeightStationaryArray
 

@@ -7,7 +7,7 @@ from ..fp.format import F32, float_format
 from ..fp.pipeline import TAG_PARAM, FloatUnit
 from ..fp.rounding import denormalise, denormalise_shift, round_aligned
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registry import Param, check_choice, register_block
+from ..registration import Param, check_choice, register_block
 
 __all__ = ["WideningMultiplier", "WIDENING_FORMATS"]
 

@@ -10,7 +10,6 @@ torch's (not correctly rounded) square root is swapped in.
 ``python -m testbenches.optim.test_golden_optim`` prints the figures of docs/optim_golden.md.
 """
 
-import importlib
 import math
 import struct
 import sys
@@ -22,9 +21,9 @@ import pytest
 import softfloatpy as sf
 
 import golden.optim as go
+from golden.optim import _float32 as BINARY32
 from testbenches import knobs
 
-BINARY32 = importlib.import_module("golden.optim._float32")
 sf.set_rounding_mode(sf.RoundingMode.NEAR_EVEN)
 
 

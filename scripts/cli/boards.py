@@ -1,6 +1,6 @@
 """``neartrain boards``, ``sweep``, ``bitstream``, ``results``, ``vitis``, ``board-demo``: blocks on devices.
 
-Registered into :mod:`scripts.cli` through ``register(commands)``; every mistake a user can
+Registered into :mod:`scripts.cli.main` through ``register(commands)``; every mistake a user can
 make (unknown block or board, a bad ``--vary``, a board of the wrong target) is one line
 and exit status 2, as for the other commands.
 """
@@ -10,15 +10,18 @@ import os
 import pathlib
 import re
 
+from .common import (
+    UsageError,
+    build_component,
+    format_resource_table,
+    lookup_block,
+    parse_sets,
+    writable_folder,
+)
+
 __all__ = ["register"]
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def _usage_error():
-    from scripts.cli import UsageError
-
-    return UsageError
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _board(name, *, target=None):
@@ -27,9 +30,9 @@ def _board(name, *, target=None):
     try:
         board = get_board(name) if name else reference_board(target)
     except ValueError as error:
-        raise _usage_error()(str(error)) from None
+        raise UsageError(str(error)) from None
     if target is not None and board.target != target:
-        raise _usage_error()(f"board {board.name!r} is a {board.target} board, not {target}")
+        raise UsageError(f"board {board.name!r} is a {board.target} board, not {target}")
     return board
 
 
@@ -48,7 +51,6 @@ def command_boards(args):
 
 
 def _print_points(result):
-    from scripts.cli import format_resource_table
 
     rows = [(" ".join(f"{k}={point['params'][k]}" for k in result.names), point["resources"])
             for point in result.points if point["status"] == "ok"]
@@ -60,20 +62,18 @@ def _print_points(result):
 
 
 def command_sweep(args):
-    from scripts.cli import _lookup, _parse_sets, _writable_folder
     from scripts.sweep import fit_report, format_fit_report, parse_vary, plot_resources, run_sweep, write_csv
 
-    UsageError = _usage_error()
-    block = _lookup(args.block)
+    block = lookup_block(args.block)
     board = _board(args.board, target=args.target)
     try:
         varied = parse_vary(block, args.vary or ())
     except ValueError as error:
         raise UsageError(str(error)) from None
-    fixed = _parse_sets(block, args.set)
+    fixed = parse_sets(block, args.set)
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
-    folder = _writable_folder(args.output)
+    folder = writable_folder(args.output)
 
     result = run_sweep(block, varied, target=args.target, fixed=fixed, workers=args.workers)
     csv_path = write_csv(result, folder / "sweep.csv")
@@ -97,7 +97,7 @@ def _check_frequency(board, frequency_mhz):
     try:
         return ecp5_pll_dividers(input_hz=input_hz, output_hz=frequency_mhz * 1e6)
     except ValueError as error:
-        raise _usage_error()(f"--freq: {error}") from None
+        raise UsageError(f"--freq: {error}") from None
 
 
 def format_bitstream_summary(label, summary):
@@ -123,10 +123,8 @@ def format_bitstream_summary(label, summary):
 
 def command_bitstream(args):
     from scripts.bitstream import BitstreamError, build_bitstream
-    from scripts.cli import _build, _lookup, _parse_sets, _writable_folder
 
-    UsageError = _usage_error()
-    block = _lookup(args.block)
+    block = lookup_block(args.block)
     board = _board(args.board)
     if board.target != "ecp5" or board.platform is None:
         from boards import boards
@@ -136,9 +134,9 @@ def command_bitstream(args):
     if args.seed < 0:
         raise UsageError(f"--seed must be 0 or more, not {args.seed}")
     _check_frequency(board, args.freq)
-    overrides = _parse_sets(block, args.set)
-    component = _build(block, overrides)
-    folder = _writable_folder(args.output or _default_output(block, overrides))
+    overrides = parse_sets(block, args.set)
+    component = build_component(block, overrides)
+    folder = writable_folder(args.output or _default_output(block, overrides))
     try:
         summary = build_bitstream(component, board=board, output=folder, frequency_mhz=args.freq,
                                   seed=args.seed)
@@ -159,23 +157,22 @@ def command_results(args):
         path = write_results(pathlib.Path(args.output), board=board, frequency_mhz=args.freq,
                              with_fmax=not args.no_fmax, only=args.blocks, families=args.families)
     except ValueError as error:
-        raise _usage_error()(str(error)) from None
+        raise UsageError(str(error)) from None
     print(path)
 
 
 def command_vitis(args):
-    from scripts.cli import _build, _lookup, _parse_sets, _writable_folder
     from scripts.vitis import KernelShapeError, write_kernel_tree
 
-    block = _lookup(args.block)
-    overrides = _parse_sets(block, args.set)
-    component = _build(block, overrides)
-    folder = _writable_folder(args.output)
+    block = lookup_block(args.block)
+    overrides = parse_sets(block, args.set)
+    component = build_component(block, overrides)
+    folder = writable_folder(args.output)
     try:
         written = write_kernel_tree(component, name=args.name or block.name, output=folder,
                                     block_name=block.name, params=block.resolve(overrides))
     except KernelShapeError as error:
-        raise _usage_error()(f"{block.name}: {error}") from None
+        raise UsageError(f"{block.name}: {error}") from None
     print("\n".join(str(path) for path in written))
 
 
@@ -183,18 +180,17 @@ def command_board_demo(args):
     from scripts.board_demo import DemoError, build_board, run_demo
 
     if (args.port is None) == (args.build is None):
-        raise _usage_error()("board-demo needs either --port (run the demo) or --build DIR "
+        raise UsageError("board-demo needs either --port (run the demo) or --build DIR "
                              "(make the bitstream)")
     if args.build is not None:
-        from scripts.cli import _writable_folder
 
         board = _board(args.board)
-        folder = _writable_folder(args.build)
+        folder = writable_folder(args.build)
         try:
             summary = build_board(board=board, output=folder, lanes=args.lanes, depth=args.depth,
                                   baud=args.baud)
         except DemoError as error:
-            raise _usage_error()(str(error)) from None
+            raise UsageError(str(error)) from None
         print(f"{summary['bitstream']} (UART divisor {summary['divisor']} for {args.baud} baud)")
         for clock, figures in summary["fmax"].items():
             print(f"Fmax {figures['achieved']:.2f} MHz for clock {clock} "
@@ -206,7 +202,7 @@ def command_board_demo(args):
         ok = run_demo(port=args.port, baud=args.baud, elements=args.elements, seed=args.seed, step=args.step,
                       timeout=args.timeout, copy_format=args.copy_format)
     except DemoError as error:
-        raise _usage_error()(str(error)) from None
+        raise UsageError(str(error)) from None
     if not ok:
         raise SystemExit(1)
 

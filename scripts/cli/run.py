@@ -26,17 +26,18 @@ sources' hash): the first run spends most of its time elaborating and compiling,
 runs are quick.
 """
 
-import contextlib
 import hashlib
-import io
 import logging
 import os
 import pathlib
 import time
 
+from .blocks import generate_verilog
+from .common import UsageError, format_resource_table
+
 __all__ = ["register", "generate_all", "run_main_job", "ACCELERATOR", "ACCELERATOR_PARAMS"]
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # The blocks whose resources the main job reports (default parameters).
 REPORTED_BLOCKS = ("skid_buffer", "width_converter", "stream_fifo")
@@ -55,26 +56,13 @@ CHECK_ELEMENTS = 1000
 THROUGHPUT_ELEMENTS = 16384
 
 
-def _generate(name, folder, overrides=None):
-    from scripts.cli import command_generate
-
-    class Args:
-        block = name
-        set = [f"{key}={value}" for key, value in (overrides or {}).items()] or None
-        output = str(folder)
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        command_generate(Args)
-    return pathlib.Path(folder) / f"{name}.v"
-
-
 def generate_all(folder):
     """Write Verilog and a manifest for every registered block (default parameters) into ``folder``."""
     from rtl.registry import blocks
 
     written = []
     for name in blocks():
-        _generate(name, folder)
+        generate_verilog(name, folder)
         written.append(name)
     return written
 
@@ -84,7 +72,7 @@ def _sources_digest():
     import amaranth
 
     digest = hashlib.sha256(f"{amaranth.__version__}\n".encode())
-    for path in sorted((ROOT / "rtl").rglob("*.py")) + [ROOT / "scripts" / "cli.py"]:
+    for path in sorted((ROOT / "rtl").rglob("*.py")) + sorted((ROOT / "scripts" / "cli").glob("*.py")):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -221,7 +209,6 @@ def run_main_job(args):
     sources = _sources_digest()  # before any rtl import: see _generate_cached
     from rtl.registry import get_block
     from scripts.bench_optim import SMART_INFINITY
-    from scripts.cli import UsageError, format_resource_table
     from scripts.synth import synthesize
     from testbenches.harness import tests_executed
 
@@ -234,7 +221,7 @@ def run_main_job(args):
     label = ACCELERATOR + "".join(f" {k}={v}" for k, v in ACCELERATOR_PARAMS.items())
     accelerator_folder = folder / "accelerator"
     accelerator_path = accelerator_folder / f"{ACCELERATOR}.v"
-    _, reused = _generate_cached(accelerator_folder, lambda: _generate(ACCELERATOR, accelerator_folder,
+    _, reused = _generate_cached(accelerator_folder, lambda: generate_verilog(ACCELERATOR, accelerator_folder,
                                                                        ACCELERATOR_PARAMS),
                                  accelerator_path, sources, label)
     note = " (unchanged sources: reused)" if reused else ""

@@ -1,0 +1,113 @@
+"""``neartrain list``, ``generate`` and ``synth``: the registered blocks, their Verilog and resources.
+
+Every command reads the block registry (:mod:`rtl.registry`), so a newly registered block is
+available everywhere without changes here.
+"""
+
+import json
+
+from .common import build_component, format_resource_table, lookup_block, parse_sets, writable_folder
+
+__all__ = ["register", "generate_verilog"]
+
+
+def command_list(args):
+    from rtl.registry import blocks
+
+    registered = blocks()
+    if args.json:
+        print(json.dumps({name: {
+            "family": block.family, "summary": block.summary,
+            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default,
+                        "range": p.describe_range(), "help": p.help} for p in block.params],
+        } for name, block in registered.items()}, indent=1))
+        return
+    for family in sorted({block.family for block in registered.values()}):
+        print(f"[{family}]")
+        for name, block in registered.items():
+            if block.family != family:
+                continue
+            print(f"  {name:<22} {block.summary}")
+            for p in block.params:
+                print(f"      {p.name:<20} {p.type.__name__:<5} default={p.default!s:<8} "
+                      f"range={p.describe_range():<16} {p.help}")
+
+
+def _manifest(block, params, component):
+    from rtl.elaborate import describe_timing, port_table, source_hash, tool_versions
+
+    return {
+        "block": block.name,
+        "family": block.family,
+        "top": "top",
+        "params": params,
+        "ports": port_table(component),
+        "timing": describe_timing(component),
+        "source_sha256": source_hash(),
+        "tools": tool_versions(),
+    }
+
+
+def generate_verilog(name, folder, overrides=None):
+    """Write ``<name>.v`` and its JSON manifest into ``folder``; returns the Verilog's path."""
+    from rtl.elaborate import to_verilog
+
+    block = lookup_block(name)
+    overrides = dict(overrides or {})
+    component = build_component(block, overrides)
+    folder = writable_folder(folder)
+    verilog_path = folder / f"{block.name}.v"
+    verilog_path.write_text(to_verilog(component))
+    manifest = _manifest(block, block.resolve(overrides), component)
+    (folder / f"{block.name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return verilog_path
+
+
+def command_generate(args):
+    block = lookup_block(args.block)
+    verilog_path = generate_verilog(args.block, args.output, parse_sets(block, args.set))
+    print(f"{verilog_path}\n{verilog_path.with_suffix('.json')}")
+
+
+def command_synth(args):
+    from scripts.synth import SynthesisError, synthesize
+
+    from .common import UsageError
+
+    block = lookup_block(args.block)
+    overrides = parse_sets(block, args.set)
+    component = build_component(block, overrides)
+    try:
+        resources = synthesize(component, args.target, use_cache=not args.no_cache)
+    except SynthesisError as error:
+        raise UsageError(str(error)) from None
+    params = block.resolve(overrides)
+    if args.json:
+        print(json.dumps({"block": block.name, "target": args.target, "params": params,
+                          "resources": resources}, indent=1))
+        return
+    label = block.name + "".join(f" {k}={v}" for k, v in overrides.items())
+    print(format_resource_table([(label, resources)], args.target))
+
+
+def register(commands):
+    """Add ``list``, ``generate`` and ``synth``."""
+    from boards.targets import TARGETS
+
+    listing = commands.add_parser("list", help="show the registered blocks and their parameters")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=command_list)
+
+    generate = commands.add_parser("generate", help="write Verilog and a JSON manifest")
+    generate.add_argument("block")
+    generate.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
+    generate.add_argument("-o", "--output", required=True, metavar="DIR")
+    generate.set_defaults(handler=command_generate)
+
+    synth = commands.add_parser("synth", help="print a resource table from Yosys")
+    synth.add_argument("block")
+    synth.add_argument("--target", required=True, choices=TARGETS)
+    synth.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
+    synth.add_argument("--json", action="store_true", help="machine-readable output")
+    synth.add_argument("--no-cache", action="store_true", help="synthesise again even if cached")
+    synth.set_defaults(handler=command_synth)

@@ -1,0 +1,83 @@
+"""What every ``neartrain`` command shares: one-line usage errors and the block arguments.
+
+Every error a user can cause (an unknown block, a bad parameter, an unwritable folder) is a
+:class:`UsageError`, printed as one line with exit status 2 by :func:`scripts.cli.main.main`.
+"""
+
+import argparse
+import pathlib
+
+__all__ = ["UsageError", "Parser", "parse_sets", "lookup_block", "build_component", "writable_folder",
+           "format_resource_table"]
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its inputs: reported in one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are :class:`UsageError` (one line), not a usage dump."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def parse_sets(block, assignments):
+    """The ``--set key=value`` assignments as a parameter dict, each parsed by the block's ``Param``."""
+    overrides = {}
+    for assignment in assignments or ():
+        if "=" not in assignment:
+            raise UsageError(f"--set expects key=value, not {assignment!r}")
+        key, text = assignment.split("=", 1)
+        try:
+            overrides[key] = block.param(key).parse(text)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    return overrides
+
+
+def lookup_block(name):
+    """The registered block ``name``."""
+    from rtl.registry import get_block
+
+    try:
+        return get_block(name)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def build_component(block, overrides):
+    """The block's component with ``overrides``; a rejected parameter is a :class:`UsageError`."""
+    try:
+        return block.build(overrides)
+    except ValueError as error:
+        raise UsageError(f"{block.name}: {error}") from None
+
+
+def writable_folder(path):
+    """``path`` as a folder, created and checked writable."""
+    folder = pathlib.Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".neartrain-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(f"cannot write to output folder {str(folder)!r}: {error.strerror}") from None
+    return folder
+
+
+def format_resource_table(rows, target):
+    """Render ``[(label, resources), ...]`` as a Markdown table for ``target``."""
+    from boards.targets import RESOURCE_COLUMNS
+
+    columns = RESOURCE_COLUMNS[target]
+    lines = ["| block | " + " | ".join(columns) + " | mapper |",
+             "|---|" + "---:|" * len(columns) + "---|"]
+    for label, resources in rows:
+        cells = []
+        for column in columns:
+            value = resources[column]
+            cells.append(f"{value:g}" if isinstance(value, float) else str(value))
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {resources['mapper']} |")
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""``neartrain``: the command line of NearTrain.
+
+Each sub-command lives in a module of this package with a ``register(commands)`` function:
+:mod:`.blocks` (list, generate, synth), :mod:`.run` (run, verilog), :mod:`.demo` (demo ...),
+:mod:`.boards` (boards, sweep, bitstream, results, vitis, board-demo). Errors a user can cause
+print one line and exit with status 2.
+"""
+
+import sys
+
+from . import blocks, boards, demo, run
+from .common import Parser, UsageError
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser():
+    parser = Parser(prog="neartrain", description="list blocks, generate Verilog with a manifest, "
+                                                  "simulate, estimate resources")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for module in (blocks, demo, run, boards):
+        module.register(commands)
+    return parser
+
+
+def main(argv=None):
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        status = args.handler(args)
+    except UsageError as error:
+        print(f"neartrain: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("neartrain: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader (``| head``) closed the pipe: not an error of ours; leave without a traceback.
+        sys.stdout = None
+        return 0
+    return status if isinstance(status, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
