@@ -35,8 +35,8 @@ from rtl.registry import get_block
 from . import knobs
 from .verilator import LINT_FLAGS, environment_with_verilator
 
-__all__ = ["BUILD_ROOT", "run_cocotb", "component_from_env", "params_from_env", "selection_filter",
-           "count_results", "check_results", "SimulationError", "tests_executed"]
+__all__ = ["BUILD_ROOT", "run_cocotb", "prune_builds", "component_from_env", "params_from_env",
+           "selection_filter", "count_results", "check_results", "SimulationError", "tests_executed"]
 
 BUILD_ROOT = pathlib.Path(__file__).resolve().parent.parent / "build"
 
@@ -119,6 +119,48 @@ _EXECUTED = [0]
 def tests_executed():
     """The number of cocotb tests executed by :func:`run_cocotb` in this process so far."""
     return _EXECUTED[0]
+
+
+# build/sim is pruned to this many bytes (least recently used builds first), once per process.
+_CAP_VARIABLE = "NEARTRAIN_SIM_CAP_GB"
+_DEFAULT_CAP_GB = 8
+_PRUNED = [False]
+
+
+def _folder_size(folder):
+    return sum(entry.stat().st_size for entry in folder.rglob("*")
+               if entry.is_file() and not entry.is_symlink())
+
+
+def prune_builds(root=None, cap_bytes=None):
+    """Delete the least recently used Verilator builds under ``root`` until it holds ``cap_bytes``.
+
+    A build's last use is the time of its ``.lock`` file, which every run touches. Builds in
+    use (locked by another process) and the cached Verilator runtime are never deleted. The
+    cap is ``NEARTRAIN_SIM_CAP_GB`` gigabytes (default 8); without it build/sim once grew to
+    58 GB and filled the disk. Returns the number of builds deleted.
+    """
+    root = pathlib.Path(root) if root is not None else BUILD_ROOT / "sim"
+    if cap_bytes is None:
+        cap_bytes = float(os.environ.get(_CAP_VARIABLE) or _DEFAULT_CAP_GB) * 1e9
+    builds = [folder for module in root.iterdir() if module.is_dir() and module.name != "_verilator_runtime"
+              for folder in module.iterdir() if folder.is_dir()] if root.is_dir() else []
+    used = {folder: (folder / ".lock").stat().st_mtime if (folder / ".lock").exists() else 0.0
+            for folder in builds}
+    sizes = {folder: _folder_size(folder) for folder in builds}
+    total, deleted = sum(sizes.values()), 0
+    for folder in sorted(builds, key=used.get):
+        if total <= cap_bytes:
+            break
+        with open(folder / ".lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+        total -= sizes[folder]
+        deleted += 1
+    return deleted
 
 
 class SimulationError(AssertionError):
@@ -222,6 +264,9 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
     component = constructor(**params)
     verilog_text = to_verilog(component, name=TOP_NAME)
 
+    if not _PRUNED[0]:
+        _PRUNED[0] = True
+        prune_builds()
     module_short = module.rsplit(".", 1)[-1]
     flags = " ".join(LINT_FLAGS + tuple(_MAKE_ARGS))
     digest = hashlib.sha256((verilog_text + flags).encode()).hexdigest()[:10]
@@ -239,6 +284,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
 
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        os.utime(build_dir / ".lock")  # the build's last use, for prune_builds
         verilog_path = build_dir / f"{TOP_NAME}.v"
         if not verilog_path.exists() or verilog_path.read_text() != verilog_text:
             verilog_path.write_text(verilog_text)

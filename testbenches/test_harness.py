@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from testbenches.harness import SimulationError, check_results, run_cocotb, selection_filter
+from testbenches.harness import SimulationError, check_results, prune_builds, run_cocotb, selection_filter
 
 MODULE = "testbenches.bus.cocotb_stream_blocks"
 # The same block and parameters as test_bus.py's smallest skid buffer: the build is shared.
@@ -81,3 +81,25 @@ def test_results_missing_a_selected_name_fail(tmp_path):
 def test_missing_results_file_fails(tmp_path):
     with pytest.raises(SimulationError, match="no results file"):
         check_results(tmp_path / "results.xml", ())
+
+
+def test_prune_builds_deletes_least_recently_used_first(tmp_path):
+    import fcntl
+    import os
+
+    for age, name in enumerate(["newest", "middle", "oldest", "busy"]):
+        folder = tmp_path / "cocotb_x" / name
+        folder.mkdir(parents=True)
+        (folder / "model.bin").write_bytes(b"x" * 1000)
+        (folder / ".lock").write_text("")
+        os.utime(folder / ".lock", (1e9 - 100 * age, 1e9 - 100 * age))
+    (tmp_path / "_verilator_runtime" / "k").mkdir(parents=True)
+    (tmp_path / "_verilator_runtime" / "k" / "verilated.o").write_bytes(b"x" * 5000)
+    with open(tmp_path / "cocotb_x" / "busy" / ".lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        # 4000 bytes of builds against a 2500-byte cap: the busy (oldest) one stays, then the
+        # oldest idle ones go until the cap holds.
+        assert prune_builds(tmp_path, cap_bytes=2500) == 2
+    assert sorted(p.name for p in (tmp_path / "cocotb_x").iterdir()) == ["busy", "newest"]
+    assert (tmp_path / "_verilator_runtime" / "k" / "verilated.o").exists()
+    assert prune_builds(tmp_path, cap_bytes=10_000) == 0

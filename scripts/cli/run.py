@@ -56,15 +56,26 @@ CHECK_ELEMENTS = 1000
 THROUGHPUT_ELEMENTS = 16384
 
 
-def generate_all(folder):
-    """Write Verilog and a manifest for every registered block (default parameters) into ``folder``."""
+def generate_all(folder, *, jobs=None):
+    """Write Verilog and a manifest for every registered block (default parameters) into ``folder``.
+
+    Blocks are elaborated in parallel on ``jobs`` processes (default: every core), since
+    elaboration is single-threaded Python and most of the main job's first run.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
     from rtl.registry import blocks
 
-    written = []
-    for name in blocks():
-        generate_verilog(name, folder)
-        written.append(name)
-    return written
+    names = list(blocks())
+    jobs = jobs or os.cpu_count() or 1
+    if jobs == 1:
+        for name in names:
+            generate_verilog(name, folder)
+        return names
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # list() re-raises the first failure of any block.
+        list(pool.map(generate_verilog, names, [folder] * len(names)))
+    return names
 
 
 def _sources_digest():
