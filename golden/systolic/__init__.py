@@ -4,7 +4,7 @@ Topics, one module each: :mod:`.numerics` (PE arithmetic, bit-exact), :mod:`.blo
 floating point), :mod:`.sparse` (the dissertation's Algorithms 1 and 2, padded-CSR SpMM),
 :mod:`.conv` (im2col training GEMMs), :mod:`.cycles` (closed-form cycle model), :mod:`.array_sim`
 (register-level schedule models), :mod:`.networks` and :mod:`.partition` (DPT equation 3 sweep).
-See docs/systolic_model.md.
+See docs/systolic.md, Part II.
 """
 
 from .block_fp import block_fp_gemm, from_block_fp, to_block_fp

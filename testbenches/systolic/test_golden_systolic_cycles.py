@@ -171,7 +171,7 @@ def test_table3_baseline_structure():
 
 
 def test_table4_partition_indices_reproduced():
-    # The cells where the sweep picks DPT's index (docs/systolic_model.md lists the full table).
+    # The cells where the sweep picks DPT's index (docs/systolic.md Part II lists the full table).
     network = resnet50()
     system = SystemModel()
     expected = {(1, 2, 32): 11, (1, 2, 512): 11, (1, 4, 64): 31, (1, 4, 512): 31, (2, 2, 128): 24,
