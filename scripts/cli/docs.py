@@ -1,0 +1,26 @@
+"""``neartrain docs [--check]``: the generated tables of ``docs/`` (see :mod:`scripts.docs`)."""
+
+from .common import UsageError
+
+__all__ = ["register"]
+
+
+def command_docs(args):
+    from scripts import docs
+
+    if args.check:
+        problems = docs.check()
+        if problems:
+            raise UsageError(f"{len(problems)} stale docs table(s): " + "; ".join(problems))
+        print("docs: every generated table matches its data")
+        return 0
+    written = docs.regenerate()
+    print(f"docs: {len(written)} table(s) rewritten" + (f": {', '.join(written)}" if written else ""))
+    return 0
+
+
+def register(commands):
+    """Add ``docs``."""
+    docs = commands.add_parser("docs", help="rewrite (or --check) the generated tables in docs/")
+    docs.add_argument("--check", action="store_true", help="fail when a table differs from its data")
+    docs.set_defaults(handler=command_docs)
