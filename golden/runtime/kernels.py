@@ -1,0 +1,84 @@
+"""What the kernels attached to the runtime leave in each node's output memory.
+
+A data line (448 bits) holds ``features`` 32-bit words, word *f* in bits ``32 f .. 32 f + 31``.
+Each node has an output memory of ``rows`` lines (global row addresses; a node only ever
+writes the rows it owns). The kernels execute the tasks a node issues, in issue order, and
+each task's occupied slots in slot order:
+
+* **2, sparse x dense (integer):** ``OUT[row] = (OUT[row] + value * B[col]) mod 2**32`` per
+  word (unsigned 32-bit wrap-around; the result is independent of the order);
+* **5, activation (ReLU):** every word of ``OUT[row]`` whose sign bit is set becomes 0
+  (float32 ReLU on bit patterns: negatives and -0 become +0, so do NaNs with the sign set);
+* **6, aggregation (float32):** ``OUT[row] = fl(OUT[row] + fl(a * B[col]))`` per word, each
+  operation one binary32 round-to-nearest-even (NumPy float32; subnormals kept), ``a`` the
+  slot's ``value`` as a float32 bit pattern.
+
+``B[col]`` is line ``col`` of the global data space (a node reads a remote line only after
+fetching it, and lines are never written during a run, so every node sees the same B).
+"""
+
+import numpy as np
+
+__all__ = ["line_words", "words_line", "execute", "SPMM", "ACTIVATION", "AGGREGATION", "SUPPORTED"]
+
+SPMM, ACTIVATION, AGGREGATION = 2, 5, 6
+SUPPORTED = (SPMM, ACTIVATION, AGGREGATION)
+_MASK32 = (1 << 32) - 1
+
+
+def line_words(value, features):
+    """The first ``features`` 32-bit words of a line (an int) as uint32."""
+    return np.array([(value >> (32 * index)) & _MASK32 for index in range(features)], dtype=np.uint32)
+
+
+def words_line(words):
+    """A line (int) from 32-bit words, word 0 lowest."""
+    line = 0
+    for index, word in enumerate(np.asarray(words, dtype=np.uint32)):
+        line |= int(word) << (32 * index)
+    return line
+
+
+def execute(issued, memory, *, rows, features, out=None):
+    """Run every node's issued tasks; returns the output memories (per node, rows x features uint32).
+
+    Parameters
+    ----------
+    issued : list of list of golden.runtime.packet.Packet
+        Per node, the tasks in issue order (:attr:`golden.runtime.protocol.Result.issued`).
+    memory : dict of int -> int
+        The global data space (line -> 448-bit int).
+    rows, features : int
+    out : list of numpy.ndarray, optional
+        Initial output memories (copied); zeros by default.
+    """
+    nodes = len(issued)
+    result = [np.zeros((rows, features), np.uint32) if out is None else np.array(out[node], dtype=np.uint32)
+              for node in range(nodes)]
+    lines = {}
+
+    def b_row(col):
+        if col not in lines:
+            lines[col] = line_words(memory.get(col, 0), features)
+        return lines[col]
+
+    for node, tasks in enumerate(issued):
+        target = result[node]
+        for task in tasks:
+            for item in task.slots:
+                if item is None:
+                    continue
+                if task.task_id == SPMM:
+                    product = (b_row(item.col).astype(np.uint64) * np.uint64(item.value)) & np.uint64(_MASK32)
+                    target[item.row] = ((target[item.row].astype(np.uint64) + product) & np.uint64(_MASK32)
+                                        ).astype(np.uint32)
+                elif task.task_id == ACTIVATION:
+                    target[item.row] = np.where(target[item.row] >> 31, np.uint32(0), target[item.row])
+                elif task.task_id == AGGREGATION:
+                    weight = np.array([item.value], np.uint32).view(np.float32)[0]
+                    with np.errstate(all="ignore"):
+                        product = b_row(item.col).view(np.float32) * weight
+                        target[item.row] = (target[item.row].view(np.float32) + product).view(np.uint32)
+                else:
+                    raise ValueError(f"no golden kernel for task id {task.task_id}")
+    return result

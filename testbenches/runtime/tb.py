@@ -1,0 +1,127 @@
+"""Pieces the runtime testbenches share: configuration, packet generators, pulse counters, drain loops."""
+
+import cocotb
+from cocotb.triggers import RisingEdge, SimTimeoutError, with_timeout
+
+from golden.runtime import packet as gp
+from golden.runtime.protocol import Config
+from testbenches import knobs
+from testbenches.stream import StreamSink, StreamSource, never, random_pauses
+from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB
+
+__all__ = ["RuntimeTB", "PulseCounter", "set_config", "random_config", "random_task", "corrupt", "drain",
+           "CONFIG_FIELDS"]
+
+CONFIG_FIELDS = ("node", "node_mask", "home_shift", "range_shift", "rows", "ranges")
+
+
+def set_config(dut, config, node, prefix="config__"):
+    """Drive a unit's configuration port from a :class:`golden.runtime.protocol.Config`."""
+    values = {"node": node, "node_mask": config.nodes - 1, "home_shift": config.home_shift,
+              "range_shift": config.range_shift, "rows": config.rows, "ranges": config.ranges}
+    for name in CONFIG_FIELDS:
+        getattr(dut, f"{prefix}{name}").value = values[name]
+
+
+def random_config(rng, *, nodes=4, rows=None, block=20, kernels=frozenset({2, 5, 6})):
+    """A small random configuration (rows a few ranges per node, random ownership shifts)."""
+    rows = rows or int(rng.integers(2 * nodes * block, 6 * nodes * block))
+    return Config(nodes=nodes, rows=rows, block=block, home_shift=int(rng.integers(0, 4)),
+                  range_shift=int(rng.integers(0, 2)), kernels=kernels)
+
+
+def random_task(rng, config, *, range_index=None, homes=None, task_id=2, dst=0, src=0, fill=0.75):
+    """A task packet (golden) with random items in one data range; ``homes`` limits the item rows' owners."""
+    range_index = int(rng.integers(0, config.ranges)) if range_index is None else range_index
+    first, lines = config.range_lines(range_index)
+    slots = []
+    for _ in range(gp.ITEMS):
+        if rng.random() >= fill:
+            slots.append(None)
+            continue
+        while True:
+            row = int(rng.integers(0, config.rows))
+            if homes is None or config.home(row) in homes:
+                break
+        slots.append(gp.Item(row, int(rng.integers(first, first + lines)), int(rng.integers(0, 1 << 32))))
+    if all(item is None for item in slots):
+        slot = int(rng.integers(0, gp.ITEMS))
+        row = int(rng.integers(0, config.rows))
+        while homes is not None and config.home(row) not in homes:
+            row = int(rng.integers(0, config.rows))
+        slots[slot] = gp.Item(row, int(rng.integers(first, first + lines)), int(rng.integers(0, 1 << 32)))
+    return gp.Packet(gp.TASK, task_id=task_id, dst=dst, src=src, range=range_index,
+                     remote=int(config.range_owner(range_index) != dst), slots=tuple(slots))
+
+
+def corrupt(rng, word):
+    """``word`` with one random bit flipped (its check byte no longer holds)."""
+    return word ^ (1 << int(rng.integers(0, gp.PACKET_BITS)))
+
+
+class PulseCounter:
+    """Adds up, per bit, the one-cycle pulses of an output bus (sampled at each rising edge)."""
+
+    def __init__(self, signal, clock, names):
+        self.signal, self.clock, self.names = signal, clock, tuple(names)
+        self.counts = dict.fromkeys(self.names, 0)
+        cocotb.start_soon(self._run())
+
+    def clear(self):
+        self.counts = dict.fromkeys(self.names, 0)
+
+    async def _run(self):
+        while True:
+            await RisingEdge(self.clock)
+            value = int(self.signal.value)
+            if value:
+                for bit, name in enumerate(self.names):
+                    if value >> bit & 1:
+                        self.counts[name] += 1
+
+
+class RuntimeTB(ClockedTB):
+    """Clock, reset and a set of stream drivers with shared idle and backpressure generators."""
+
+    def __init__(self, dut, *, sources=(), sinks=(), idle=False, backpressure=False, salt=0):
+        super().__init__(dut)
+        self.sources = {
+            name: StreamSource(dut, name, self.clock,
+                               pause=random_pauses(knobs.rng(salt + 100 + i), 0.4) if idle else never())
+            for i, name in enumerate(sources)}
+        self.sinks = {name: StreamSink(dut, name, self.clock,
+                                       backpressure=random_pauses(knobs.rng(salt + 200 + i), 0.4)
+                                       if backpressure else never())
+                      for i, name in enumerate(sinks)}
+
+    @property
+    def drivers(self):
+        return list(self.sources.values()) + list(self.sinks.values())
+
+
+async def drain(tb, scoreboards, cycles_per_item=40, slack=200):
+    """Check every sink's items against its scoreboard until all expected items arrived (bounded).
+
+    ``scoreboards`` maps a sink name to a :class:`Scoreboard`; items are ints. Fails with a
+    timeout naming the missing counts if the bound (``cycles_per_item`` per item + ``slack``
+    cycles) passes, then waits 20 cycles and fails on any extra item.
+    """
+    total = sum(board.pending for board in scoreboards.values())
+
+    async def everything():
+        # Sinks queue their items independently, so checking them one after the other is enough.
+        for name, board in scoreboards.items():
+            while board.pending:
+                board.check(await tb.sinks[name].recv())
+
+    try:
+        await with_timeout(everything(), (cycles_per_item * total + slack) * CLOCK_PERIOD_NS, "ns")
+    except SimTimeoutError:
+        missing = {name: board.pending for name, board in scoreboards.items() if board.pending}
+        raise AssertionError(f"timeout: items still missing {missing}; {knobs.describe()}") from None
+    await tb.cycles(20)
+    for name, board in scoreboards.items():
+        while not tb.sinks[name].empty():
+            board.check(tb.sinks[name].queue.popleft())
+        board.check_complete()
+

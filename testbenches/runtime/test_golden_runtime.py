@@ -1,0 +1,188 @@
+"""golden.runtime against oracles it does not share code with.
+
+* Packet counts: an independent count from the task slots with NumPy and sets (who executes
+  what, which node needs which remote range, how many lines each range has).
+* Results: the integer sparse x dense kernel against ``scipy.sparse`` (exact, modulo 2**32),
+  the float32 aggregation against ``scipy.sparse`` in float64 within the recursive-sum bound,
+  ReLU against ``numpy.maximum`` on float32.
+* Hand-made cases for the responder, splitter and RDMA responder decisions.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from golden.runtime import kernels as gk
+from golden.runtime import packet as gp
+from golden.runtime.protocol import Cluster, Config, classify, respond, serve, split
+from testbenches import knobs
+
+
+def scenario(rng, config, packets_per_node, *, task_id=2, value_bits=12, single_spawner=False):
+    """Random spawn lists: packets of 1..4 items in one range each; rows anywhere (or per spawner)."""
+    spawn = [[] for _ in range(config.nodes)]
+    for node in range(config.nodes):
+        for _ in range(packets_per_node):
+            index = int(rng.integers(0, config.ranges))
+            first, lines = config.range_lines(index)
+            slots = []
+            for _ in range(gp.ITEMS):
+                if rng.random() < 0.3:
+                    slots.append(None)
+                    continue
+                row = int(rng.integers(0, config.rows))
+                if single_spawner:  # rows r with r mod nodes == node, so each row has one spawner
+                    row -= row % config.nodes
+                    row += node
+                    if row >= config.rows:
+                        row = node
+                slots.append(gp.Item(row, int(rng.integers(first, first + lines)),
+                                     int(rng.integers(0, 1 << value_bits))))
+            if all(item is None for item in slots):
+                slots[0] = gp.Item(node, first, 1)
+            spawn[node].append(gp.encode(gp.Packet(gp.TASK, range=index, slots=tuple(slots)), sealed=False))
+    return spawn
+
+
+def oracle_counts(config, spawn):
+    """Expected counters, from the slots alone."""
+    nodes = config.nodes
+    counts = [dict.fromkeys(("tx_task", "rx_task", "tx_rdma", "rx_rdma", "tx_data", "rx_data", "issued",
+                             "served"), 0) for _ in range(nodes)]
+    needs = set()
+    for source in range(nodes):
+        for word in spawn[source]:
+            packet = gp.decode(word)
+            rows = np.array([item.row for item in packet.slots if item is not None])
+            owners = set(((rows >> config.home_shift) & (nodes - 1)).tolist())
+            for owner in owners:
+                counts[owner]["issued"] += 1
+                if owner != source:
+                    counts[source]["tx_task"] += 1
+                    counts[owner]["rx_task"] += 1
+                data_node = (packet.range >> config.range_shift) & (nodes - 1)
+                if data_node != owner:
+                    needs.add((owner, packet.range))
+    for node, index in needs:
+        owner = (index >> config.range_shift) & (nodes - 1)
+        lines = min(config.block, config.rows - index * config.block)
+        counts[node]["tx_rdma"] += 1
+        counts[owner]["rx_rdma"] += 1
+        counts[owner]["served"] += 1
+        counts[owner]["tx_data"] += lines
+        counts[node]["rx_data"] += lines
+    return counts
+
+
+def random_memory(rng, config, features, bits=12):
+    return {line: gk.words_line(rng.integers(0, 1 << bits, features)) for line in range(config.rows)}
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4, 8, 16])
+def test_counts_and_integer_results_match_oracles(nodes):
+    rng = knobs.rng(nodes)
+    for trial in range(4):
+        config = Config(nodes=nodes, rows=int(rng.integers(40, 400)), block=int(rng.choice([4, 20, 32])),
+                        home_shift=int(rng.integers(0, 5)), range_shift=int(rng.integers(0, 3)))
+        spawn = scenario(rng, config, knobs.vectors(60))
+        features = 3
+        memory = random_memory(rng, config, features)
+        result = Cluster(config, memory).run(spawn, task_id=gk.SPMM)
+        expected = oracle_counts(config, spawn)
+        for node in range(nodes):
+            got = {name: result.counters[node][name] for name in expected[node]}
+            assert got == expected[node], f"node {node} trial {trial}; {knobs.describe()}"
+            assert result.counters[node]["completed"] == result.counters[node]["issued"]
+        out = gk.execute(result.issued, memory, rows=config.rows, features=features)
+        # Gather each row from its owner, compare with scipy.sparse (exact in int64, then mod 2**32).
+        triples = [(item.row, item.col, item.value) for words in spawn for word in words
+                   for item in gp.decode(word).slots if item is not None]
+        rows, cols, values = (np.array(column, dtype=np.int64) for column in zip(*triples, strict=True))
+        a = sp.coo_matrix((values, (rows, cols)), shape=(config.rows, config.rows)).tocsr()
+        b = np.array([gk.line_words(memory[line], features) for line in range(config.rows)], dtype=np.int64)
+        reference = (a @ b) % (1 << 32)
+        gathered = np.array([out[config.home(row)][row] for row in range(config.rows)], dtype=np.int64)
+        assert np.array_equal(gathered, reference), knobs.describe()
+        for node in range(nodes):  # nothing outside a node's own rows is written
+            others = [row for row in range(config.rows) if config.home(row) != node]
+            assert not out[node][others].any()
+
+
+def test_float_aggregation_within_bound_of_float64():
+    rng = knobs.rng(3)
+    config = Config(nodes=4, rows=300, block=20, home_shift=2)
+    spawn = scenario(rng, config, 200, single_spawner=True)
+    features = 5
+    b = rng.standard_normal((config.rows, features)).astype(np.float32)
+    memory = {line: gk.words_line(b[line].view(np.uint32)) for line in range(config.rows)}
+    for words in spawn:
+        for index, word in enumerate(words):  # weights as float32 bit patterns
+            packet = gp.decode(word)
+            slots = tuple(None if item is None else gp.Item(item.row, item.col, int(
+                np.float32(rng.standard_normal()).view(np.uint32))) for item in packet.slots)
+            words[index] = gp.encode(gp.Packet(gp.TASK, range=packet.range, slots=slots), sealed=False)
+    result = Cluster(config, memory).run(spawn, task_id=gk.AGGREGATION)
+    assert result.order_exact
+    out = gk.execute(result.issued, memory, rows=config.rows, features=features)
+    triples = [(item.row, item.col, np.uint32(item.value).view(np.float32))
+               for words in spawn for word in words for item in gp.decode(word).slots if item is not None]
+    rows, cols, values = zip(*triples, strict=True)
+    a = sp.coo_matrix((np.array(values, np.float64), (rows, cols)), shape=(config.rows, config.rows)).tocsr()
+    reference = a @ b.astype(np.float64)
+    gathered = np.array([out[config.home(row)][row] for row in range(config.rows)]).view(np.float32)
+    degree = np.bincount(np.array(rows), minlength=config.rows)[:, None]
+    u = 2.0 ** -24
+    bound = (degree * u / (1 - degree * u)) * (abs(a) @ np.abs(b.astype(np.float64))) + degree * 2.0 ** -149
+    assert np.all(np.abs(gathered - reference) <= bound), knobs.describe()
+
+
+def test_relu_matches_numpy_maximum():
+    rng = knobs.rng(4)
+    values = np.concatenate([rng.standard_normal(60).astype(np.float32),
+                             np.array([0.0, -0.0, np.inf, -np.inf], np.float32)])
+    out = [values.view(np.uint32).reshape(16, 4).copy()]
+    task = gp.Packet(gp.TASK, task_id=gk.ACTIVATION, slots=tuple(gp.Item(row) for row in (0, 3, 7, 15)))
+    result = gk.execute([[task]], {}, rows=16, features=4, out=out)[0].view(np.float32)
+    expected = values.reshape(16, 4).copy()
+    expected[[0, 3, 7, 15]] = np.maximum(expected[[0, 3, 7, 15]], np.float32(0.0))
+    assert np.array_equal(result, expected)  # by value: -0 equals +0
+    assert not np.signbit(result[[0, 3, 7, 15]]).any()  # ReLU leaves +0, never -0
+    untouched = [row for row in range(16) if row not in (0, 3, 7, 15)]
+    assert np.array_equal(result[untouched].view(np.uint32), values.reshape(16, 4)[untouched].view(np.uint32))
+
+
+def test_responder_splitter_and_server_decisions():
+    config = Config(nodes=4, rows=100, block=20, home_shift=1)  # row r -> node (r >> 1) & 3
+    items = (gp.Item(2, 41, 5), gp.Item(8, 42, 6), gp.Item(4, 43, 7), gp.Item(10, 40, 8))  # owners 1, 0, 2, 1
+    packet = gp.Packet(gp.TASK, task_id=2, dst=0, src=0, range=2, slots=items)
+    local, owners = respond(packet, 0, config, from_network=False)
+    assert (local, owners) == (0b0010, [1, 0, 2, 1])
+    kernel_task, remote = split(packet, 0, config, local, owners)
+    assert kernel_task.mask == 0b0010 and kernel_task.slots == (None, items[1], None, None)
+    groups = [gp.decode(word) for word in remote]
+    assert [(g.dst, g.mask, g.src, g.remote) for g in groups] == [(1, 0b1001, 0, 1), (2, 0b0100, 0, 0)]
+    assert all(gp.checksum(word) == 0 for word in remote)
+    assert respond(packet, 1, config, from_network=True) == "drop_misrouted"
+    def verdict(index, item):
+        slots = (item,) + (None,) * 3 if item is not None else (None,) * 4
+        return respond(gp.Packet(gp.TASK, range=index, slots=slots), 0, config, from_network=False)
+
+    assert verdict(3, gp.Item(1, 0)) == "drop_task_col"  # range 3 is lines 60..79
+    assert verdict(3, None) == "drop_task_mask"
+    assert verdict(3, gp.Item(100, 60)) == "drop_task_row"
+    assert verdict(5, gp.Item(1, 60)) == "drop_task_range"  # 5 ranges: 0..4
+    assert verdict(3, gp.Item(99, 79)) == (0, [1, None, None, None])
+    # Range 4 belongs to node 0 (range_shift 0): lines 80..99.
+    request = gp.Packet(gp.RDMA, dst=0, src=3, range=4, first=80, lines=20)
+    served = serve(request, 0, config, {line: line * 3 for line in range(100)})
+    assert [gp.decode(word).line for word in served] == list(range(80, 100))
+    assert [gp.decode(word).last for word in served] == [0] * 19 + [1]
+    assert gp.decode(served[5]).data == 85 * 3 and gp.decode(served[0]).dst == 3
+    assert serve(request, 1, config, {}) == "drop_rdma_range"
+    assert serve(gp.Packet(gp.RDMA, range=4, first=79, lines=2), 0, config, {}) == "drop_rdma_range"
+    assert serve(gp.Packet(gp.RDMA, range=5, first=100, lines=1), 1, config, {}) == "drop_rdma_range"
+    word = gp.encode(gp.Packet(gp.DATA, dst=0, src=1, range=3))
+    assert classify(word, gp.DATA, 0, config) == "data"
+    assert classify(word, gp.RDMA, 0, config) == "drop_type"
+    assert classify(word ^ 1 << 300, gp.DATA, 0, config) == "drop_check"
+    assert classify(word, gp.DATA, 2, config) == "drop_node"
