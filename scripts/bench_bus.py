@@ -1,19 +1,22 @@
-"""Throughput of the stream blocks with neither side stalling; writes ``docs/bus.md``.
+"""Throughput of the stream blocks with neither side stalling; writes the table in ``docs/bus.md``.
 
-Run: ``.venv/bin/python -m scripts.bench_bus``. Each point runs the cocotb test
+Run: ``.venv/bin/python -m scripts.bench_bus [--transfers N]``. Each point runs the cocotb test
 ``throughput_without_stalls`` on Verilator and counts clock cycles between the first and
-the last output transfer (no wall-clock timing is involved).
+the last output transfer (no wall-clock timing is involved). The rows go to
+``docs/data/bus-throughput.json`` and the table between the ``bus-throughput`` markers
+(:func:`scripts.docs.write_table`).
 """
 
+import argparse
 import json
 import logging
 import os
 import pathlib
 import tempfile
 
+from scripts.docs import write_table
 from testbenches.harness import run_cocotb
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODULE = "testbenches.bus.cocotb_stream_blocks"
 TRANSFERS = 4096
 POINTS = [
@@ -24,40 +27,34 @@ POINTS = [
     ("width_converter", {"input_width": 512, "output_width": 128, "element_width": 32}),
     ("width_converter", {"input_width": 128, "output_width": 512, "element_width": 32}),
 ]
+HEADERS = ["block", "parameters", "narrow-side transfers", "cycles", "transfers per cycle"]
+COLALIGN = ("left", "left", "right", "right", "right")
 
 
-def measure(block, params):
+def measure(block, params, transfers=TRANSFERS):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         run_cocotb(block, MODULE, params=params, testcase="throughput_without_stalls",
-                   extra_env={"NEARTRAIN_BENCH_OUT": out.name, "NEARTRAIN_VECTORS": str(TRANSFERS)})
+                   extra_env={"NEARTRAIN_BENCH_OUT": out.name, "NEARTRAIN_VECTORS": str(transfers)})
         return json.loads(pathlib.Path(out.name).read_text())
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transfers", type=int, default=TRANSFERS, help=f"per point (default {TRANSFERS})")
+    args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    os.environ["NEARTRAIN_VECTORS"] = str(TRANSFERS)
-    lines = ["| block | parameters | narrow-side transfers | cycles | transfers per cycle |",
-             "|---|---|---:|---:|---:|"]
+    os.environ["NEARTRAIN_VECTORS"] = str(args.transfers)
+    rows = []
     for block, params in POINTS:
-        result = measure(block, params)
-        text = ", ".join(f"{k}={v}" for k, v in params.items())
-        lines.append(f"| {block} | {text} | {result['transfers']} | {result['cycles']} | "
-                     f"{result['transfers_per_cycle']:.3f} |")
-        print(lines[-1], flush=True)
-    doc = ROOT / "docs" / "bus.md"
-    doc.write_text(
-        "# Stream blocks\n\n"
-        "## Throughput without stalls\n\n"
-        "Cycles counted in cocotb on Verilator from the first to the last output transfer; the rate is "
-        "(output transfers - 1) / (cycles - 1), in narrow-side transfers, "
-        "with `valid` always offered and `ready` always high. A width converter's narrow side "
-        "moves one transfer per cycle; its wide side one per ratio cycles.\n\n"
-        "Command: `.venv/bin/python -m scripts.bench_bus`\n\n" + "\n".join(lines) + "\n\n"
-        "## Under random stalls\n\n"
-        "`make test` moves 4 × 30,000 transfers through each configuration (full rate, random "
-        "`valid` gaps, random `ready` backpressure, both; 40% stall probability) and checks that "
-        "nothing is lost, duplicated or reordered (`testbenches/bus/test_bus.py`).\n")
-    print(f"wrote {doc}")
+        result = measure(block, params, args.transfers)
+        rows.append([block, ", ".join(f"{k}={v}" for k, v in params.items()), result["transfers"],
+                     result["cycles"], f"{result['transfers_per_cycle']:.3f}"])
+        print(rows[-1], flush=True)
+    command = "python -m scripts.bench_bus" + (f" --transfers {args.transfers}"
+                                               if args.transfers != TRANSFERS else "")
+    write_table("bus.md", "bus-throughput", HEADERS, rows, f".venv/bin/{command}", colalign=COLALIGN,
+                disable_numparse=True)
+    print("wrote docs/bus.md (bus-throughput)")
 
 
 if __name__ == "__main__":
