@@ -1,4 +1,4 @@
-"""Area, latency, issue rate and Fmax of every FP unit; writes ``docs/fp.md``.
+"""Area, latency, issue rate and Fmax of every FP unit; writes the table in ``docs/fp.md``.
 
 Run: ``.venv/bin/python -m scripts.bench_fp [--no-fmax] [--no-issue-rate]``.
 
@@ -9,6 +9,9 @@ Run: ``.venv/bin/python -m scripts.bench_fp [--no-fmax] [--no-issue-rate]``.
   cycles between the first and the last result (``one_operation_per_cycle``).
 * Fmax: a real ECP5 place and route through ``neartrain bitstream`` when that flow is
   available (``scripts.bitstream``); otherwise the column says so.
+
+The rows go to ``docs/data/fp-units.json`` and the ``fp-units`` table of ``docs/fp.md``
+(:func:`scripts.docs.write_table`).
 """
 
 import argparse
@@ -21,11 +24,9 @@ import tempfile
 
 from boards.targets import RESOURCE_COLUMNS
 from rtl.registry import blocks
+from scripts.docs import write_table
 from scripts.synth import synthesize
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-# docs/fp.md is written by hand but for the table between these markers.
-TABLE_BEGIN, TABLE_END = "<!-- bench_fp table begin -->", "<!-- bench_fp table end -->"
 FORMATS = ("f32", "f16", "bf16")
 
 # Beyond one row per unit and format: every conversion pair, and the multiplier's DSP
@@ -88,7 +89,7 @@ def _fmax(point):
 def _cells(resources, target):
     if "error" in resources:
         return ["failed"] * len(RESOURCE_COLUMNS[target])
-    return [f"{resources[c]:g}" if isinstance(resources[c], float) else str(resources[c])
+    return [f"{resources[c]:g}" if isinstance(resources[c], float) else resources[c]
             for c in RESOURCE_COLUMNS[target]]
 
 
@@ -104,31 +105,22 @@ def main(argv=None):
         results = list(pool.map(_synthesize_point, points))
         fmaxes = [None] * len(points) if args.no_fmax else list(pool.map(_fmax, points))
 
-    header = (["unit", "params", "latency", "ops/cycle"] + [f"xcup {c}" for c in RESOURCE_COLUMNS["xcup"]]
-              + [f"ecp5 {c}" for c in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax (MHz)"])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    headers = (["unit", "params", "latency", "ops/cycle"] + [f"xcup {c}" for c in RESOURCE_COLUMNS["xcup"]]
+               + [f"ecp5 {c}" for c in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax (MHz)"])
+    rows = []
     for (name, overrides), result, fmax in zip(points, results, fmaxes, strict=True):
         rate = "—" if args.no_issue_rate else f"{_issue_rate(name, overrides):.3f}"
         fmax_text = "not measured" if fmax is None else fmax if isinstance(fmax, str) else f"{fmax:.1f}"
         params = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "default"
-        row = ([name, params, str(result["latency"]), rate] + _cells(result["xcup"], "xcup")
-               + _cells(result["ecp5"], "ecp5") + [fmax_text])
-        lines.append("| " + " | ".join(row) + " |")
-        print(lines[-1], flush=True)
+        rows.append([name, params, result["latency"], rate, *_cells(result["xcup"], "xcup"),
+                     *_cells(result["ecp5"], "ecp5"), fmax_text])
+        print(rows[-1], flush=True)
 
-    command = "`.venv/bin/python -m scripts.bench_fp" + (" --no-fmax" if args.no_fmax else "") + (
-        " --no-issue-rate" if args.no_issue_rate else "") + "`"
-    doc = ROOT / "docs" / "fp.md"
-    table = (f"Command: {command}. Resources from Yosys (`synth_xilinx -family xcup -flatten`, "
-             "`synth_ecp5`); the xcup LUT column counts LUT-built memories and shift registers too. "
-             "ops/cycle is measured in cocotb on Verilator over 1024 back-to-back operations; Fmax is "
-             "nextpnr's for the unit inside the LFSR evaluation top on the ULX3S 85F "
-             "(`neartrain bitstream`).\n\n"
-             + "\n".join(lines) + "\n")
-    text = doc.read_text()
-    begin, end = text.index(TABLE_BEGIN) + len(TABLE_BEGIN), text.index(TABLE_END)
-    doc.write_text(text[:begin] + "\n" + table + text[end:])
-    print(f"wrote {doc}")
+    command = ".venv/bin/python -m scripts.bench_fp" + (" --no-fmax" if args.no_fmax else "") + (
+        " --no-issue-rate" if args.no_issue_rate else "")
+    write_table("fp.md", "fp-units", headers, rows, command,
+                colalign=("left", "left") + ("right",) * (len(headers) - 2), disable_numparse=True)
+    print("wrote docs/fp.md (fp-units)")
 
 
 if __name__ == "__main__":
