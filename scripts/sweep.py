@@ -11,7 +11,6 @@ reason; the other points go on.
 
 import concurrent.futures
 import csv
-import hashlib
 import itertools
 import os
 import pathlib
@@ -54,16 +53,6 @@ def sweep_points(varied, fixed=None):
             for values in itertools.product(*(values for _, values in varied))]
 
 
-def _cache_file(verilog_text, target):
-    # Mirrors the key of scripts.synth.synthesize_verilog, to tell cached points from new
-    # ones without synthesising; testbenches/boards checks that the two agree.
-    from rtl.elaborate import TOP_NAME
-    from scripts import synth
-
-    key = hashlib.sha256(f"{target}\n{TOP_NAME}\n{verilog_text}".encode()).hexdigest()[:16]
-    return synth._BUILD / f"{target}-{key}.json"
-
-
 def one_line(error):
     """``"ErrorType: first line of the message"``, at most 200 characters, for a CSV cell."""
     lines = str(error).strip().splitlines()
@@ -74,7 +63,7 @@ def _synthesise_point(block_name, params, target):
     """Worker: elaborate and synthesise one point; never raises, reports instead."""
     from rtl.elaborate import to_verilog
     from rtl.registry import get_block
-    from scripts.synth import synthesize_verilog
+    from scripts.synth import cached_resources, synthesize_verilog
 
     started = time.monotonic()
     outcome = {"params": params, "status": "failed", "reason": "", "resources": {}, "cached": False}
@@ -83,7 +72,7 @@ def _synthesise_point(block_name, params, target):
     except Exception as error:  # noqa: BLE001 - any elaboration error fails this point only
         outcome["reason"] = "elaboration: " + one_line(error)
     else:
-        outcome["cached"] = _cache_file(verilog_text, target).exists()
+        outcome["cached"] = cached_resources(verilog_text, target) is not None
         try:
             outcome["resources"] = synthesize_verilog(verilog_text, target)
             outcome["status"] = "ok"

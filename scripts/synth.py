@@ -12,7 +12,6 @@ everything else unchanged, and the result records ``mapper: abc``. Figures from 
 mappers are close but not identical; the tables show which one was used.
 """
 
-import hashlib
 import json
 import pathlib
 import subprocess
@@ -21,8 +20,10 @@ import tempfile
 
 from boards.targets import RESOURCE_COLUMNS, TARGETS
 from rtl.elaborate import TOP_NAME, to_verilog
+from scripts.cache import Cache
 
-__all__ = ["TARGETS", "synthesize", "synthesize_verilog", "RESOURCE_COLUMNS", "SynthesisError"]
+__all__ = ["TARGETS", "synthesize", "synthesize_verilog", "cached_resources", "cache_key", "RESOURCE_COLUMNS",
+           "SynthesisError"]
 
 # How many LUTs each LUT-built memory or shift-register cell occupies.
 _XILINX_LUT_CELLS = {
@@ -32,7 +33,17 @@ _XILINX_LUT_CELLS = {
 }
 _XILINX_FF = ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE")
 
-_BUILD = pathlib.Path(__file__).resolve().parent.parent / "build" / "synth"
+CACHE = Cache("synth")
+
+
+def cache_key(verilog_text, target, top=TOP_NAME):
+    """The synthesis cache key of this Verilog for ``target``."""
+    return Cache.key(target, top, verilog_text)
+
+
+def cached_resources(verilog_text, target, top=TOP_NAME):
+    """The cached result of :func:`synthesize_verilog` for this Verilog, or None (never runs Yosys)."""
+    return CACHE.get(target, cache_key(verilog_text, target, top))
 
 _SCRIPTS = {
     "xcup": "synth_xilinx -family xcup -flatten -top {top}",
@@ -111,10 +122,9 @@ def synthesize_verilog(verilog_text, target, *, top=TOP_NAME, use_cache=True):
     """
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
-    key = hashlib.sha256(f"{target}\n{top}\n{verilog_text}".encode()).hexdigest()[:16]
-    cache = _BUILD / f"{target}-{key}.json"
-    if use_cache and cache.exists():
-        return json.loads(cache.read_text())
+    key = cache_key(verilog_text, target, top)
+    if use_cache and (result := CACHE.get(target, key)) is not None:
+        return result
 
     with tempfile.TemporaryDirectory(prefix=f"neartrain-synth-{target}-") as tmp:
         workdir = pathlib.Path(tmp)
@@ -125,16 +135,14 @@ def synthesize_verilog(verilog_text, target, *, top=TOP_NAME, use_cache=True):
             mapper = "abc"
             cells = _run_yosys(workdir, "design.v", _XCUP_CLASSIC_ABC, top)
         if cells is None:
-            _BUILD.mkdir(parents=True, exist_ok=True)
-            kept = _BUILD / f"{target}-{key}-failed.log"
+            CACHE.folder.mkdir(parents=True, exist_ok=True)
+            kept = CACHE.path(target, key, "-failed.log")
             kept.write_text((workdir / "yosys.log").read_text())
             raise SynthesisError(f"yosys failed for target {target}; log: {kept}")
 
     result = _count(target, cells)
     result.update({"cells": cells, "mapper": mapper})
-    _BUILD.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(result, indent=1, sort_keys=True))
-    return result
+    return CACHE.put(target, key, result, sort_keys=True)
 
 
 def synthesize(component, target, *, use_cache=True):

@@ -202,25 +202,11 @@ def _throughput():
     return "\n   ".join(lines)
 
 
-def _cached_resources(verilog_text, target):
-    """The cached ``scripts.synth`` result for this Verilog, or None (never runs Yosys).
-
-    The cache key is the one :func:`scripts.synth.synthesize_verilog` uses.
-    """
-    import json
-
-    from scripts import synth
-
-    key = hashlib.sha256(f"{target}\n{synth.TOP_NAME}\n{verilog_text}".encode()).hexdigest()[:16]
-    cache = synth._BUILD / f"{target}-{key}.json"
-    return json.loads(cache.read_text()) if cache.exists() else None
-
-
 def run_main_job(args):
     sources = _sources_digest()  # before any rtl import: see _generate_cached
     from rtl.registry import get_block
     from scripts.bench_optim import SMART_INFINITY
-    from scripts.synth import synthesize
+    from scripts.synth import cached_resources, synthesize
     from testbenches.harness import tests_executed
 
     started = time.monotonic()
@@ -257,7 +243,7 @@ def run_main_job(args):
 
     print("== 3. Resources (Yosys synth_xilinx -family xcup)")
     rows = [(name, synthesize(get_block(name).build(), "xcup")) for name in REPORTED_BLOCKS]
-    accelerator = _cached_resources(accelerator_path.read_text(), "xcup")
+    accelerator = cached_resources(accelerator_path.read_text(), "xcup")
     if accelerator is not None:
         rows.append((label, accelerator))
     print(format_resource_table(rows, "xcup"))

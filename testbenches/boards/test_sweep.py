@@ -8,7 +8,7 @@ from boards import Board, Clock
 from rtl.elaborate import to_verilog
 from rtl.registry import get_block
 from scripts.cli import main
-from scripts.sweep import SweepResult, _cache_file, fit_report, format_fit_report, parse_vary
+from scripts.sweep import SweepResult, fit_report, format_fit_report, parse_vary
 
 WIDTHS = (5, 7)
 
@@ -19,10 +19,13 @@ def _rows(folder):
 
 
 def test_sweep_writes_csv_plots_verdict_and_resumes_from_the_cache(tmp_path, capsys):
+    from scripts.synth import CACHE, cache_key
+
     block = get_block("skid_buffer")
     # Start from a cold cache for exactly these points, so the first run really synthesises.
     for width in WIDTHS:
-        _cache_file(to_verilog(block.build({"width": width})), "ecp5").unlink(missing_ok=True)
+        verilog = to_verilog(block.build({"width": width}))
+        CACHE.path("ecp5", cache_key(verilog, "ecp5")).unlink(missing_ok=True)
 
     argv = ["sweep", "skid_buffer", "--vary", "width=" + ",".join(map(str, WIDTHS)), "--target", "ecp5",
             "--workers", "2", "-o", str(tmp_path)]
@@ -48,14 +51,13 @@ def test_sweep_writes_csv_plots_verdict_and_resumes_from_the_cache(tmp_path, cap
     assert [row["LUT4"] for row in again] == [row["LUT4"] for row in rows]
 
 
-def test_cache_key_matches_scripts_synth():
-    from scripts.synth import synthesize_verilog
+def test_cached_resources_reads_what_synthesis_wrote():
+    from scripts.synth import cached_resources, synthesize_verilog
 
     # Not one of WIDTHS: under pytest-xdist this may run while the sweep test expects a cold cache.
     verilog = to_verilog(get_block("skid_buffer").build({"width": 6}))
-    synthesize_verilog(verilog, "ecp5")
-    assert _cache_file(verilog, "ecp5").exists()
-    assert not _cache_file(verilog + "// never synthesised\n", "ecp5").exists()
+    assert cached_resources(verilog, "ecp5") == synthesize_verilog(verilog, "ecp5")
+    assert cached_resources(verilog + "// never synthesised\n", "ecp5") is None
 
 
 def test_a_failing_point_is_marked_and_the_others_proceed(tmp_path, capsys):

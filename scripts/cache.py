@@ -1,0 +1,50 @@
+"""One content-addressed cache for the flows' results (synthesis, bitstreams, the main job).
+
+A result is stored as JSON under ``build/<kind>/<label>-<key>.json``, where ``key`` is the
+first 16 hex digits of the SHA-256 of everything the result depends on (the Verilog, the
+target, tool versions...). A flow asks :meth:`Cache.key` for the key once and uses it for
+:meth:`Cache.get`, :meth:`Cache.put` and :meth:`Cache.path`, so that whoever only reads
+the cache (a sweep telling cached points from new ones, ``make run`` showing a cached
+16-lane figure) computes exactly the same key as whoever wrote it.
+"""
+
+import hashlib
+import json
+import pathlib
+
+__all__ = ["Cache", "BUILD"]
+
+BUILD = pathlib.Path(__file__).resolve().parent.parent / "build"
+
+
+class Cache:
+    """The results of one flow, in ``build/<kind>/``.
+
+    Parameters
+    ----------
+    kind : str
+        The folder under ``build/`` (``"synth"``, ``"bitstream/cache"``).
+    """
+
+    def __init__(self, kind):
+        self.folder = BUILD / kind
+
+    @staticmethod
+    def key(*parts):
+        """The content key of ``parts`` (strings, joined by newlines)."""
+        return hashlib.sha256("\n".join(map(str, parts)).encode()).hexdigest()[:16]
+
+    def path(self, label, key, suffix=".json"):
+        """Where the entry ``label``-``key`` lives (it may not exist)."""
+        return self.folder / f"{label}-{key}{suffix}"
+
+    def get(self, label, key):
+        """The stored result, or None."""
+        path = self.path(label, key)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def put(self, label, key, result, **dump_options):
+        """Store ``result`` (JSON-serialisable) and return it."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path(label, key).write_text(json.dumps(result, indent=1, **dump_options) + "\n")
+        return result
