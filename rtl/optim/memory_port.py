@@ -214,7 +214,8 @@ class MemoryPort(wiring.Component):
             entry.tensor.eq(head.tensor), entry.length.eq(head.length),
             reader.cmd.valid.eq(queue.r_rdy & route.w_rdy),
             queue.r_en.eq(reader.cmd.ready & route.w_rdy),
-            route.w_en.eq(reader.cmd.valid & reader.cmd.ready),
+            # The reader drops a command of length 0: no beat would ever pop its entry.
+            route.w_en.eq(reader.cmd.valid & reader.cmd.ready & (head.length != 0)),
             route.w_data.eq(entry),
         ]
         fifos = self._fifos(m, "read", self._reads, self._read_buffer)
@@ -266,9 +267,11 @@ class MemoryPort(wiring.Component):
             start.eq(writer.cmd.valid & writer.cmd.ready),
             queue.r_en.eq(start | self.halt),
             entry.tensor.eq(head.tensor), entry.length.eq(head.length),
-            droute.w_en.eq(start), droute.w_data.eq(entry),
+            # A command of length 0 moves no beat (the writer drops it), so it must not enter
+            # the routes: its entry would never be popped and would steer every later beat.
+            droute.w_en.eq(start & (head.length != 0)), droute.w_data.eq(entry),
             w_entry.length.eq(head.length), w_entry.strobe.eq(head.strobe),
-            wroute.w_en.eq(start), wroute.w_data.eq(w_entry),
+            wroute.w_en.eq(start & (head.length != 0)), wroute.w_data.eq(w_entry),
         ]
 
         chosen_valid = select(routed.tensor, [fifo.r_rdy for fifo in fifos])
