@@ -9,6 +9,10 @@ beat is counted. The paper-mode rows (``--paper`` runs only those) run the cocot
 ``topk_dram_scatter``: zero fill and read-modify-write scatter into a dense region of an ``AxiRam``,
 every AXI beat counted, the region checked bit for bit. The other DRAM rows are the model
 :mod:`golden.compress.traffic`.
+
+The rows go to ``docs/data/compress-*.json`` and the ``compress-scatter``, ``compress-dram-scatter``
+and ``compress-traffic`` tables of ``docs/compress.md`` (:func:`scripts.docs.write_table`);
+``--paper`` keeps the measured fused rows of ``docs/data/compress-traffic.json``.
 """
 
 import argparse
@@ -18,10 +22,11 @@ import pathlib
 import tempfile
 
 from golden.compress import dram_traffic
+from scripts.docs import DATA, write_table
 from testbenches.compress.test_rtl_decompressor import AXI_PARAMS
 from testbenches.harness import run_cocotb
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOC = "compress.md"
 MODULE = "testbenches.compress.cocotb_scatter_engine"
 CHUNK_SIZE = 8192
 KINDS = ("random", "shuffled", "consecutive", "same_bank", "same_index")
@@ -43,9 +48,12 @@ def measure(params, kind, pairs):
         return json.loads(pathlib.Path(out.name).read_text())
 
 
-def scatter_table(lanes_list):
-    lines = ["| L | banks | pattern | pairs | steady cycles | steady pairs/cycle | per lane | "
-             "incl. latency pairs/cycle |", "|---:|---:|---|---:|---:|---:|---:|---:|"]
+SCATTER_HEADERS = ["L", "banks", "pattern", "pairs", "steady cycles", "steady pairs/cycle", "per lane",
+                   "incl. latency pairs/cycle"]
+
+
+def scatter_rows(lanes_list):
+    rows = []
     for lanes in lanes_list:
         params = engine_params(lanes)
         for kind in KINDS:
@@ -54,11 +62,10 @@ def scatter_table(lanes_list):
                 pairs = min(pairs, 512)
             result = measure(params, kind, pairs)
             rate = result["steady_rate"]
-            lines.append(f"| {lanes} | {params['banks']} | {kind} | {result['pairs']} | "
-                         f"{result['steady_cycles']} | {rate:.2f} | {rate / lanes:.2f} | "
-                         f"{result['total_rate']:.2f} |")
-            print(lines[-1], flush=True)
-    return lines
+            rows.append([lanes, params["banks"], kind, result["pairs"], result["steady_cycles"],
+                         f"{rate:.2f}", f"{rate / lanes:.2f}", f"{result['total_rate']:.2f}"])
+            print(rows[-1], flush=True)
+    return rows
 
 
 TRAFFIC_CHUNKS = 16  # chunks of AXI_PARAMS["chunk_size"] in the measured shard
@@ -71,7 +78,7 @@ def measured_fused_rows():
                    testcase="traffic", extra_env={"NEARTRAIN_BENCH_OUT": out.name,
                                                   "NEARTRAIN_VECTORS": str(TRAFFIC_CHUNKS)})
         results = json.loads(pathlib.Path(out.name).read_text())
-    lines = []
+    rows = []
     for r in results:
         model = dram_traffic("fused", ratio=r["pairs"] / r["size"], param_copy_bytes=4,
                              chunk_size=r["chunk_size"])
@@ -79,12 +86,12 @@ def measured_fused_rows():
         measured = (r["read_bytes"] + r["write_bytes"]) / r["size"]
         # Dense-gradient bytes: the test asserts that every read beat lies in the pair stream, so
         # only writes could be dense gradient.
-        lines.append(f"| fused, chunk {r['chunk_size']} | RTL, AXI beats counted ({r['size']} elements, "
-                     f"{r['pairs']} pairs; model {model.pair_read:.4f}) | {r['ratio']} | "
-                     f"{r['write_bytes'] / r['size']:.3f} | {r['read_bytes'] / r['size']:.4f} | "
-                     f"{state:.0f} (model) | {state + measured:.3f} |")
-        print(lines[-1], flush=True)
-    return lines
+        rows.append([f"fused, chunk {r['chunk_size']}",
+                     f"RTL, AXI beats counted ({r['size']} elements, {r['pairs']} pairs; model "
+                     f"{model.pair_read:.4f})", f"{r['ratio']:g}", f"{r['write_bytes'] / r['size']:.3f}",
+                     f"{r['read_bytes'] / r['size']:.4f}", f"{state:.0f} (model)", f"{state + measured:.3f}"])
+        print(rows[-1], flush=True)
+    return rows
 
 
 DRAM_MODULE = "testbenches.compress.cocotb_dram_scatter"
@@ -109,23 +116,25 @@ def measure_dram_scatter(lanes, size=DRAM_SIZE):
         return json.loads(pathlib.Path(out.name).read_text())
 
 
-def dram_rate_table(results_by_lanes):
+DRAM_HEADERS = ["L", "ratio", "pairs", "zero-fill + scatter cycles", "scatter cycles",
+                "pairs/cycle (scatter)", "dense read beats", "dense write beats", "pair read beats"]
+
+
+def dram_rate_rows(results_by_lanes):
     """Scatter rate of the paper mode against L: pairs per cycle from the first RMW read to ``done``."""
-    lines = ["| L | ratio | pairs | zero-fill + scatter cycles | scatter cycles | pairs/cycle (scatter) | "
-             "dense read beats | dense write beats | pair read beats |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for lanes, results in results_by_lanes.items():
         for r in results:
             rate = r["pairs"] / r["scatter_cycles"] if r["scatter_cycles"] else 0.0
-            lines.append(f"| {lanes} | {r['ratio']} | {r['pairs']} | {r['cycles']} | {r['scatter_cycles']} | "
-                         f"{rate:.2f} | {r['dense_reads']} | {r['dense_writes']} | {r['pair_reads']} |")
-            print(lines[-1], flush=True)
-    return lines
+            rows.append([lanes, f"{r['ratio']:g}", r["pairs"], r["cycles"], r["scatter_cycles"],
+                         f"{rate:.2f}", r["dense_reads"], r["dense_writes"], r["pair_reads"]])
+            print(rows[-1], flush=True)
+    return rows
 
 
 def measured_paper_rows(results):
     """Paper-mode rows of the traffic table: measured AXI beats, plus the modelled read-back and state."""
-    lines = []
+    rows = []
     for r in results:
         if r["ratio"] not in (0.001, 0.01, 0.1):
             continue
@@ -135,67 +144,71 @@ def measured_paper_rows(results):
         state = model.state_read + model.state_write
         dense = (r["dense_reads"] + r["dense_writes"]) * r["beat_bytes"] / size + UPDATER_READ_BACK
         pairs = r["pair_reads"] * r["pair_beat_bytes"] / size
-        lines.append(f"| zero_fill_scatter, {r['beat_bytes']}-byte RMW per pair | RTL, AXI beats counted "
-                     f"({size} elements, {r['pairs']} pairs; model {model.dense_gradient:.3f}) | "
-                     f"{r['ratio']} | {dense:.3f} | {pairs:.4f} | {state:.0f} (model) | "
-                     f"{state + dense + pairs:.3f} |")
-        print(lines[-1], flush=True)
-    return lines
+        rows.append([f"zero_fill_scatter, {r['beat_bytes']}-byte RMW per pair",
+                     f"RTL, AXI beats counted ({size} elements, {r['pairs']} pairs; model "
+                     f"{model.dense_gradient:.3f})", f"{r['ratio']:g}", f"{dense:.3f}", f"{pairs:.4f}",
+                     f"{state:.0f} (model)", f"{state + dense + pairs:.3f}"])
+        print(rows[-1], flush=True)
+    return rows
 
 
-def traffic_table(measured=()):
+TRAFFIC_HEADERS = ["mode", "source", "ratio", "dense-gradient bytes", "pair + header bytes", "state bytes",
+                   "total bytes/param"]
+
+
+def traffic_rows(measured=()):
     """DRAM bytes per parameter from the golden traffic model (Adam, 4-byte parameter copy)."""
-    lines = ["| mode | source | ratio | dense-gradient bytes | pair + header bytes | state bytes | "
-             "total bytes/param |", "|---|---|---:|---:|---:|---:|---:|"]
-    rows = [("dense", "model", {}), ("zero_fill_scatter", "model", {}),
+    rows = []
+    for label, source, options in (
+            ("dense", "model", {}), ("zero_fill_scatter", "model", {}),
             ("zero_fill_scatter, 64-byte RMW per pair", "model", {"scatter_access_bytes": 64}),
-            ("fused, chunk 1024", "model; RTL moves 0 dense bytes", {"chunk_size": 1024})]
-    for label, source, options in rows:
+            ("fused, chunk 1024", "model; RTL moves 0 dense bytes", {"chunk_size": 1024})):
         mode = label.split(",")[0]
         for ratio in ((0.01,) if mode == "dense" else (0.001, 0.01, 0.1)):
             t = dram_traffic(mode, ratio=ratio, param_copy_bytes=4, **options)
-            lines.append(f"| {label} | {source} | {'-' if mode == 'dense' else ratio} | "
-                         f"{t.dense_gradient:.3f} | {t.pair_read:.4f} | {t.state_read + t.state_write:.0f} | "
-                         f"{t.total:.3f} |")
-    return lines + list(measured)
+            rows.append([label, source, "-" if mode == "dense" else f"{ratio:g}", f"{t.dense_gradient:.3f}",
+                         f"{t.pair_read:.4f}", round(t.state_read + t.state_write), f"{t.total:.3f}"])
+    return rows + [list(row) for row in measured]
 
 
-def replace_section(text, name, lines):
-    """Put ``lines`` between the ``<!-- name -->`` and ``<!-- /name -->`` markers of ``text``."""
-    start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
-    head, _, rest = text.partition(start)
-    _, _, tail = rest.partition(end) if end in rest else ("", "", rest)
-    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
+def documented_fused_rows():
+    """The measured fused rows of the committed traffic table (``docs/data/compress-traffic.json``)."""
+    spec = json.loads((DATA / "compress-traffic.json").read_text())
+    return [row for row in spec["rows"]
+            if row[0].startswith("fused, chunk") and "AXI beats counted" in row[1]]
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="L = 1 and 4 only, docs left unchanged")
     parser.add_argument("--paper", action="store_true",
-                        help="paper mode only (topk_dram_scatter); keeps the doc's other measured rows")
-    args = parser.parse_args()
+                        help="paper mode only (topk_dram_scatter); keeps the table's other measured rows")
+    args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    doc = ROOT / "docs" / "compress.md"
     lanes_list = DRAM_LANES[:2] if args.quick else DRAM_LANES
     dram = {lanes: measure_dram_scatter(lanes) for lanes in lanes_list}
-    rates = dram_rate_table(dram)
+    rates = dram_rate_rows(dram)
     paper = measured_paper_rows(dram[4])
     if args.paper:
-        # The fused rows already in the doc stay as they are (they are not re-measured here).
-        fused = [line for line in doc.read_text().splitlines()
-                 if line.startswith("| fused, chunk") and "AXI beats counted" in line]
+        # The measured fused rows stay as they are (they are not re-measured here).
+        fused = documented_fused_rows()
     else:
-        scatter = scatter_table(LANES[:2] if args.quick else LANES)
+        scatter = scatter_rows(LANES[:2] if args.quick else LANES)
         fused = measured_fused_rows()
-    traffic = traffic_table([*paper, *fused])
-    print("\n".join(traffic))
-    if not args.quick:
-        text = doc.read_text()
-        if not args.paper:
-            text = replace_section(text, "scatter-table", scatter)
-        text = replace_section(text, "dram-scatter-table", rates)
-        doc.write_text(replace_section(text, "traffic-table", traffic))
-        print(f"updated {doc}")
+    traffic = traffic_rows([*paper, *fused])
+    if args.quick:
+        return
+    options = {"disable_numparse": True}
+    if not args.paper:
+        write_table(DOC, "compress-scatter", SCATTER_HEADERS, scatter, COMMAND,
+                    colalign=("right", "right", "left") + ("right",) * 5, **options)
+    command = COMMAND + (" --paper" if args.paper else "")
+    write_table(DOC, "compress-dram-scatter", DRAM_HEADERS, rates, command, colalign=("right",) * 9,
+                **options)
+    # --paper keeps the fused rows, so the traffic table is still what the whole command measures.
+    write_table(DOC, "compress-traffic", TRAFFIC_HEADERS, traffic, COMMAND,
+                colalign=("left", "left") + ("right",) * 5, **options)
+    print(f"updated docs/{DOC}")
 
 
 if __name__ == "__main__":
