@@ -15,6 +15,10 @@ timed by the wall clock. Reported per run:
   memory model pauses (a paused channel moves at most that fraction of beats);
 * the fraction of that bound reached, in steady state and over the whole run.
 
+The rows of a run at the default ``--stalls`` and ``--elements`` go to the ``optim-throughput``
+table of docs/optim.md (:func:`scripts.docs.write_table`; rows in
+``docs/data/optim-throughput.json``), replacing the documented points they measured.
+
 ``--timing`` builds the kernels with ``arithmetic=False`` (the floating-point datapath
 replaced by its timing: same latency, credits and buffers, no arithmetic), so that wide
 kernels build in minutes. ``--check`` runs the small lane counts both ways and requires
@@ -24,6 +28,7 @@ Smart-Infinity's Table III.
 """
 
 import argparse
+import json
 import logging
 import sys
 
@@ -98,17 +103,41 @@ def run_point(lanes, ports, stalls, elements, *, arithmetic, data_width=512, see
     return rows
 
 
+HEADERS = ["lanes", "ports", "stall", "elements", "cycles", "elements/cycle", "steady elements/cycle",
+           "steady / lanes", "R beats/cycle", "W beats/cycle", "bound", "steady of bound",
+           "whole run of bound"]
+COLALIGN = ("right", "left") + ("right",) * 11
+TABLE = "optim-throughput"
+
+
+def table_rows(rows):
+    """The cells of the throughput table, one list per :func:`run_point` result."""
+    return [[r["lanes"], r["ports"], f"{r['stall']:.1f}", r["elements"], r["cycles"],
+             f"{r['elements_per_cycle']:.3f}", f"{r['steady']:.3f}", f"{r['per_lane']:.3f}",
+             f"{r['read_beats_per_cycle']:.3f}", f"{r['write_beats_per_cycle']:.3f}", f"{r['bound']:.2f}",
+             f"{r['of_bound']:.1%}", f"{r['whole_of_bound']:.1%}"] for r in rows]
+
+
 def format_table(rows):
-    lines = ["| lanes | ports | stall | elements | cycles | elements/cycle | steady elements/cycle | "
-             "steady / lanes | R beats/cycle | W beats/cycle | bound | steady of bound | "
-             "whole run of bound |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['lanes']} | {r['ports']} | {r['stall']:.1f} | {r['elements']} | {r['cycles']} | "
-                     f"{r['elements_per_cycle']:.3f} | {r['steady']:.3f} | {r['per_lane']:.3f} | "
-                     f"{r['read_beats_per_cycle']:.3f} | {r['write_beats_per_cycle']:.3f} | "
-                     f"{r['bound']:.2f} | {r['of_bound']:.1%} | {r['whole_of_bound']:.1%} |")
-    return "\n".join(lines)
+    from tabulate import tabulate
+
+    return tabulate(table_rows(rows), headers=HEADERS, tablefmt="github", colalign=COLALIGN,
+                    disable_numparse=True)
+
+
+def write_doc_table(rows, command):
+    """Put ``rows`` in the ``optim-throughput`` table of docs/optim.md, keeping the other points.
+
+    A row replaces the documented row of the same lanes, ports and stall; new points are
+    appended. So an interrupted sweep can be completed by a run of the missing points.
+    """
+    from scripts.docs import DATA, write_table
+
+    path = DATA / f"{TABLE}.json"
+    kept = json.loads(path.read_text())["rows"] if path.exists() else []
+    new = {tuple(row[:3]): row for row in table_rows(rows)}
+    merged = [new.pop(tuple(row[:3]), row) for row in kept] + list(new.values())
+    write_table("optim.md", TABLE, HEADERS, merged, command, colalign=COLALIGN, disable_numparse=True)
 
 
 def synth_table(lane_counts):
@@ -147,6 +176,7 @@ def main(argv=None):
     parser.add_argument("--synth", type=_ints, default=[], metavar="LANES", help="Yosys xcup resources")
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
+    defaults = parser.parse_args([])
 
     rows = []
     for ports in args.ports.split(","):
@@ -155,6 +185,10 @@ def main(argv=None):
             print(format_table(rows[-len(args.stalls):]), flush=True)
     print("\n## Adam updater throughput (cycles from cocotb on Verilator)\n")
     print(format_table(rows))
+    if rows and (args.stalls, args.elements) == (defaults.stalls, defaults.elements):
+        command = ".venv/bin/python -m scripts.bench_optim" + (" --timing" if args.timing else "")
+        write_doc_table(rows, command)
+        print(f"wrote docs/optim.md ({TABLE})")
 
     failures = 0
     if args.check:
