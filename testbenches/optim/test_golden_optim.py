@@ -7,7 +7,9 @@ special values, the mixed-precision edges and the exact gradient statistics. Wit
 transcription of torch's documented algorithms, and a bit-identity check with torch once
 torch's (not correctly rounded) square root is swapped in.
 
-``python -m testbenches.optim.test_golden_optim`` prints the figures of docs/optim_golden.md.
+``python -m testbenches.optim.test_golden_optim [N STEPS]`` measures the figures of
+docs/optim_golden.md: it writes the parity table (``scripts.docs.write_table``) and prints
+the rest.
 """
 
 import math
@@ -522,15 +524,19 @@ def test_torch_bit_identical_with_torch_sqrt(name, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- figures for the docs
+PARITY_HEADERS = ["config", "golden = torch", "max abs", "max ulp", "99.9% ulp", "golden-f64", "torch-f64",
+                  "rule use", "= torch, torch sqrt"]
+
+
 def _measure(n=100_000, steps=100):
-    """Print the markdown tables of docs/optim_golden.md."""
+    """Write the parity table of docs/optim_golden.md (``optim-golden-parity``); print the other figures."""
     import torch
+
+    from scripts.docs import write_table
 
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
           f"NEARTRAIN_SEED={knobs.seed()}, {n} elements, {steps} steps\n")
-    print("| config | golden = torch | max abs | max ulp | 99.9% ulp | golden-f64 | torch-f64 | rule use "
-          "| = torch, torch sqrt |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for name in CONFIGS:
         golden, torch_result, reference = _trajectories(name, n, steps)
         scale = np.maximum(1, np.abs(reference))
@@ -539,12 +545,19 @@ def _measure(n=100_000, steps=100):
         ieee_sqrt, BINARY32.sqrt = BINARY32.sqrt, _torch_sqrt
         swapped, _, _ = _trajectories(name, n, steps)
         BINARY32.sqrt = ieee_sqrt
-        print(f"| {name} | {np.mean(ulps == 0):.2%} | {np.abs(golden - torch_result).max():.3g} "
-              f"| {ulps.max()} | {np.percentile(ulps, 99.9):.0f} "
-              f"| {np.max(np.abs(golden - reference) / scale):.3g} "
-              f"| {np.max(np.abs(torch_result - reference) / scale):.3g} "
-              f"| {np.max(np.abs(golden - reference) / allowed):.2f} "
-              f"| {np.mean(_bits(swapped) == _bits(torch_result)):.2%} |")
+        rows.append([name, f"{np.mean(ulps == 0):.2%}", f"{np.abs(golden - torch_result).max():.3g}",
+                     int(ulps.max()), f"{np.percentile(ulps, 99.9):.0f}",
+                     f"{np.max(np.abs(golden - reference) / scale):.3g}",
+                     f"{np.max(np.abs(torch_result - reference) / scale):.3g}",
+                     f"{np.max(np.abs(golden - reference) / allowed):.2f}",
+                     f"{np.mean(_bits(swapped) == _bits(torch_result)):.2%}"])
+        print(rows[-1], flush=True)
+    command = (f"NEARTRAIN_SEED={knobs.seed()} " if knobs.seed() != 1 else "") + (
+        ".venv/bin/python -m testbenches.optim.test_golden_optim") + (
+        f" {n} {steps}" if (n, steps) != (100_000, 100) else "")
+    write_table("optim_golden.md", "optim-golden-parity", PARITY_HEADERS, rows, command,
+                colalign=("left",) + ("right",) * 8, disable_numparse=True)
+    print("wrote docs/optim_golden.md (optim-golden-parity)")
     values = np.abs(_interesting_f32(knobs.rng(12), 1_000_000))
     values = values[np.isfinite(values)]
     ulps = _ulp_distance(_torch_sqrt(values), np.sqrt(values))
