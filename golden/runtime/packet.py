@@ -99,6 +99,13 @@ class Packet:
     check: int = None
     extra: dict = field(default_factory=dict, compare=False)
 
+    @property
+    def occupied(self):
+        """The slot mask: ``mask`` when given, else the slots that hold an item."""
+        if self.mask is not None:
+            return self.mask
+        return sum(1 << slot for slot, item in enumerate(self.slots) if item is not None)
+
 
 def encode(packet, *, sealed=True):
     """The 512-bit int of ``packet``; sealed (``check`` computed) unless ``sealed`` is False."""
@@ -109,10 +116,7 @@ def encode(packet, *, sealed=True):
         word = set_field(word, offset, width, header[name])
     base = HEADER_BITS
     if packet.ptype == TASK:
-        mask = packet.mask
-        if mask is None:
-            mask = sum(1 << slot for slot, item in enumerate(packet.slots) if item is not None)
-        word = set_field(word, base, ITEMS, mask)
+        word = set_field(word, base, ITEMS, packet.occupied)
         for slot, item in enumerate(packet.slots):
             if item is None:
                 continue

@@ -39,7 +39,7 @@ timing, and :class:`Cluster` predicts float results bit for bit (:attr:`Result.o
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from .packet import DATA, ITEMS, MAX_NODES, RDMA, TASK, Packet, checksum, decode, encode
+from .packet import DATA, ITEMS, MAX_NODES, RDMA, TASK, Packet, checksum, decode, encode, set_field
 
 __all__ = ["Config", "DROP_REASONS", "COUNTERS", "classify", "respond", "split", "detect_request", "serve",
            "spawn", "Cluster", "Result"]
@@ -201,8 +201,11 @@ def serve(packet, node, config, memory):
 
 
 def spawn(entry, node, config, task_id):
-    """The spawner's task from a Spawn_MEM entry (an int): type, id, ``dst = src = node``, check 0."""
-    packet = decode(entry)
+    """The spawner's task from a Spawn_MEM entry (an int): type, id, ``dst = src = node``, check 0.
+
+    Only the entry's ``range`` and task payload are used (its other header fields are replaced).
+    """
+    packet = decode(set_field(entry, 0, 2, TASK))
     return replace(packet, ptype=TASK, task_id=task_id, dst=node, src=node,
                    remote=int(config.range_owner(packet.range) != node), check=0)
 

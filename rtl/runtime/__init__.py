@@ -1,3 +1,13 @@
-"""Blocks of the runtime family: the FCsN SmartNIC hardware task runtime (dissertation Ch. 4)."""
-
-from . import classifier  # noqa: F401  (registers the blocks)
+"""Blocks of the runtime family."""
+from . import (
+    classifier,  # noqa: F401
+    data_handler,  # noqa: F401
+    data_packager,  # noqa: F401
+    net_interface,  # noqa: F401
+    rdma_detector,  # noqa: F401
+    rdma_responder,  # noqa: F401
+    spawner,  # noqa: F401
+    task_packager,  # noqa: F401
+    task_responder,  # noqa: F401
+    task_splitter,  # noqa: F401
+)

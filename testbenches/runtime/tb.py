@@ -9,8 +9,8 @@ from testbenches import knobs
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses
 from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB
 
-__all__ = ["RuntimeTB", "PulseCounter", "set_config", "random_config", "random_task", "corrupt", "drain",
-           "CONFIG_FIELDS"]
+__all__ = ["RuntimeTB", "PulseCounter", "MergeBoard", "set_config", "random_config", "random_task", "corrupt",
+           "drain", "CONFIG_FIELDS"]
 
 CONFIG_FIELDS = ("node", "node_mask", "home_shift", "range_shift", "rows", "ranges")
 
@@ -125,3 +125,35 @@ async def drain(tb, scoreboards, cycles_per_item=40, slack=200):
             board.check(tb.sinks[name].queue.popleft())
         board.check_complete()
 
+
+
+class MergeBoard:
+    """Checks an output that interleaves several ordered inputs (an arbiter's): each item must be
+    the oldest unseen item of one of them, so nothing is lost, duplicated or reordered within an input.
+    """
+
+    def __init__(self, name, count):
+        self.name = name
+        self.queues = [[] for _ in range(count)]
+        self.checked = 0
+
+    def expect(self, index, item):
+        self.queues[index].append(item)
+
+    @property
+    def pending(self):
+        return sum(len(queue) for queue in self.queues)
+
+    def check(self, actual):
+        for queue in self.queues:
+            if queue and queue[0] == actual:
+                queue.pop(0)
+                self.checked += 1
+                return
+        heads = [hex(queue[0]) if queue else None for queue in self.queues]
+        raise AssertionError(f"{self.name}: item #{self.checked} {actual:#x} is not the next item of any "
+                             f"input (heads {heads}); {knobs.describe()}")
+
+    def check_complete(self):
+        if self.pending:
+            raise AssertionError(f"{self.name}: {self.pending} items never arrived; {knobs.describe()}")

@@ -1,0 +1,42 @@
+"""The task packager: every packet comes out sealed (:func:`golden.runtime.packet.seal`), in order."""
+
+import cocotb
+
+from golden.runtime import packet as gp
+from testbenches import knobs
+from testbenches.harness import run_cocotb
+from testbenches.runtime.tb import RuntimeTB, drain
+from testbenches.tb import Scoreboard
+
+
+def send(tb, rng, count):
+    board = Scoreboard("packager o")
+    for _ in range(count):
+        word = int(rng.integers(0, 1 << 62)) << int(rng.integers(0, 450)) | int(rng.integers(0, 1 << 32))
+        board.expect(gp.seal(word), {"input": word})
+        tb.sources["i"].send_nowait(word)
+    return board
+
+
+@cocotb.test()
+@cocotb.parametrize(idle=[False, True], backpressure=[False, True])
+async def seal_under_stalls(dut, idle, backpressure):
+    salt = 2 * idle + backpressure
+    tb = RuntimeTB(dut, sources=["i"], sinks=["o"], idle=idle, backpressure=backpressure, salt=salt)
+    await tb.reset()
+    board = send(tb, knobs.rng(40 + salt), knobs.vectors(300))
+    await drain(tb, {"o": board})
+
+
+@cocotb.test()
+async def reset_mid_packet(dut):
+    tb = RuntimeTB(dut, sources=["i"], sinks=["o"], idle=True, backpressure=True, salt=3)
+    await tb.reset()
+    rng = knobs.rng(45)
+    send(tb, rng, 50)
+    await tb.reset_mid_transfer(rng, after=(3, 30), drivers=tb.drivers)
+    await drain(tb, {"o": send(tb, rng, 100)})
+
+
+def test_task_packager():
+    run_cocotb("runtime_task_packager", __name__)
