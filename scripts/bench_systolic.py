@@ -24,21 +24,37 @@ Run ``.venv/bin/python -m scripts.bench_systolic <part>``, part one of:
     the tests run (``testbenches/systolic/test_rtl_*.py`` assert it), so it stands in for
     simulations that would take hours.
 
-Results are also written as JSON under ``build/bench/``.
+Results are also written as JSON under ``build/bench/``, and the tables of docs/systolic.md
+through :func:`scripts.docs.write_table` (rows in ``docs/data/systolic-*.json``): ``synth`` the
+PE rows, ``rtl`` its GEMMs, ``sizing`` Sections 6.2 to 6.5 (only when every sweep was
+measured), ``model`` the utilisation tables (the ResNet-50 ones at the default ``--batch``).
 """
 
 import argparse
 import json
 import pathlib
 
+from tabulate import tabulate
+
 from golden.systolic import gemm_cycle_terms
 from golden.systolic.networks import resnet50
+from scripts.docs import DOCS, blocks_in, write_table
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "bench"
 OS, WS = "output_stationary", "weight_stationary"
+DOC = "systolic.md"
+COMMAND = ".venv/bin/python -m scripts.bench_systolic"
 
 ELEMENTS = ("f32", "f16", "bf16", "int8")
+
+
+def _table(headers, rows, colalign, name=None, command=None):
+    """Print a table; with ``name``, also write it to docs/systolic.md (rows in docs/data/)."""
+    print(tabulate(rows, headers=headers, tablefmt="github", colalign=colalign, disable_numparse=True),
+          flush=True)
+    if name:
+        write_table(DOC, name, headers, rows, command, colalign=colalign, disable_numparse=True)
 
 
 def _latencies(element):
@@ -80,19 +96,24 @@ def synth(args):
             points.append((f"ws_array {size}x{size}", element,
                            lambda e=element, s=size: WeightStationaryArray(
                                rows=s, cols=s, element=e, max_m=512, max_k=4096, max_tiles=4096)))
-    rows = []
-    print("| design | element | LUT | FF | CARRY | DSP48E2 | BRAM | mapper |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    rows, cells = [], []
     for name, element, build in points:
         result = synthesize(build(), "xcup")
         rows.append({"design": name, "element": element, **{k: v for k, v in result.items() if k != "cells"}})
-        print(f"| {name} | {element} | {result['LUT']} | {result['FF']} | {result['CARRY']} | "
-              f"{result['DSP48E2']} | {result['BRAM']} | {result['mapper']} |", flush=True)
+        cells.append([name, element, *(result[k] if isinstance(result[k], int) else f"{result[k]}"
+                                       for k in ("LUT", "FF", "CARRY", "DSP48E2", "BRAM")), result["mapper"]])
+        print(cells[-1], flush=True)
     _write("systolic_synth.json", rows)
-    print()
-    print("Extrapolated (rows x cols x PE + the edge logic measured on the largest array above):")
-    print("| array | element | LUT | FF | DSP48E2 | KU15P LUT (522,720) | KU15P DSP (1,968) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    headers = ["design", "element", "LUT", "FF", "CARRY", "DSP48E2", "BRAM", "mapper"]
+    colalign = ("left", "left", "right", "right", "right", "right", "right", "left")
+    _table(headers, cells, colalign)
+    # The docs keep the PE rows; the small arrays are Section 6.2's sweeps.
+    command = (f"{COMMAND} synth --array-sizes {' '.join(map(str, args.array_sizes))} "
+               f"--array-elements {' '.join(args.array_elements)}")
+    write_table(DOC, "systolic-pe", headers, [row for row in cells if " PE" in row[0]], command,
+                colalign=colalign, disable_numparse=True)
+    print("\nExtrapolated (rows x cols x PE + the edge logic measured on the largest array above):\n")
+    estimates = []
     by_name = {(row["design"], row["element"]): row for row in rows}
     size = max(args.array_sizes)
     for element in args.array_elements:
@@ -103,9 +124,11 @@ def synth(args):
             for r, c in ((32, 16), (64, 32)):
                 estimate = {key: r * c * pe[key] + max(array[key] - size * size * pe[key], 0)
                             for key in ("LUT", "FF", "DSP48E2")}
-                print(f"| {kind} {r}x{c} | {element} | {estimate['LUT']:,} | {estimate['FF']:,} | "
-                      f"{estimate['DSP48E2']:,} | {estimate['LUT'] / 522720:.0%} | "
-                      f"{estimate['DSP48E2'] / 1968:.0%} |")
+                estimates.append([f"{kind} {r}x{c}", element, f"{estimate['LUT']:,}", f"{estimate['FF']:,}",
+                                  f"{estimate['DSP48E2']:,}", f"{estimate['LUT'] / 522720:.0%}",
+                                  f"{estimate['DSP48E2'] / 1968:.0%}"])
+    _table(["array", "element", "LUT", "FF", "DSP48E2", "KU15P LUT (522,720)", "KU15P DSP (1,968)"],
+           estimates, ("left", "left") + ("right",) * 5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,15 +260,16 @@ def _sizing_groups(run):
     return groups
 
 
-def _print_measured(groups):
-    print("| array | element | rows x cols | LUT | FF | CARRY | DSP48E2 | BRAM | mapper |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---|")
+def _measured_table(groups):
+    rows = []
     for (kind, element), group in groups.items():
         for p in sorted(group["points"], key=lambda p: (p["rows"] * p["cols"], p["rows"])):
-            print(f"| {kind} | {element} | {p['rows']} x {p['cols']} | {p['LUT']:,.0f} | {p['FF']:,.0f} | "
-                  f"{p['CARRY']:,.0f} | {p['DSP48E2']:.0f} | {p['BRAM']:g} | {p['mapper']} |")
+            rows.append([kind, element, f"{p['rows']} x {p['cols']}", f"{p['LUT']:,.0f}", f"{p['FF']:,.0f}",
+                         f"{p['CARRY']:,.0f}", f"{p['DSP48E2']:.0f}", f"{p['BRAM']:g}", p["mapper"]])
         if group["missing"]:
-            print(f"| {kind} | {element} | not measured: {', '.join(group['missing'])} | | | | | | |")
+            rows.append([kind, element, f"not measured: {', '.join(group['missing'])}"] + [""] * 6)
+    headers = ["array", "element", "rows x cols", "LUT", "FF", "CARRY", "DSP48E2", "BRAM", "mapper"]
+    return headers, rows, ("left", "left", "left") + ("right",) * 5 + ("left",)
 
 
 def _held_out(kind, points, fixed):
@@ -260,30 +284,28 @@ def _held_out(kind, points, fixed):
             f"FF {guess['FF']:,.0f} vs {largest['FF']:,.0f}")
 
 
-def _print_fits(groups):
-    print("| array | element | points | LUT: per PE / edge / const | FF: per PE / edge / const | "
-          "DSP: per PE / edge / const | BRAM per edge | worst LUT residual | held out |")
-    print("|---|---|---:|---|---|---|---:|---:|---|")
-    fits = {}
+def _fits_table(groups):
+    """``(headers, rows, colalign)`` of the fits, and the fits by (kind, element)."""
+    rows, fits = [], {}
     for (kind, element), group in groups.items():
         points = group["points"]
         fit = _fit(kind, points)
         if fit is None:
-            print(f"| {kind} | {element} | {len(points)} | too few points to fit | | | | | |")
+            rows.append([kind, element, len(points), "too few points to fit"] + [""] * 5)
             continue
         fits[(kind, element)] = fit
         worst = max(abs(_predict(kind, fit, p["rows"], p["cols"], p)["LUT"] - p["LUT"]) / p["LUT"]
                     for p in points)
         triple = {key: " / ".join(f"{v:,.1f}" for v in fit[key]) for key in ("LUT", "FF", "DSP48E2")}
-        print(f"| {kind} | {element} | {len(points)} | {triple['LUT']} | {triple['FF']} | "
-              f"{triple['DSP48E2']} | {fit['BRAM'][1]:.2f} | {worst:.1%} | "
-              f"{_held_out(kind, points, group['fixed'])} |")
-    return fits
+        rows.append([kind, element, len(points), triple["LUT"], triple["FF"], triple["DSP48E2"],
+                     f"{fit['BRAM'][1]:.2f}", f"{worst:.1%}", _held_out(kind, points, group["fixed"])])
+    headers = ["array", "element", "points", "LUT: per PE / edge / const", "FF: per PE / edge / const",
+               "DSP: per PE / edge / const", "BRAM per edge", "worst LUT residual", "held out"]
+    return (headers, rows, ("left", "left", "right", "left", "left", "left", "right", "right", "left")), fits
 
 
-def _print_largest(groups, fits, boards, budgets):
-    print("| array | element | " + " | ".join(f"{b.device} square | {b.device} 2:1" for b in boards) + " |")
-    print("|---|---|" + "---|---|" * len(boards))
+def _largest_table(groups, fits, boards, budgets):
+    rows = []
     for (kind, element), fit in fits.items():
         fixed = groups[(kind, element)]["fixed"]
         cells = []
@@ -297,14 +319,15 @@ def _print_largest(groups, fits, boards, budgets):
                 count = f"{r * c:,} PEs" + (f", {macs:,} MACs" if macs != r * c else "")
                 cells.append(f"{r}x{c} = {count} ({binding}; LUT {_share(use, budget, 'LUT')}, "
                              f"DSP {_share(use, budget, 'DSP48E2')})")
-        print(f"| {kind} | {element} | " + " | ".join(cells) + " |")
+        rows.append([kind, element, *cells])
+    headers = ["array", "element", *(f"{b.device} {shape}" for b in boards for shape in ("square", "2:1"))]
+    return headers, rows, ("left",) * len(headers)
 
 
-def _print_dpt(groups, fits, budgets):
+def _dpt_table(groups, fits, budgets):
     from boards import get_board
 
-    print("| board | element | DPT array | array | LUT | FF | DSP48E2 | fits | largest | ratio |")
-    print("|---|---|---|---|---:|---:|---:|---|---:|---:|")
+    rows = []
     for (board_name, element), (r, c) in DPT_SIZES.items():
         board, budget = get_board(board_name), budgets[board_name]
         for (kind, fit_element), fit in fits.items():
@@ -318,10 +341,11 @@ def _print_dpt(groups, fits, budgets):
             best = max(shape[0] * shape[1] * _largest(kind, fit, fixed, budget, shape)[0] ** 2
                        for shape in ((1, 1), (2, 1))) * t * t
             array = kind if t == 1 else f"{kind}, {r // t}x{c // t} PEs"
-            print(f"| {board.device} | {element} | {r}x{c} = {r * c:,} | {array} | "
-                  f"{_share(use, budget, 'LUT')} | {_share(use, budget, 'FF')} | "
-                  f"{_share(use, budget, 'DSP48E2')} | "
-                  f"{'yes' if fits_board else 'no'} | {best:,} | {best / (r * c):.2f}x |")
+            rows.append([board.device, element, f"{r}x{c} = {r * c:,}", array, _share(use, budget, "LUT"),
+                         _share(use, budget, "FF"), _share(use, budget, "DSP48E2"),
+                         "yes" if fits_board else "no", f"{best:,}", f"{best / (r * c):.2f}x"])
+    headers = ["board", "element", "DPT array", "array", "LUT", "FF", "DSP48E2", "fits", "largest", "ratio"]
+    return headers, rows, ("left",) * 4 + ("right",) * 3 + ("left", "right", "right")
 
 
 def sizing(args):
@@ -332,11 +356,16 @@ def sizing(args):
         print(sizing_command(block, varied, fixed, folder))
     print("```\n")
     groups = _sizing_groups(args.run)
-    _print_measured(groups)
+    # Only a complete set of sweeps is written to the docs; a missing one is reported in the tables.
+    complete = not any(group["missing"] for group in groups.values())
+    documented = complete and args.derate == 1.0
+    command = f"{COMMAND} sizing" + (f" --derate {args.derate:g}" if args.derate != 1.0 else "")
+    _table(*_measured_table(groups), name="systolic-sweep" if documented else None, command=command)
     print("\nFitted (least squares over the measured points above; `edge` is rows + cols, for block FP"
           " rows x ceil(cols / 16) group units followed by a per de-skew stage term, cols (cols - 1) / 2;"
           " `held out`: the largest array predicted from the others):\n")
-    fits = _print_fits(groups)
+    fits_table, fits = _fits_table(groups)
+    _table(*fits_table, name="systolic-fits" if documented else None, command=command)
 
     boards = [get_board(name) for name in SIZING_BOARDS]
     # A placed design rarely routes at 100 % of a resource, and the card's shell takes a share.
@@ -345,10 +374,15 @@ def sizing(args):
           "inside every budget (LUT, FF, CARRY, DSP48E2, BRAM), and the resource that runs out first:\n")
     if args.derate != 1.0:
         print(f"(every budget scaled by {args.derate:g}; the shares below are of the scaled budgets)\n")
-    _print_largest(groups, fits, boards, budgets)
+    largest = "systolic-largest" + ("" if args.derate == 1.0 else f"-derate{args.derate:g}")
+    if not complete or largest not in blocks_in((DOCS / DOC).read_text()):
+        largest = None
+    _table(*_largest_table(groups, fits, boards, budgets), name=largest, command=command)
     print("\nDPT Section 3.2's arrays under the same fits (extrapolated; `largest`: the bigger of our square"
           " and 2:1 arrays above, in MACs (PEs, but 4 per tensor PE), and its ratio to DPT's):\n")
-    _print_dpt(groups, fits, budgets)
+    _table(*_dpt_table(groups, fits, budgets), name="systolic-dpt" if documented else None, command=command)
+    if not complete:
+        print(f"\nnot every sweep was measured: docs/{DOC} left unchanged")
     _write("systolic_sizing.json" if args.derate == 1.0 else f"systolic_sizing_derate{args.derate:g}.json",
            {f"{k[0]} {k[1]}": {"points": g["points"], "missing": g["missing"],
                                "fit": {r: list(map(float, v)) for r, v in fits.get(k, {}).items()}}
@@ -365,10 +399,11 @@ RTL_POINTS = [
 # A real ResNet-50 layer: conv2_1a, the first 1 x 1 convolution of conv2_x (64 -> 64 channels on
 # 56 x 56), one sample (golden.systolic.networks.resnet50(), layer 1): forward M = 56 * 56, K = N = 64;
 # weight gradient M = 64, K = 56 * 56, N = 64.
-RESNET50_POINTS = [
-    ({"rows": 8, "cols": 4, "element": "int8", "slots": 1, "dataflow": OS}, (3136, 64, 64)),
-    ({"rows": 8, "cols": 4, "element": "int8", "slots": 1, "dataflow": OS}, (64, 3136, 64)),
-    ({"rows": 4, "cols": 4, "element": "f16", "slots": 6, "dataflow": OS}, (3136, 64, 64)),
+_INT8_8X4 = {"rows": 8, "cols": 4, "element": "int8", "slots": 1, "dataflow": OS}
+RESNET50_POINTS = [  # (array, GEMM, pass)
+    (_INT8_8X4, (3136, 64, 64), "forward"),
+    (_INT8_8X4, (64, 3136, 64), "weight gradient"),
+    ({"rows": 4, "cols": 4, "element": "f16", "slots": 6, "dataflow": OS}, (3136, 64, 64), "forward"),
 ]
 
 
@@ -376,10 +411,8 @@ def rtl(args):
     from testbenches.harness import run_cocotb
 
     OUT.mkdir(parents=True, exist_ok=True)
-    results = []
-    print("| array | GEMM M x K x N | RTL cycles | model cycles | MAC utilisation |")
-    print("|---|---|---:|---:|---:|")
-    for params, shape in RESNET50_POINTS if args.resnet50 else RTL_POINTS:
+    results, rows = [], []
+    for params, shape, *gemm_pass in RESNET50_POINTS if args.resnet50 else RTL_POINTS:
         out = OUT / "systolic_rtl_point.json"
         full = {**params, "max_m": shape[0], "max_k": shape[1], "max_n": shape[2]}
         run_cocotb("tiled_gemm", "testbenches.systolic.cocotb_tiled_gemm", params=full, testcase="large_gemm",
@@ -388,9 +421,15 @@ def rtl(args):
         results.append({"params": params, **result})
         name = f"{params['dataflow'][:1].upper()}S {params['rows']}x{params['cols']} {params['element']}" + (
             f" T={params['slots']}" if params["dataflow"] == OS else "")
-        print(f"| {name} | {shape[0]} x {shape[1]} x {shape[2]} | {result['cycles']:,} | "
-              f"{result['model']:,} | {result['utilisation']:.2%} |", flush=True)
+        rows.append([name, *gemm_pass, f"{shape[0]} x {shape[1]} x {shape[2]}", f"{result['cycles']:,}",
+                     f"{result['model']:,}", f"{result['utilisation']:.2%}"])
+        print(rows[-1], flush=True)
     _write("systolic_rtl_resnet50.json" if args.resnet50 else "systolic_rtl.json", results)
+    headers = ["array (`TiledGemm`)", *(["pass"] if args.resnet50 else []), "GEMM M x K x N", "RTL cycles",
+               "model cycles", "MAC utilisation"]
+    _table(headers, rows, ("left",) * (len(headers) - 3) + ("right",) * 3,
+           name="systolic-rtl-resnet50" if args.resnet50 else "systolic-rtl",
+           command=f"{COMMAND} rtl" + (" --resnet50" if args.resnet50 else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,8 +446,7 @@ LARGE_GEMMS = [(1024, 1024, 1024), (4096, 1024, 1024), (2048, 4096, 512)]
 def model(args):
     results = {"large": [], "resnet50": []}
     print("Large GEMMs (MAC utilisation from the cycle model):\n")
-    print("| array | " + " | ".join(f"{m} x {k} x {n}" for m, k, n in LARGE_GEMMS) + " |")
-    print("|---|" + "---:|" * len(LARGE_GEMMS))
+    rows = []
     for name, r, c, element, dataflow, slots in MODEL_ARRAYS:
         cells = []
         for shape in LARGE_GEMMS:
@@ -417,15 +455,17 @@ def model(args):
             cells.append(terms.utilisation)
             results["large"].append({"array": name, "shape": shape, "cycles": terms.total,
                                      "utilisation": terms.utilisation})
-        print(f"| {name} | " + " | ".join(f"{u:.1%}" for u in cells) + " |")
+        rows.append([name, *(f"{u:.1%}" for u in cells)])
+    command = f"{COMMAND} model" + (f" --batch {args.batch}" if args.batch != 32 else "")
+    _table(["array", *(f"{m} x {k} x {n}" for m, k, n in LARGE_GEMMS)], rows,
+           ("left",) + ("right",) * len(LARGE_GEMMS), name="systolic-model-large", command=command)
 
     network = resnet50()
     for transpose in (False, True):
         how = ("each GEMM run as C or as C^T = B^T A^T, whichever takes fewer cycles" if transpose
                else "each GEMM as written")
         print(f"\nResNet-50 training GEMMs, batch {args.batch}, {how} (MACs / (PEs x cycles)):\n")
-        print("| array | forward | backward data | weight gradient | all passes |")
-        print("|---|---:|---:|---:|---:|")
+        rows = []
         for name, r, c, element, dataflow, slots in MODEL_ARRAYS:
             totals = {"forward": [0, 0], "backward": [0, 0], "weight": [0, 0]}
             for index, entry in enumerate(network.layers):
@@ -447,8 +487,11 @@ def model(args):
             utilisation["all"] = macs / (r * c * cycles)
             results["resnet50"].append({"array": name, "batch": args.batch, "transpose": transpose,
                                         **utilisation, "cycles": cycles})
-            print(f"| {name} | {utilisation['forward']:.1%} | {utilisation['backward']:.1%} | "
-                  f"{utilisation['weight']:.1%} | {utilisation['all']:.1%} |")
+            rows.append([name, *(f"{utilisation[key]:.1%}"
+                                 for key in ("forward", "backward", "weight", "all"))])
+        table = "systolic-model-resnet50" + ("-transposed" if transpose else "")
+        _table(["array", "forward", "backward data", "weight gradient", "all passes"], rows,
+               ("left",) + ("right",) * 4, name=table if args.batch == 32 else None, command=command)
     _write("systolic_model.json", results)
 
 
@@ -464,7 +507,7 @@ def _share_of_budget(text):
     return value
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="part", required=True)
@@ -480,7 +523,7 @@ def main():
                           help="share of each budget the array may use (default 1: the whole device)")
     p_model = sub.add_parser("model", help="utilisation from the cycle model")
     p_model.add_argument("--batch", type=int, default=32)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     {"synth": synth, "rtl": rtl, "sizing": sizing, "model": model}[args.part](args)
 
 

@@ -1,13 +1,19 @@
-"""Print DPT's Tables 3 and 4 next to NearTrain's cycle model and equation 3 sweep, as Markdown.
+"""DPT's Tables 3 and 4 next to NearTrain's cycle model and equation 3 sweep, as Markdown tables.
 
 Usage::
 
     .venv/bin/python scripts/partition_sweep.py [--layers] [--breakdown] [schedule options]
 
-The assumptions are in :mod:`golden.systolic.partition`; ``--help`` lists the options.
+The assumptions are in :mod:`golden.systolic.partition`; ``--help`` lists the options. With the
+default model options, the tables of docs/systolic.md (``partition-table3``,
+``partition-table4``, ``partition-utilisation`` and, with ``--breakdown``,
+``partition-breakdown``) are written through :func:`scripts.docs.write_table`; other options
+only print.
 """
 
 import argparse
+
+from tabulate import tabulate
 
 from golden.systolic.cycles import DATAFLOWS
 from golden.systolic.dpt_tables import TABLE3_RESNET50, TABLE3_RESNET50_FIT, TABLE4_RESNET50
@@ -17,10 +23,11 @@ from golden.systolic.partition import TEST_CASES, ArraySchedule, SystemModel, ba
 BATCHES = (32, 64, 128, 256, 512)
 SSD_COUNTS = (2, 4)
 CIRCLED = {1: "①", 2: "②", 3: "③"}
+COMMAND = ".venv/bin/python scripts/partition_sweep.py"
 
 
 def table3(network, system):
-    """Markdown rows: NPU-only cycles on a 96 x 96 array against DPT's Table 3.
+    """NPU-only cycles on a 96 x 96 array against DPT's Table 3.
 
     Parameters
     ----------
@@ -29,20 +36,21 @@ def table3(network, system):
 
     Returns
     -------
-    list of str
+    tuple
+        ``(headers, rows, colalign)``.
     """
     per_sample, constant = TABLE3_RESNET50_FIT
-    lines = ["| B | DPT Table 3 | DPT fit 1,811,912 B + 948,602 | NearTrain model | model / fit |",
-             "|---:|---:|---:|---:|---:|"]
+    rows = []
     for batch in BATCHES:
         ours = baseline_cycles(network, npu_array=(96, 96), batch=batch, system=system)
         fit = per_sample * batch + constant
-        lines.append(f"| {batch} | {TABLE3_RESNET50[batch]:,} | {fit:,} | {ours:,.0f} | {ours / fit:.3f} |")
-    return lines
+        rows.append([batch, f"{TABLE3_RESNET50[batch]:,}", f"{fit:,}", f"{ours:,.0f}", f"{ours / fit:.3f}"])
+    headers = ["B", "DPT Table 3", "DPT fit 1,811,912 B + 948,602", "NearTrain model", "model / fit"]
+    return headers, rows, ("right",) * 5
 
 
 def table4(network, system):
-    """Markdown rows: improvement (partition index) per test case, smartSSD count and batch.
+    """Improvement (partition index) per test case, smartSSD count and batch.
 
     Parameters
     ----------
@@ -51,11 +59,11 @@ def table4(network, system):
 
     Returns
     -------
-    list of str
+    tuple
+        ``(headers, rows, colalign)``.
     """
-    header = [f"({ssds}, {batch})" for batch in BATCHES for ssds in SSD_COUNTS]
-    lines = ["| case (SSD, NPU) | source | " + " | ".join(header) + " |",
-             "|---|---|" + "---:|" * len(header)]
+    columns = [f"({ssds}, {batch})" for batch in BATCHES for ssds in SSD_COUNTS]
+    rows = []
     for case, (ssd_array, npu_array) in TEST_CASES.items():
         label = f"{CIRCLED[case]} ({ssd_array[0]}x{ssd_array[1]}, {npu_array[0]}x{npu_array[1]})"
         paper, ours = [], []
@@ -66,13 +74,12 @@ def table4(network, system):
                 result = partition_sweep(network, ssd_array=ssd_array, npu_array=npu_array, ssds=ssds,
                                          batch=batch, system=system)
                 ours.append(f"{100 * result.improvement:.1f}% ({result.best_index})")
-        lines.append(f"| {label} | DPT | " + " | ".join(paper) + " |")
-        lines.append("| | model | " + " | ".join(ours) + " |")
-    return lines
+        rows += [[label, "DPT", *paper], ["", "model", *ours]]
+    return ["case (SSD, NPU)", "source", *columns], rows, ("left", "left") + ("right",) * len(columns)
 
 
 def breakdown(network, system, *, case=1, ssds=4, batch=512):
-    """Markdown rows: equation 3's terms at index 0 and at the best index for one configuration.
+    """Equation 3's terms at index 0 and at the best index for one configuration.
 
     Parameters
     ----------
@@ -82,22 +89,22 @@ def breakdown(network, system, *, case=1, ssds=4, batch=512):
 
     Returns
     -------
-    list of str
+    tuple
+        ``(headers, rows, colalign)``.
     """
     ssd_array, npu_array = TEST_CASES[case]
     result = partition_sweep(network, ssd_array=ssd_array, npu_array=npu_array, ssds=ssds, batch=batch,
                              system=system)
     best = result.best_index
-    lines = [f"| term (case {CIRCLED[case]}, {ssds} SSDs, B = {batch}) | i = 0 (baseline) "
-             f"| i = {best} (best) |", "|---|---:|---:|"]
-    for name, values in result.terms.items():
-        lines.append(f"| {name} | {values[0]:,.0f} | {values[best]:,.0f} |")
-    lines.append(f"| **total** | {result.latency[0]:,.0f} | {result.latency[best]:,.0f} |")
-    return lines
+    rows = [[name, f"{values[0]:,.0f}", f"{values[best]:,.0f}"] for name, values in result.terms.items()]
+    rows.append(["**total**", f"{result.latency[0]:,.0f}", f"{result.latency[best]:,.0f}"])
+    headers = [f"term (case {CIRCLED[case]}, {ssds} SSDs, B = {batch})", "i = 0 (baseline)",
+               f"i = {best} (best)"]
+    return headers, rows, ("left", "right", "right")
 
 
 def layer_table(network, schedule, arrays=((96, 96), (32, 16)), batch=32):
-    """Markdown rows: MAC utilisation of every ResNet-50 training GEMM on the given arrays.
+    """MAC utilisation of every ResNet-50 training GEMM on the given arrays.
 
     Parameters
     ----------
@@ -109,24 +116,23 @@ def layer_table(network, schedule, arrays=((96, 96), (32, 16)), batch=32):
 
     Returns
     -------
-    list of str
+    tuple
+        ``(headers, rows, colalign)``.
     """
     columns = [f"{pass_name} {rows}x{cols}" for rows, cols in arrays for pass_name in ("FP", "BP", "WU")]
-    lines = ["| # | layer | FP (M, K, N) | " + " | ".join(columns) + " |",
-             "|---:|---|---|" + "---:|" * len(columns)]
+    table = []
     for index, entry in enumerate(network.layers):
         layer = entry.layer
         shapes = (layer.forward_gemm(1), layer.backward_data_gemm(1), layer.weight_grad_gemm(batch))
-        cells = []
-        for rows, cols in arrays:
-            for shape in shapes:
-                cells.append(f"{100 * schedule.terms(shape, rows, cols).utilisation:.0f}%")
-        lines.append(f"| {index} | {layer.name} | {tuple(shapes[0])} | " + " | ".join(cells) + " |")
-    return lines
+        cells = [f"{100 * schedule.terms(shape, rows, cols).utilisation:.0f}%"
+                 for rows, cols in arrays for shape in shapes]
+        table.append([index, layer.name, str(tuple(shapes[0])), *cells])
+    colalign = ("right", "left", "left") + ("right",) * len(columns)
+    return ["#", "layer", "FP (M, K, N)", *columns], table, colalign
 
 
 def utilisation_summary(network, schedule, batch=32):
-    """Markdown rows: MAC-weighted utilisation of each training pass on every DPT array size.
+    """MAC-weighted utilisation of each training pass on every DPT array size.
 
     Parameters
     ----------
@@ -137,11 +143,11 @@ def utilisation_summary(network, schedule, batch=32):
 
     Returns
     -------
-    list of str
+    tuple
+        ``(headers, rows, colalign)``.
     """
     arrays = sorted({array for pair in TEST_CASES.values() for array in pair} | {(96, 96)})
-    lines = ["| array | FP (per sample) | BP (per sample, eq. 2 mapping) | WU (B samples) | mini-batch |",
-             "|---|---:|---:|---:|---:|"]
+    table = []
     for rows, cols in arrays:
         macs, cycles = [], []
         for pass_shape in ("forward_gemm", "backward_data_gemm", "weight_grad_gemm"):
@@ -157,12 +163,13 @@ def utilisation_summary(network, schedule, batch=32):
         batch_macs = sum(w * m for w, m in zip(weights, macs, strict=True))
         batch_cycles = sum(w * c for w, c in zip(weights, cycles, strict=True))
         cells.append(f"{100 * batch_macs / (rows * cols * batch_cycles):.1f}%")
-        lines.append(f"| {rows}x{cols} | " + " | ".join(cells) + " |")
-    return lines
+        table.append([f"{rows}x{cols}", *cells])
+    headers = ["array", "FP (per sample)", "BP (per sample, eq. 2 mapping)", "WU (B samples)", "mini-batch"]
+    return headers, table, ("left",) + ("right",) * 4
 
 
 def main(argv=None):
-    """Parse the options and print the tables."""
+    """Parse the options, print the tables and, with the default model, write them to docs/systolic.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataflow", default="output_stationary", choices=DATAFLOWS)
     parser.add_argument("--tile", type=int, default=1)
@@ -181,18 +188,34 @@ def main(argv=None):
     system = SystemModel(schedule=schedule, reduce_before_weight_update=not args.per_sample_wu)
     network = resnet50(stride_on_3x3=not args.resnet_v1)
     sections = [
-        ("Table 3: ResNet-50 cycles per mini-batch, 96x96 NPU only", table3(network, system)),
-        ("Table 4: improvement over the NPU-only baseline (partition index)", table4(network, system)),
-        ("MAC utilisation of the ResNet-50 training GEMMs (B = 32)", utilisation_summary(network, schedule)),
+        ("partition-table3", "Table 3: ResNet-50 cycles per mini-batch, 96x96 NPU only",
+         table3(network, system)),
+        ("partition-table4", "Table 4: improvement over the NPU-only baseline (partition index)",
+         table4(network, system)),
+        ("partition-utilisation", "MAC utilisation of the ResNet-50 training GEMMs (B = 32)",
+         utilisation_summary(network, schedule)),
     ]
     if args.breakdown:
-        sections.append(("Equation 3 terms (cycles)", breakdown(network, system)))
+        sections.append(("partition-breakdown", "Equation 3 terms (cycles)", breakdown(network, system)))
     if args.layers:
-        sections.append(("MAC utilisation per ResNet-50 layer", layer_table(network, schedule)))
-    for title, lines in sections:
+        sections.append((None, "MAC utilisation per ResNet-50 layer", layer_table(network, schedule)))
+    for _name, title, (headers, rows, colalign) in sections:
         print(f"### {title}\n")
-        print("\n".join(lines))
+        print(tabulate(rows, headers=headers, tablefmt="github", colalign=colalign, disable_numparse=True))
         print()
+    model_options = ("dataflow", "tile", "mac_latency", "acc_latency", "no_overlap", "per_sample_wu",
+                     "resnet_v1")
+    defaults = parser.parse_args([])
+    if any(getattr(args, option) != getattr(defaults, option) for option in model_options):
+        print("(model options differ from the defaults: docs/systolic.md left unchanged)")
+        return
+    from scripts.docs import write_table
+
+    for name, _title, (headers, rows, colalign) in sections:
+        if name is not None:
+            command = COMMAND + (" --breakdown" if name == "partition-breakdown" else "")
+            write_table("systolic.md", name, headers, rows, command, colalign=colalign, disable_numparse=True)
+    print("wrote docs/systolic.md (" + ", ".join(name for name, _, _ in sections if name) + ")")
 
 
 if __name__ == "__main__":
