@@ -141,18 +141,22 @@ def write_doc_table(rows, command):
 
 
 def synth_table(lane_counts):
+    from tabulate import tabulate
+
     from rtl.optim.updater_kernel import AdamUpdater
     from scripts.synth import synthesize
 
-    lines = ["| design | LUT | FF | CARRY | DSP48E2 | BRAM36 | URAM |", "|---|---|---|---|---|---|---|"]
+    columns = ("LUT", "FF", "CARRY", "DSP48E2", "BRAM", "URAM")
+    rows = []
     for lanes in lane_counts:
         stats = synthesize(AdamUpdater(lanes=lanes), "xcup")
-        lines.append(f"| adam_updater lanes={lanes} | {stats['LUT']} | {stats['FF']} | {stats['CARRY']} | "
-                     f"{stats['DSP48E2']} | {stats['BRAM']} | {stats['URAM']} |")
+        rows.append([f"adam_updater lanes={lanes}", *(str(stats[column]) for column in columns)])
     reference = {name: share * total for name, (share, total) in SMART_INFINITY.items()}
-    lines.append(f"| Smart-Infinity Adam (Table III, KU15P) | {reference['LUT']:.0f} | | | "
-                 f"{reference['DSP48E2']:.0f} | {reference['BRAM']:.0f} | {reference['URAM']:.0f} |")
-    return "\n".join(lines)
+    rows.append(["Smart-Infinity Adam (Table III, KU15P)", f"{reference['LUT']:.0f}", "", "",
+                 f"{reference['DSP48E2']:.0f}", f"{reference['BRAM']:.0f}", f"{reference['URAM']:.0f}"])
+    headers = ["design", "LUT", "FF", "CARRY", "DSP48E2", "BRAM36", "URAM"]
+    return tabulate(rows, headers=headers, tablefmt="github", colalign=("left",) + ("right",) * 6,
+                    disable_numparse=True)
 
 
 def _ints(text):
