@@ -18,6 +18,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from tqdm import tqdm
+
 __all__ = ["parse_vary", "sweep_points", "run_sweep", "write_csv", "plot_resources", "fit_report",
            "format_fit_report", "one_line", "SweepResult"]
 
@@ -86,11 +88,6 @@ def _label(params, names):
     return " ".join(f"{name}={params[name]}" for name in names)
 
 
-def _progress(stream, done, total, text):
-    filled = round(20 * done / total)
-    print(f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total} {text}", file=stream, flush=True)
-
-
 @dataclass
 class SweepResult:
     """What a sweep measured.
@@ -152,10 +149,12 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, stream=None):
     names = [name for name, _ in varied]
     workers = workers or os.cpu_count() or 1
     stream = stream or sys.stderr
-    with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
+    progress = tqdm(total=len(points), file=stream, unit="point", desc=f"sweep {block.name}",
+                    dynamic_ncols=True, mininterval=0)
+    with progress, concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
         pending = {pool.submit(_synthesise_point, block.name, params, target): index
                    for index, params in enumerate(points)}
-        for done, future in enumerate(concurrent.futures.as_completed(pending), start=1):
+        for future in concurrent.futures.as_completed(pending):
             try:
                 outcome = future.result()
             except Exception as error:  # noqa: BLE001 - a crashed worker fails its point only
@@ -164,8 +163,9 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, stream=None):
             result.points[pending[future]] = outcome
             state = "cached" if outcome["cached"] and outcome["status"] == "ok" else outcome["status"]
             detail = f" ({outcome['reason']})" if outcome["reason"] else ""
-            _progress(stream, done, len(points),
-                      f"{_label(outcome['params'], names)}: {state}, {outcome['seconds']:.1f} s{detail}")
+            progress.write(f"{_label(outcome['params'], names)}: {state}, {outcome['seconds']:.1f} s{detail}",
+                           file=stream)
+            progress.update()
     return result
 
 

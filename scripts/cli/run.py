@@ -72,9 +72,13 @@ def generate_all(folder, *, jobs=None):
         for name in names:
             generate_verilog(name, folder)
         return names
+    from tqdm import tqdm
+
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        # list() re-raises the first failure of any block.
-        list(pool.map(generate_verilog, names, [folder] * len(names)))
+        # Consuming the results re-raises the first failure of any block.
+        for _ in tqdm(pool.map(generate_verilog, names, [folder] * len(names)), total=len(names),
+                      unit="block", desc="   elaborating", leave=False, mininterval=1):
+            pass
     return names
 
 
