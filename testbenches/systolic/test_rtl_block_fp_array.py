@@ -13,6 +13,7 @@ from golden.systolic.block_fp import block_fp_gemm_cycles
 from rtl.registry import get_block
 from rtl.systolic.block_fp_array import BlockFloatArray
 from testbenches.harness import run_cocotb
+from testbenches.systolic.schedule import block_fp_schedule
 
 MODULE = "testbenches.systolic.cocotb_block_fp_array"
 
@@ -62,7 +63,9 @@ def test_cycle_model_pads_k_to_blocks():
     """K rounds up to whole blocks; beat_len = max(T, ceil(6 / block)) sets acc_latency."""
     array = BlockFloatArray(rows=2, cols=2, block=4, mantissa_bits=8, slots=1)
     assert (array.acc_latency, array.beat_len) == (2, 2)
-    schedule = dict(rows=2, cols=2, tile=1, mac_latency=array.mac_latency, acc_latency=2)
+    # docs/systolic.md 7c: L = 6 + 4 + 6 + max off - cols = 17 for 2 x 2, block 4, T = 1.
+    assert block_fp_schedule(rows=2, cols=2, block=4) == {"tile": 1, "mac_latency": 17, "acc_latency": 2}
+    schedule = dict(rows=2, cols=2, tile=1, mac_latency=17, acc_latency=2)
     assert block_fp_gemm_cycles(5, 5, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
     assert block_fp_gemm_cycles(5, 8, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
     assert BlockFloatArray(block=8, slots=1).beat_len == 1  # one MAC per PE per cycle from T = 1
@@ -78,7 +81,22 @@ def test_accumulate_ports_and_fill_lead():
         assert array.signature.members["d"].signature.members["payload"].shape.size == 3 * 32
     # D changes neither the latencies nor the beat length (the cycle model stays the same).
     accumulating = BlockFloatArray(rows=2, cols=3, block=2, mantissa_bits=6, slots=3, accumulate=True)
-    latencies = ("mac_latency", "acc_latency", "beat_len")
-    assert [getattr(accumulating, n) for n in latencies] == [getattr(plain, n) for n in latencies]
+    documented = block_fp_schedule(rows=2, cols=3, block=2, slots=3)
+    for array in (plain, accumulating):
+        latencies = {"tile": 3, "mac_latency": array.mac_latency, "acc_latency": array.acc_latency}
+        assert latencies == documented
+        assert array.beat_len == max(3, documented["acc_latency"])
     with pytest.raises(ValueError, match="accumulate must be True or False"):
         BlockFloatArray(accumulate=1)
+
+
+@pytest.mark.parametrize("params", CASES + SLOW_CASES + [{"rows": 3, "cols": 7, "block": 3, "slots": 4}],
+                         ids=_id)
+def test_latency_attributes_are_the_documented_ones(params):
+    """``mac_latency`` / ``acc_latency`` equal Section 7c's formulas (``schedule.block_fp_schedule``),
+    which the cocotb bench gives the cycle model instead of the block's own attributes."""
+    array = BlockFloatArray(**params)
+    expected = block_fp_schedule(rows=params["rows"], cols=params["cols"], block=params["block"],
+                                 slots=params["slots"])
+    latencies = {"tile": params["slots"], "mac_latency": array.mac_latency, "acc_latency": array.acc_latency}
+    assert latencies == expected

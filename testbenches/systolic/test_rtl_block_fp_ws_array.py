@@ -12,6 +12,7 @@ from golden.systolic.block_fp import block_fp_gemm_cycles
 from rtl.registry import get_block
 from rtl.systolic.block_fp_ws_array import BlockFloatWeightStationaryArray
 from testbenches.harness import run_cocotb
+from testbenches.systolic.schedule import block_fp_schedule
 
 MODULE = "testbenches.systolic.cocotb_block_fp_ws_array"
 
@@ -55,9 +56,9 @@ def test_bad_parameters(params, message):
 def test_cycle_model():
     """The dense weight-stationary count plus the converter and adder below the last block; a
     shorter chain between k-tiles because the buffer is read only for the first block's addition."""
-    array = BlockFloatWeightStationaryArray(rows=4, cols=2, block=2)
-    latency = array.mac_latency
-    assert (latency, array.tail_latency) == (3, 10)
+    latency = 3  # max(2, ceil(6 / block))
+    assert block_fp_schedule(rows=4, cols=2, block=2, dataflow="weight_stationary") == {
+        "mac_latency": latency, "convert_latency": 4, "add_latency": 6}
     model = dict(rows=4, cols=2, block=2, dataflow="weight_stationary", mac_latency=latency,
                  convert_latency=4, add_latency=6)
     dense = dict(rows=4, cols=2, dataflow="weight_stationary", mac_latency=latency)
@@ -68,3 +69,14 @@ def test_cycle_model():
     assert block_fp_gemm_cycles(1, 8, 2, **model) == 4 + 13 + 24
     with pytest.raises(ValueError, match="rows must be a multiple of block"):
         block_fp_gemm_cycles(1, 1, 1, **{**model, "rows": 3})
+
+
+@pytest.mark.parametrize("params", CASES + SLOW_CASES, ids=_id)
+def test_latency_attributes_are_the_documented_ones(params):
+    """``mac_latency`` and ``tail_latency`` equal Section 7d's (``schedule.block_fp_schedule``), which
+    the cocotb bench gives the cycle model instead of the block's own attributes."""
+    array = BlockFloatWeightStationaryArray(**params)
+    expected = block_fp_schedule(rows=params["rows"], cols=params["cols"], block=params["block"],
+                                 dataflow="weight_stationary")
+    assert array.mac_latency == expected["mac_latency"]
+    assert array.tail_latency == expected["convert_latency"] + expected["add_latency"]

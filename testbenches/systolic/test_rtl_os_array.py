@@ -1,8 +1,21 @@
-"""pytest runners: the output-stationary systolic array in cocotb on Verilator against golden.systolic."""
+# amaranth: UnusedElaboratable=no
+"""pytest runners: the output-stationary systolic array in cocotb on Verilator against golden.systolic.
+
+Also the latency attributes of every dense array against the documented schedule the benches use.
+"""
+
+import gc
 
 import pytest
+from amaranth._unused import MustUse
 
+from rtl.systolic.os_array import OutputStationaryArray
+from rtl.systolic.sparse_array import SparseTensorArray
+from rtl.systolic.tensor_array import TensorArray
+from rtl.systolic.tiled_gemm import TiledGemm
+from rtl.systolic.ws_array import WeightStationaryArray
 from testbenches.harness import run_cocotb
+from testbenches.systolic.schedule import array_schedule
 
 MODULE = "testbenches.systolic.cocotb_os_array"
 
@@ -28,3 +41,24 @@ def _id(params):
                          ids=_id)
 def test_os_array(params):
     run_cocotb("os_array", MODULE, params={**params, "max_k": 64, "max_tiles": 64})
+
+
+@pytest.mark.parametrize("element", ["f32", "f16", "bf16", "int8"])
+def test_latency_attributes_are_the_documented_ones(element, monkeypatch):
+    """Every dense array's ``mac_latency`` / ``acc_latency`` (what scripts read) equal docs/systolic.md's
+    table (``schedule.array_schedule``), which the cocotb benches give the cycle model instead."""
+    monkeypatch.setattr(MustUse, "_MustUse__silence", True)  # built only to read attributes
+    os_schedule, ws_schedule = array_schedule(element, slots=3), array_schedule(element, "weight_stationary")
+    assert os_schedule["mac_latency"] == ws_schedule["mac_latency"] + 2
+    output_stationary = [OutputStationaryArray(element=element, slots=3),
+                         TensorArray(element=element, slots=3, tensor=2),
+                         SparseTensorArray(element=element, slots=3), TiledGemm(element=element, slots=3)]
+    for array in output_stationary:
+        latencies = {"tile": 3, "mac_latency": array.mac_latency, "acc_latency": array.acc_latency}
+        assert latencies == os_schedule, type(array).__name__
+    weight_stationary = [WeightStationaryArray(element=element),
+                         TiledGemm(element=element, dataflow="weight_stationary")]
+    for array in weight_stationary:
+        assert array.mac_latency == ws_schedule["mac_latency"], type(array).__name__
+    del array, output_stationary, weight_stationary
+    gc.collect()  # while silenced: the arrays' never-elaborated parts would warn

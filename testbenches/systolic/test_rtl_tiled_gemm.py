@@ -10,6 +10,7 @@ import pytest
 
 from golden.systolic import gemm_cycle_terms
 from testbenches.harness import BUILD_ROOT, run_cocotb
+from testbenches.systolic.schedule import array_schedule
 
 MODULE = "testbenches.systolic.cocotb_tiled_gemm"
 OS, WS = "output_stationary", "weight_stationary"
@@ -59,7 +60,7 @@ def test_large_gemm_utilisation(dataflow):
     run_cocotb("tiled_gemm", MODULE, params=params, testcase="large_gemm",
                extra_env={"NEARTRAIN_GEMM": ",".join(map(str, shape)), "NEARTRAIN_BENCH_OUT": str(out)})
     result = json.loads(out.read_text())
-    schedule = {"tile": 6, "acc_latency": 6, "mac_latency": 10} if dataflow == OS else {"mac_latency": 8}
+    schedule = array_schedule("f16", dataflow, slots)
     terms = gemm_cycle_terms(*shape, rows=4, cols=4, dataflow=dataflow, **schedule)
     assert result["cycles"] == terms.total
     assert result["utilisation"] >= 0.9
