@@ -19,8 +19,9 @@ import numpy as np
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
 from testbenches import knobs
 from testbenches.systolic.cocotb_block_fp_encoder import EDGES
-from testbenches.systolic.cocotb_os_array import TB, random_accumulator, shapes, tile_streams
+from testbenches.systolic.cocotb_os_array import TB, random_accumulator, reset_mid_job, shapes, tile_streams
 from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
+from testbenches.systolic.schedule import block_fp_schedule
 
 DEFAULT_GEMMS = 4
 
@@ -81,6 +82,12 @@ class BlockTB(TB):
         self.block = self.params.get("block", 8)
         self.mantissa_bits = self.params.get("mantissa_bits", 8)
 
+    def model_cycles(self, m_size, k_size, n_size):
+        """``block_fp_gemm_cycles`` of one GEMM on this array, with the documented latencies."""
+        geometry = dict(rows=self.rows, cols=self.cols, block=self.block)
+        return block_fp_gemm_cycles(m_size, k_size, n_size, **geometry,
+                                    **block_fp_schedule(**geometry, slots=self.slots))
+
     def encode(self, a, b):
         """Transfers of one GEMM: mantissas and shared exponents per k, K padded to whole blocks."""
         block, bits = self.block, self.mantissa_bits
@@ -116,9 +123,7 @@ class BlockTB(TB):
         expected = np.zeros((-(-m_size // tile_m) * tile_m, -(-n_size // self.cols) * self.cols), np.uint32)
         bits = dict(block=self.block, mantissa_bits=self.mantissa_bits)
         expected[:m_size, :n_size] = block_fp_gemm(a, b, d, **bits)
-        model = block_fp_gemm_cycles(m_size, k_size, n_size, rows=self.rows, cols=self.cols, block=self.block,
-                                     tile=self.slots, mac_latency=self.component.mac_latency,
-                                     acc_latency=self.component.acc_latency)
+        model = self.model_cycles(m_size, k_size, n_size)
         label = f"GEMM {a.shape} x {b.shape}" + (" + D" if d is not None else "")
         command = {"blocks": blocks, "tiles": len(origins)}
         measured, model = await self.run_job(label, command, origins, expected, a_items, b_items, d_items,
@@ -181,3 +186,20 @@ async def bad_commands_rejected(dut):
     limits = size_limits({"blocks": "max_blocks", "tiles": "max_tiles"})
     commands = bad_commands({"blocks": 1, "tiles": 1}, limits)
     await reject_then_run(tb, tb.cmd, commands, lambda: tb.run_block_gemm(a, b, d, exact_cycles=True))
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_gemm(dut, when):
+    """Reset in the middle of a GEMM (two blocks of K) under random stalls: nothing leaks, and a
+    clean GEMM equals block_fp_gemm bit for bit in block_fp_gemm_cycles."""
+    tb = BlockTB(dut)
+
+    def operands(rng, shape):
+        m_size, k_size, n_size = shape
+        a = random_operand(rng, (m_size, k_size), wide=True, edges=True)
+        b = random_operand(rng, (n_size, k_size), wide=True, edges=True).T.copy()
+        d = random_accumulator(rng, (m_size, n_size), "f32", 0.25) if tb.accumulate else None
+        return a, b, d
+
+    await reset_mid_job(tb, when, tb.run_block_gemm, operands, k_size=tb.block + 2)

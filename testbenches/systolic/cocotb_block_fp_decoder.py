@@ -14,7 +14,7 @@ from golden.systolic import from_block_fp, to_block_fp
 from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.systolic.cocotb_block_fp_encoder import random_blocks
+from testbenches.systolic.cocotb_block_fp_encoder import random_blocks, reset_mid_blocks
 from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_BLOCKS = 400
@@ -67,8 +67,12 @@ async def run_test(dut, *, idle, backpressure):
     salt = 2 * idle + backpressure
     tb.stall(idle, backpressure, salt)
     await tb.reset()
-    rng = knobs.rng(salt)
-    count = knobs.vectors(DEFAULT_BLOCKS)
+    await decode(tb, knobs.rng(salt), knobs.vectors(DEFAULT_BLOCKS))
+
+
+async def decode(tb, rng, count):
+    """Stream ``count`` encodings (golden, raw full-range and bad ones) and check each output block
+    against from_block_fp (or ``invalid``), in order, nothing extra."""
     scoreboard = Scoreboard(f"block_fp_decoder block={tb.block} mantissa_bits={tb.bits}")
     for exponent, mantissas, invalid in encodings(rng, count, tb.block, tb.bits):
         if invalid or not -126 <= exponent <= 127:
@@ -101,3 +105,12 @@ async def decode_full_rate(dut):
 async def decode_under_stalls(dut):
     """The same under random valid gaps and random backpressure."""
     await run_test(dut, idle=True, backpressure=True)
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_stream(dut, when):
+    """Reset in the middle of a stream under random stalls: nothing from before comes out, and a
+    clean stream equals from_block_fp block for block."""
+    tb = TB(dut)
+    await reset_mid_blocks(tb, when, lambda rng, count: decode(tb, rng, count))

@@ -12,6 +12,7 @@ from golden.systolic import to_block_fp
 from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from testbenches.systolic.commands import reset_then_clean
 from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_BLOCKS = 400
@@ -76,8 +77,12 @@ async def run_test(dut, *, idle, backpressure, non_finite):
     salt = 4 * non_finite + 2 * idle + backpressure
     tb.stall(idle, backpressure, salt)
     await tb.reset()
-    rng = knobs.rng(salt)
-    count = knobs.vectors(DEFAULT_BLOCKS)
+    await encode(tb, knobs.rng(salt), knobs.vectors(DEFAULT_BLOCKS), non_finite)
+
+
+async def encode(tb, rng, count, non_finite):
+    """Stream ``count`` random blocks (a third with inf or NaN when ``non_finite``) and check each
+    output block against to_block_fp, in order, nothing extra."""
     blocks = random_blocks(rng, count, tb.block, tb.bits)
     poisoned = np.zeros(count, bool)
     if non_finite:
@@ -117,3 +122,22 @@ async def encode_full_rate(dut):
 async def encode_under_stalls(dut):
     """Random valid gaps and random backpressure; inf and NaN blocks raise invalid."""
     await run_test(dut, idle=True, backpressure=True, non_finite=True)
+
+
+async def reset_mid_blocks(tb, when, run, count=64):
+    """Reset at a random cycle after the first of ``count`` blocks goes in (or comes out) under random
+    stalls, then check a clean stream; ``run(rng, count)`` streams and checks ``count`` blocks."""
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    await reset_then_clean(
+        tb, interrupted=lambda: run(rng, count), clean=lambda: run(rng, count), drivers=[tb.source, tb.sink],
+        sink=tb.sink, watch=tb.source if when == "inputs" else tb.sink, window=count - 2, quiet=20, salt=salt)
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_stream(dut, when):
+    """Reset in the middle of a stream under random stalls: nothing from before comes out, and a
+    clean stream equals to_block_fp block for block (inf and NaN blocks invalid)."""
+    tb = TB(dut)
+    await reset_mid_blocks(tb, when, lambda rng, count: encode(tb, rng, count, True))

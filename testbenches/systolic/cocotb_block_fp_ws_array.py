@@ -14,13 +14,12 @@ import cocotb
 import numpy as np
 
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
-from rtl.fp.adder import FloatAdder
-from rtl.systolic.block_fp_sum_converter import BlockSumConverter
 from testbenches import knobs
 from testbenches.systolic.cocotb_block_fp_array import random_operand, tie_operands
 from testbenches.systolic.cocotb_os_array import random_accumulator
-from testbenches.systolic.cocotb_ws_array import TB, bad_ws_commands
+from testbenches.systolic.cocotb_ws_array import TB, bad_ws_commands, reset_mid_job
 from testbenches.systolic.commands import reject_then_run
+from testbenches.systolic.schedule import block_fp_schedule
 
 DEFAULT_GEMMS = 4
 
@@ -32,6 +31,11 @@ class BlockTB(TB):
         super().__init__(dut)
         self.block = self.params.get("block", 2)
         self.mantissa_bits = self.params.get("mantissa_bits", 8)
+
+    def model_cycles(self, m_size, k_size, n_size):
+        """``block_fp_gemm_cycles`` of one GEMM on this array, with the documented latencies."""
+        geometry = dict(rows=self.rows, cols=self.cols, block=self.block, dataflow="weight_stationary")
+        return block_fp_gemm_cycles(m_size, k_size, n_size, **geometry, **block_fp_schedule(**geometry))
 
     def cells(self, x, axis):
         """Transfer lanes of one operand: ``{mantissa, exponent}`` per element, blocked along K (``axis``)."""
@@ -51,10 +55,7 @@ class BlockTB(TB):
             d_cols = np.zeros((m_size, n_pad), np.uint32)
             d_cols[:, :n_size] = d
         expected = block_fp_gemm(a, b_cols, d_cols, block=self.block, mantissa_bits=self.mantissa_bits)
-        model = block_fp_gemm_cycles(m_size, k_size, n_size, rows=self.rows, cols=self.cols, block=self.block,
-                                     dataflow="weight_stationary", mac_latency=self.component.mac_latency,
-                                     convert_latency=BlockSumConverter.LATENCY,
-                                     add_latency=FloatAdder.LATENCY)
+        model = self.model_cycles(m_size, k_size, n_size)
         return await self.run_job(self.cells(a, 1), self.cells(b, 0), None if d is None else d.tolist(),
                                   expected, model, padding={"mantissa": 0, "exponent": 0},
                                   exact_cycles=exact_cycles)
@@ -127,3 +128,20 @@ async def bad_commands_rejected(dut):
     d = np.zeros((3, tb.cols), np.uint32) if tb.accumulate else None
     await reject_then_run(tb, tb.sources["cmd"], bad_ws_commands(),
                           lambda: tb.run_block_gemm(a, b, d, exact_cycles=True))
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_gemm(dut, when):
+    """Reset in the middle of a GEMM under random stalls: nothing leaks, and a clean GEMM equals
+    block_fp_gemm bit for bit in block_fp_gemm_cycles."""
+    tb = BlockTB(dut)
+
+    def operands(rng, shape):
+        m_size, k_size, n_size = shape
+        a = random_operand(rng, (m_size, k_size), wide=True, edges=True)
+        b = random_operand(rng, (n_size, k_size), wide=True, edges=True).T.copy()
+        d = random_accumulator(rng, (m_size, n_size), "f32", 0.25).view(np.uint32) if tb.accumulate else None
+        return a, b, d
+
+    await reset_mid_job(tb, when, tb.run_block_gemm, operands)

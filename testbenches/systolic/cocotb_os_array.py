@@ -8,7 +8,8 @@ Each GEMM is cut into the array's tiles exactly as the block's docstring says, s
 and every result row is checked bit for bit against :func:`golden.systolic.gemm` on the
 zero-padded matrices. Without stalls the cycle count, measured here from the first ``a``
 transfer to the last ``c`` transfer and reported by the block's ``cycles`` port, must equal
-:func:`golden.systolic.gemm_cycles`.
+:func:`golden.systolic.gemm_cycles` with the documented latencies (:mod:`.schedule`), never the
+block's own latency attributes.
 """
 
 import cocotb
@@ -19,7 +20,8 @@ from golden.systolic import gemm, gemm_cycles
 from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
+from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean, size_limits
+from testbenches.systolic.schedule import array_schedule
 from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_GEMMS = 4
@@ -122,6 +124,7 @@ class TB(ClockedTB):
         self.d = (StreamSource(dut, "d", self.clock, stream_layout(self.component, "d"))
                   if self.accumulate else None)
         self.c = StreamSink(dut, "c", self.clock, layout["c"])
+        self.drivers = [self.cmd, self.a, self.b] + ([self.d] if self.d else []) + [self.c]
         self.first_a = self.last_c = None
         cocotb.start_soon(self._stamp())
 
@@ -143,14 +146,25 @@ class TB(ClockedTB):
         self.c.set_backpressure_generator(
             random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
 
+    def random_gemm(self, rng, shape, fraction=0.0):
+        """Random operands ``(a, b, d)`` of an ``M x K x N`` GEMM (``d`` None without ``accumulate``)."""
+        m_size, k_size, n_size = shape
+        a = random_matrix(rng, (m_size, k_size), self.element, fraction)
+        b = random_matrix(rng, (k_size, n_size), self.element, fraction)
+        d = random_accumulator(rng, (m_size, n_size), self.element, fraction) if self.accumulate else None
+        return a, b, d
+
+    def model_cycles(self, m_size, k_size, n_size):
+        """``gemm_cycles`` of one GEMM on this array, with the documented latencies."""
+        return gemm_cycles(m_size, k_size, n_size, rows=self.pe_rows, cols=self.pe_cols, tensor=self.tensor,
+                           **array_schedule(self.element, slots=self.slots))
+
     async def run_gemm(self, a, b, d=None, *, exact_cycles):
         """Stream one GEMM through the array and check its bits (and cycles when not stalled)."""
         origins, a_pad, b_pad, d_pad, a_items, b_items, d_items = tile_streams(
             a, b, d, rows=self.rows, cols=self.cols, slots=self.slots)
         expected = gemm(a_pad, b_pad, d_pad, element=self.element)
-        model = gemm_cycles(a.shape[0], a.shape[1], b.shape[1], rows=self.pe_rows, cols=self.pe_cols,
-                            tile=self.slots, tensor=self.tensor,
-                            mac_latency=self.component.mac_latency, acc_latency=self.component.acc_latency)
+        model = self.model_cycles(a.shape[0], a.shape[1], b.shape[1])
         return await self.run_job(f"GEMM {a.shape} x {b.shape}", {"k": a.shape[1], "tiles": len(origins)},
                                   origins, expected, a_items, b_items, d_items, model,
                                   exact_cycles=exact_cycles)
@@ -251,3 +265,29 @@ async def bad_commands_rejected(dut):
     d = random_accumulator(rng, (shape[0], shape[2]), tb.element) if tb.accumulate else None
     commands = bad_commands({"k": 1, "tiles": 1}, size_limits({"k": "max_k", "tiles": "max_tiles"}))
     await reject_then_run(tb, tb.cmd, commands, lambda: tb.run_gemm(a, b, d, exact_cycles=True))
+
+
+async def reset_mid_job(tb, when, run_gemm, operands, k_size):
+    """Reset at a random cycle while a GEMM of four tiles (K = ``k_size``) streams in (or its rows
+    stream out) under random stalls; then nothing comes out and a clean GEMM is exact in bits and
+    cycles. ``run_gemm(a, b, d, exact_cycles=)`` and ``operands(rng, shape)`` are the bench's."""
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    tile_m = tb.rows * tb.slots
+    shape = (2 * tile_m, k_size, 2 * tb.cols)
+    interrupted = operands(rng, shape)
+    clean = operands(rng, (tile_m + 1, k_size - 1, tb.cols + 1))
+    # Four tiles, each at least K T transfers on a and T rows out, at most one per cycle.
+    watch, transfers = (tb.a, 4 * k_size * tb.slots) if when == "inputs" else (tb.c, 4 * tile_m)
+    await reset_then_clean(
+        tb, interrupted=lambda: run_gemm(*interrupted, exact_cycles=False),
+        clean=lambda: run_gemm(*clean, exact_cycles=True), drivers=tb.drivers, sink=tb.c, watch=watch,
+        window=transfers - 2, quiet=tb.model_cycles(*shape) + 20, salt=salt)
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_gemm(dut, when):
+    """Reset in the middle of a GEMM under random stalls: nothing leaks, a clean GEMM is exact."""
+    tb = TB(dut)
+    await reset_mid_job(tb, when, tb.run_gemm, lambda rng, shape: tb.random_gemm(rng, shape, 0.25), k_size=4)

@@ -16,10 +16,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import with_timeout
 
-from golden.systolic import choose_pe_kind, gemm, gemm_cycles, padded_csr, plan_tile_rows, sparse_gemm
+from golden.systolic import choose_pe_kind, gemm, padded_csr, plan_tile_rows, sparse_gemm
 from testbenches import knobs
 from testbenches.systolic.cocotb_os_array import TB, random_accumulator, random_matrix
-from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
+from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean, size_limits
 from testbenches.tb import Scoreboard
 
 DEFAULT_GEMMS = 4
@@ -101,11 +101,6 @@ class SparseTB(TB):
                 measured_total += measured
                 model_total += model
         return measured_total, model_total
-
-    def model_cycles(self, m, k, n):
-        """``gemm_cycles`` of an ``m x k x n`` GEMM on this array's schedule."""
-        return gemm_cycles(m, k, n, rows=self.pe_rows, cols=self.pe_cols, tensor=self.tensor, tile=self.slots,
-                           mac_latency=self.component.mac_latency, acc_latency=self.component.acc_latency)
 
     def job_cycles(self, tiles, width):
         """The cycle model of one job: ``tiles`` output tiles of ``width`` slots per row."""
@@ -392,3 +387,29 @@ async def sparse_under_stalls(dut):
 async def mixed_dense_sparse(dut):
     """plan_tile_rows' choice per tile row (threshold 0.5, then 0.25): the mixed result is bit-exact."""
     await run_mixed(dut, thresholds=(0.5, 0.25))
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_gemm(dut, when):
+    """Reset at a random cycle while a sparse GEMM's B loads and jobs stream in (or its rows stream
+    out) under random stalls; then nothing comes out, and a clean sparse GEMM equals sparse_gemm bit
+    for bit, every job in gemm_cycles."""
+    tb = SparseTB(dut)
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    tile_m = tb.rows * tb.slots
+    runs = []
+    for m_size, k_size, n_size in [(2 * tile_m, 6, 2 * tb.cols), (tile_m + 1, 5, tb.cols + 1)]:
+        a = sparse_matrix(rng, (m_size, k_size), tb.element, 0.3, 0.2)
+        b = random_matrix(rng, (k_size, n_size), tb.element, 0.2)
+        d = random_accumulator(rng, (m_size, n_size), tb.element, 0.2) if tb.accumulate else None
+        padded = padded_csr(a, change_threshold=0.5, element=tb.element)
+        slots = row_slots(padded)
+        runs.append((slots, tile_widths(slots, m_size, tile_m), b, d, partial(sparse_gemm, padded)))
+    # Two column tiles, each a B load of K = 6 rows, then jobs of 2 tile_m result rows in all.
+    watch, transfers = (tb.b, 2 * 6) if when == "inputs" else (tb.c, 2 * 2 * tile_m)
+    await reset_then_clean(
+        tb, interrupted=lambda: tb.run_tile_rows(*runs[0], exact_cycles=False),
+        clean=lambda: tb.run_tile_rows(*runs[1], exact_cycles=True), drivers=tb.drivers, sink=tb.c,
+        watch=watch, window=transfers - 2, quiet=2 * tb.model_cycles(2 * tile_m, 6, tb.cols) + 20, salt=salt)

@@ -18,7 +18,8 @@ from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from testbenches.systolic.cocotb_os_array import random_accumulator, random_matrix, signed_zero_operands
-from testbenches.systolic.commands import bad_commands, reject_then_run
+from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean
+from testbenches.systolic.schedule import array_schedule
 from testbenches.tb import ClockedTB
 
 DEFAULT_GEMMS = 4
@@ -39,6 +40,7 @@ class TB(ClockedTB):
         self.sources = {port: StreamSource(dut, port, self.clock, stream_layout(self.component, port))
                         for port in ports}
         self.c = StreamSink(dut, "c", self.clock, stream_layout(self.component, "c"))
+        self.drivers = [*self.sources.values(), self.c]
 
     def stall(self, idle, backpressure, salt):
         for index, port in enumerate(("a", "b", "d")):
@@ -92,10 +94,9 @@ class TB(ClockedTB):
             raise AssertionError(
                 f"tiled_gemm {self.params} GEMM {m_size}x{k_size}x{n_size}: C[{i},{j}] = {got[i, j]:#x}, "
                 f"expected {expected[i, j]:#x} ({len(mismatch)} mismatches); {knobs.describe()}")
-        schedule = {"tile": self.slots, "acc_latency": self.component.acc_latency} \
-            if self.dataflow == "output_stationary" else {}
+        schedule = array_schedule(self.element, self.dataflow, self.slots)
         terms = gemm_cycle_terms(m_size, k_size, n_size, rows=self.rows, cols=self.cols,
-                                 dataflow=self.dataflow, mac_latency=self.component.mac_latency, **schedule)
+                                 dataflow=self.dataflow, **schedule)
         measured = int(self.dut.cycles.value)
         if exact_cycles:
             assert measured == terms.total, (f"GEMM {m_size}x{k_size}x{n_size}: {measured} cycles, model "
@@ -176,3 +177,36 @@ async def large_gemm(dut):
     if "NEARTRAIN_BENCH_OUT" in os.environ:
         with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
             json.dump(result, out)
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_gemm(dut, when):
+    """Reset at a random cycle while a GEMM fills the buffers or computes (``inputs``) or while its
+    rows stream out (``outputs``), under random stalls; then nothing comes out, and a clean GEMM
+    equals gemm bit for bit in gemm_cycles."""
+    tb = TB(dut)
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    max_m, max_k, max_n = tb.limits
+    shapes = [(min(max_m, 2 * tb.rows * tb.slots + 1), min(max_k, 4), min(max_n, 2 * tb.cols)),
+              (min(max_m, 3), min(max_k, tb.rows + 1), min(max_n, tb.cols + 1))]
+    operands = []
+    for m_size, k_size, n_size in shapes:
+        a = random_matrix(rng, (m_size, k_size), tb.element, 0.25)
+        b = random_matrix(rng, (k_size, n_size), tb.element, 0.25)
+        d = random_accumulator(rng, (m_size, n_size), tb.element, 0.25) if tb.accumulate else None
+        operands.append((a, b, d))
+    (m_size, k_size, n_size), schedule = shapes[0], array_schedule(tb.element, tb.dataflow, tb.slots)
+    model = gemm_cycle_terms(*shapes[0], rows=tb.rows, cols=tb.cols, dataflow=tb.dataflow, **schedule).total
+    # After the first element of A, the rest of the fill takes M K - 1 cycles at least and the
+    # compute phase the model: a reset in that window cuts the fill or the compute phase. The
+    # result rows, M per column tile, leave one per cycle at most.
+    if when == "inputs":
+        watch, window = tb.sources["a"], m_size * k_size - 2 + model
+    else:
+        watch, window = tb.c, m_size * -(-n_size // tb.cols) - 2
+    await reset_then_clean(
+        tb, interrupted=lambda: tb.run_gemm(*operands[0], exact_cycles=False),
+        clean=lambda: tb.run_gemm(*operands[1], exact_cycles=True), drivers=tb.drivers, sink=tb.c,
+        watch=watch, window=window, quiet=model + m_size * k_size + 20, salt=salt)

@@ -15,7 +15,8 @@ from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from testbenches.systolic.cocotb_os_array import random_accumulator, random_matrix, signed_zero_operands
-from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
+from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean, size_limits
+from testbenches.systolic.schedule import array_schedule
 from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_GEMMS = 4
@@ -33,6 +34,7 @@ class TB(ClockedTB):
         self.sources = {port: StreamSource(dut, port, self.clock, stream_layout(self.component, port))
                         for port in ports}
         self.c = StreamSink(dut, "c", self.clock, stream_layout(self.component, "c"))
+        self.drivers = [*self.sources.values(), self.c]
         self.first_w = self.last_c = None
         cocotb.start_soon(self._stamp())
 
@@ -54,6 +56,11 @@ class TB(ClockedTB):
         self.c.set_backpressure_generator(
             random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
 
+    def model_cycles(self, m_size, k_size, n_size):
+        """``gemm_cycles`` of one GEMM on this array, with the documented latency."""
+        return gemm_cycles(m_size, k_size, n_size, rows=self.rows, cols=self.cols,
+                           dataflow="weight_stationary", **array_schedule(self.element, "weight_stationary"))
+
     async def run_gemm(self, a, b, d=None, *, exact_cycles):
         """One GEMM of ``element`` values: bits against gemm, cycles against gemm_cycles."""
         # Rows past K pass sums through untouched, so the reference reduces over K, not the padding.
@@ -65,8 +72,7 @@ class TB(ClockedTB):
             d_cols = np.zeros((d.shape[0], n_pad), d.dtype)
             d_cols[:, :d.shape[1]] = d
         expected = gemm(a, b_cols, d_cols, element=self.element).view(np.uint32)
-        model = gemm_cycles(a.shape[0], a.shape[1], b.shape[1], rows=self.rows, cols=self.cols,
-                            dataflow="weight_stationary", mac_latency=self.component.mac_latency)
+        model = self.model_cycles(a.shape[0], a.shape[1], b.shape[1])
         return await self.run_job(a.tolist(), b.tolist(), None if d is None else d.tolist(), expected, model,
                                   padding=0, exact_cycles=exact_cycles)
 
@@ -182,3 +188,36 @@ def bad_ws_commands():
     """Every bad size of a weight-stationary array's command."""
     return bad_commands({"m": 1, "k": 1, "n_tiles": 1},
                         size_limits({"m": "max_m", "k": "max_k", "n_tiles": "max_tiles"}))
+
+
+async def reset_mid_job(tb, when, run_gemm, operands):
+    """Reset at a random cycle while a GEMM of several k-tiles and n-tiles streams in (or its rows
+    stream out) under random stalls; then nothing comes out and a clean GEMM is exact in bits and
+    cycles. ``run_gemm(a, b, d, exact_cycles=)`` and ``operands(rng, shape)`` are the bench's."""
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    m_size, k_size, n_size = 5, 2 * tb.rows + 1, 2 * tb.cols
+    interrupted = operands(rng, (m_size, k_size, n_size))
+    clean = operands(rng, (3, tb.rows + 1, tb.cols + 1))
+    # 3 k-tiles x 2 n-tiles: M rows of A per tile in, M rows of C per n-tile out.
+    watch, transfers = (tb.sources["a"], 6 * m_size) if when == "inputs" else (tb.c, 2 * m_size)
+    await reset_then_clean(
+        tb, interrupted=lambda: run_gemm(*interrupted, exact_cycles=False),
+        clean=lambda: run_gemm(*clean, exact_cycles=True), drivers=tb.drivers, sink=tb.c, watch=watch,
+        window=transfers - 2, quiet=tb.model_cycles(m_size, k_size, n_size) + 20, salt=salt)
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_gemm(dut, when):
+    """Reset in the middle of a GEMM under random stalls: nothing leaks, a clean GEMM is exact."""
+    tb = TB(dut)
+
+    def operands(rng, shape):
+        m_size, k_size, n_size = shape
+        a = random_matrix(rng, (m_size, k_size), tb.element, 0.25)
+        b = random_matrix(rng, (k_size, n_size), tb.element, 0.25)
+        d = random_accumulator(rng, (m_size, n_size), tb.element, 0.25) if tb.accumulate else None
+        return a, b, d
+
+    await reset_mid_job(tb, when, tb.run_gemm, operands)
