@@ -2,7 +2,7 @@
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, ReadWrite, RisingEdge, SimTimeoutError, with_timeout
 
 from . import knobs
 
@@ -58,10 +58,54 @@ class ClockedTB:
             driver.clear()
         await ClockCycles(self.clock, int(rng.integers(1, 5)) if cycles is None else cycles)
         self.dut.rst.value = 0
+        # Let every monitor woken by this (last reset) edge sample first: a sink that runs after
+        # this coroutine would otherwise keep what it took from the port at this edge.
+        await ReadWrite()
         for driver in drivers:
             driver.clear()
         await RisingEdge(self.clock)
         return started
+
+    async def bounded(self, awaitable, *, cycles, what):
+        """Await ``awaitable`` for at most ``cycles`` clock cycles; past that, fail as a hang.
+
+        ``what`` names what hung: a string, or a callable returning one when the bound is hit.
+        """
+        try:
+            return await with_timeout(awaitable, cycles * CLOCK_PERIOD_NS, "ns")
+        except SimTimeoutError:
+            what = what() if callable(what) else what
+            raise AssertionError(f"{what}: hung, not finished within {cycles} cycles "
+                                 f"(at cycle {self.cycle}); {knobs.describe()}") from None
+
+    async def wait_until(self, condition, *, cycles, what):
+        """Wait until ``condition()`` holds (checked at each rising edge); fail as a hang after ``cycles``."""
+        async def poll():
+            while not condition():
+                await RisingEdge(self.clock)
+        await self.bounded(poll(), cycles=cycles, what=what)
+
+    async def expect_from(self, sink, scoreboard, *, cycles, settle=20):
+        """Check that ``sink`` delivers exactly the items ``scoreboard`` still expects, in order.
+
+        The items must all arrive within ``cycles`` clock cycles (fewer is a hang and fails
+        with the count that arrived); ``settle`` cycles later, anything more the sink has
+        received (a duplicate, or an item from before a reset) fails as an extra item.
+        """
+        count = scoreboard.pending
+
+        async def drain():
+            for _ in range(count):
+                scoreboard.check(await sink.recv())
+
+        def arrived():
+            return f"{scoreboard.name}: {count - scoreboard.pending} of {count} items arrived"
+
+        await self.bounded(drain(), cycles=cycles, what=arrived)
+        await ClockCycles(self.clock, settle)
+        while not sink.empty():
+            scoreboard.check(sink.queue.popleft())
+        scoreboard.check_complete()
 
 
 def hex_of(value):

@@ -25,6 +25,9 @@ from testbenches.stream import StreamSource
 from .cocotb_axi_dma import RAM_SIZE, DmaTB, address_of, beat_addresses, fault_near, random_commands
 
 DEFAULT_COMMANDS = 24
+# Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
+RESET_ROUNDS = 16
+RESET_COMMANDS = 4
 
 
 class WriterTB(DmaTB):
@@ -134,3 +137,90 @@ async def throughput_without_stalls(dut):
     if "NEARTRAIN_BENCH_OUT" in os.environ:
         with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
             json.dump(result, out)
+
+
+
+def written_image(image, offsets, words, count, beat_bytes):
+    """``image`` with the first ``count`` of ``words`` written at their ``offsets``, in order."""
+    image = bytearray(image)
+    for offset, word in zip(offsets[:count], words[:count], strict=True):
+        image[offset:offset + beat_bytes] = word.to_bytes(beat_bytes, "little")
+    return image
+
+
+def beats_that_landed(before, after, offsets, words, handshakes, beat_bytes):
+    """How many leading beats of ``words`` a write cut by reset left in memory, or None if no prefix fits.
+
+    ``before`` and ``after`` are RAM images. Outside the first ``handshakes`` beats' offsets
+    nothing may change; inside, ``after`` must hold ``before`` with the first ``k`` beats
+    written, for some ``k <= handshakes`` (a beat handed over on W just before the reset may
+    never reach memory: the memory is reset too). Returns the largest such ``k``.
+    """
+    touched = sorted(set(offsets[:handshakes]))
+    outside = bytearray(before)
+    for offset in touched:
+        outside[offset:offset + beat_bytes] = after[offset:offset + beat_bytes]
+    if outside != after:
+        return None
+    for count in range(handshakes, -1, -1):
+        last = {}
+        for offset, word in zip(offsets[:count], words[:count], strict=True):
+            last[offset] = word.to_bytes(beat_bytes, "little")
+        if all(after[offset:offset + beat_bytes] == last.get(offset, before[offset:offset + beat_bytes])
+               for offset in touched):
+            return count
+    return None
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset shared with the memory, at a random cycle with bursts open; then clean commands write right.
+
+    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
+    reset cuts the bursts on both sides. Each round: random commands and data under 30%
+    stalls everywhere, reset 0..60 cycles after the first AW (checked: not all beats
+    handed over on W). What the cut transfer wrote must be a prefix of its beats, with
+    their data, and nothing else may change; the bus must then be idle (no valid high, no
+    burst open, ``busy`` low). New random commands must change the RAM by exactly their
+    data (no beat from before the reset lands afterwards) and end with ``done``, within a
+    cycle bound.
+    """
+    rng = knobs.rng(70)
+    params = params_from_env()
+    beat_bytes = params["data_width"] // 8
+    tb = WriterTB(dut, stall=0.3)
+    await tb.reset()
+
+    def batch():
+        commands = random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
+                                   max_length=200, allow_empty=False)
+        return commands, random_words(rng, sum(length for _, length in commands), params["data_width"])
+
+    for _ in range(RESET_ROUNDS):
+        before, before_words = batch()
+        image = tb.ram.read(0, RAM_SIZE)
+        bursts, w_beats = len(tb.monitor.bursts), len(tb.w_beats)
+        tb.send_commands(before)
+        tb.source.send_many(before_words)
+        await tb.wait_until(lambda bursts=bursts: len(tb.monitor.bursts) > bursts, cycles=200,
+                            what="the first AW")
+        await tb.reset_mid_transfer(rng, after=(0, 60), drivers=[tb.cmd, tb.source, tb.monitor])
+        handshakes = len(tb.w_beats) - w_beats
+        assert handshakes < len(before_words), (
+            f"reset after the transfer: all {handshakes} beats written; {knobs.describe()}")
+        tb.check_idle()
+        after = tb.ram.read(0, RAM_SIZE)
+        landed = beats_that_landed(image, after, beat_addresses(before, beat_bytes), before_words, handshakes,
+                                   beat_bytes)
+        assert landed is not None, (
+            f"the write cut by reset left memory that is no prefix of its {handshakes} W beats; "
+            f"{knobs.describe()}")
+        commands, words = batch()
+        expected = written_image(after, beat_addresses(commands, beat_bytes), words, len(words), beat_bytes)
+        tb.send_commands(commands)
+        tb.source.send_many(words)
+        await tb.finish(tb.cmd, tb.source, beats=len(words))
+        assert not tb.monitor.violations, f"{tb.monitor.violations[:5]}; {knobs.describe()}"
+        tb.check_idle()
+        tb.check_error(None)
+        tb.check_memory(expected)

@@ -137,6 +137,10 @@ class BurstMonitor:
         self.cycle = 0
         self._task = cocotb.start_soon(self._run())
 
+    def clear(self):
+        """Forget the bursts in flight (for a reset shared with the memory, which drops them too)."""
+        self.outstanding = 0
+
     def _signal(self, name):
         return getattr(self._dut, f"{self._prefix}__{name}")
 
@@ -309,6 +313,16 @@ class DmaTB(ClockedTB):
             assert self.monitor.peak_outstanding == self.params["max_outstanding"], (
                 f"at most {self.monitor.peak_outstanding} bursts in flight, the limit "
                 f"{self.params['max_outstanding']} never reached; {knobs.describe()}")
+
+    def check_idle(self):
+        """The manager port is idle: no request or data offered by the DUT or the memory, nothing owed."""
+        axi = "m_axi__"
+        held = [name for name in ("arvalid", "awvalid", "wvalid", "rvalid", "bvalid")
+                if getattr(self.dut, axi + name).value]
+        assert not held, f"{', '.join(held)} high on an idle bus; {knobs.describe()}"
+        assert self.monitor.outstanding == 0, (
+            f"{self.monitor.outstanding} bursts still open on an idle bus; {knobs.describe()}")
+        assert not self.dut.busy.value, f"busy high on an idle bus; {knobs.describe()}"
 
     def check_error(self, expected):
         """``expected`` is None (no error) or the AXI response code the DUT must report."""

@@ -18,6 +18,7 @@ from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB
 CTRL, GIE, IER, ISR = 0x00, 0x04, 0x08, 0x0C
 AP_START, AP_DONE, AP_IDLE, AP_READY, AUTO_RESTART = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 7
 RUN_CYCLES = 20
+RESET_ROUNDS = 16
 
 
 class ControlTB(ClockedTB):
@@ -266,3 +267,91 @@ async def unmapped_addresses(dut):
     after = {name: await tb.read_register(name) for name in tb.registers}
     assert after == before, "a write to an unmapped address changed a register"
     assert not tb.starts
+
+
+
+class _RandomAccesses:
+    """Random register accesses from a task: argument, GIE, IER and ap_start writes, reads of any register.
+
+    ``clear`` ends the task (for a reset, which cuts the master's transactions).
+    """
+
+    def __init__(self, tb, rng):
+        self._tb = tb
+        self._rng = rng
+        self._task = cocotb.start_soon(self._run())
+
+    def clear(self):
+        self._task.cancel()
+
+    async def _run(self):
+        tb, rng = self._tb, self._rng
+        arguments = tb.entries("argument")
+        offsets = [entry["offset"] for entry in tb.registers.values()]
+        while True:
+            choice = int(rng.integers(5))
+            if choice == 0:
+                await tb.master.write(CTRL, AP_START.to_bytes(4, "little"))
+            elif choice == 1:
+                offset = (GIE, IER)[int(rng.integers(2))]
+                await tb.master.write(offset, _random_value(rng, 32).to_bytes(4, "little"))
+            elif choice == 2:
+                await tb.master.read(offsets[int(rng.integers(len(offsets)))], 4)
+            else:
+                entry = arguments[int(rng.integers(len(arguments)))]
+                value = _random_value(rng, entry["width"])
+                await tb.master.write(entry["offset"], value.to_bytes(entry["width"] // 8, "little"))
+
+
+async def _run_after_reset(tb, rng):
+    """Every register reads its reset value; then new arguments, ap_start and done work as after power-up."""
+    starts = len(tb.starts)
+    for entry in tb.registers.values():
+        value = await tb.read_register(entry["name"])
+        want = AP_IDLE if entry["name"] == "CTRL" else 0  # the status inputs are held at 0
+        assert value == want, (f"{entry['name']} reads {value:#x} after reset, not {want:#x}; "
+                               f"{knobs.describe()}")
+    values = {entry["name"]: _random_value(rng, entry["width"]) for entry in tb.entries("argument")}
+    for name, value in values.items():
+        await tb.write(tb.registers[name]["offset"], value, tb.registers[name]["width"] // 8)
+    await tb.write(CTRL, AP_START)
+    ctrl = await tb.wait_done()
+    assert ctrl & (AP_DONE | AP_READY | AP_IDLE) == AP_DONE | AP_READY | AP_IDLE, f"CTRL {ctrl:#x}"
+    assert len(tb.starts) == starts + 1, f"{len(tb.starts) - starts} start pulses for one ap_start"
+    assert tb.starts[-1][1] == values, f"the kernel saw other argument values; {knobs.describe()}"
+    for name, value in values.items():
+        assert await tb.read_register(name) == value, f"{name} does not read back; {knobs.describe()}"
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset shared with the host's master in the middle of random accesses; the next run sees none of them.
+
+    The AxiLiteMaster takes the DUT's ``rst``, so the reset cuts its transactions too. Each
+    round: random argument, GIE/IER and ap_start writes and register reads, with pauses on
+    all five channels and the kernel busy (``idle`` low, so ap_start waits); reset at a
+    random cycle 0..60 after the first AW; then the bus must be idle (no ``bvalid`` or
+    ``rvalid``; AW, W and AR ready), no start may follow (ap_start cleared), every register
+    must read its reset value, and a run with new arguments must behave as after power-up,
+    within a cycle bound.
+    """
+    tb = ControlTB(dut)
+    rng = knobs.rng(54)
+    await tb.reset()
+    bus = "s_axi_control__"
+    for _ in range(RESET_ROUNDS):
+        dut.idle.value = 0
+        traffic = _RandomAccesses(tb, rng)
+        await tb.wait_until(lambda: dut.s_axi_control__awvalid.value and dut.s_axi_control__awready.value,
+                            cycles=200, what="the first AW")
+        await tb.reset_mid_transfer(rng, after=(0, 60), drivers=[traffic])
+        held = [name for name in ("bvalid", "rvalid") if getattr(dut, bus + name).value]
+        held += [f"not {name}" for name in ("awready", "wready", "arready")
+                 if not getattr(dut, bus + name).value]
+        assert not held, f"bus not idle after reset: {', '.join(held)}; {knobs.describe()}"
+        starts = len(tb.starts)
+        dut.idle.value = 1
+        await tb.cycles(10)
+        assert len(tb.starts) == starts, f"a start pulse from an ap_start written before the reset; " \
+            f"{knobs.describe()}"
+        await tb.bounded(_run_after_reset(tb, rng), cycles=20000, what="the run after reset")
