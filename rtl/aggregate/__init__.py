@@ -1,1 +1,3 @@
-"""Blocks of the aggregate family."""
+"""GNN aggregation: the FCsN aggregation pipeline fed by task packets (see docs/aggregate.md)."""
+
+from . import aggregation_pipeline  # noqa: F401  (registers the block)
