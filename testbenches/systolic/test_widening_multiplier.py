@@ -269,23 +269,25 @@ async def reset_mid_transfer(dut):
 MODULE = __name__
 
 
-FAST = ["every_operand_code", "random_pairs_under_stalls", "reset_mid_transfer"]
+FAST = ["random_pairs_under_stalls", "reset_mid_transfer"]
 
 
 def test_widening_multiplier_f16():
-    run_cocotb("widening_multiplier", MODULE, params={"fmt": "f16"}, testcase=FAST + ["every_exponent_pair"])
+    run_cocotb("widening_multiplier", MODULE, params={"fmt": "f16"},
+               testcase=FAST + ["every_operand_code", "every_exponent_pair"])
 
 
 def test_widening_multiplier_bf16():
-    # Every bf16 exponent pair (65,536 products) is the slow run's; here those where the class changes.
+    # Every bf16 code and every bf16 exponent pair (65,536 products each) are the slow run's;
+    # here the exponent pairs where the product's class changes.
     run_cocotb("widening_multiplier", MODULE, params={"fmt": "bf16", "tag_width": 7},
                testcase=FAST + ["boundary_exponent_pairs"])
 
 
 @pytest.mark.slow
-def test_widening_multiplier_bf16_every_exponent_pair():
+def test_widening_multiplier_bf16_exhaustive():
     run_cocotb("widening_multiplier", MODULE, params={"fmt": "bf16", "tag_width": 7},
-               testcase="every_exponent_pair")
+               testcase=["every_operand_code", "every_exponent_pair"])
 
 
 @pytest.mark.slow
