@@ -40,7 +40,7 @@ class ClockedTB:
     async def cycles(self, count):
         await ClockCycles(self.clock, count)
 
-    async def reset_mid_transfer(self, rng, *, after, drivers=(), cycles=None):
+    async def reset_mid_transfer(self, rng, *, after, drivers=(), cycles=None, until=None, signal=None):
         """Assert reset at a random cycle while traffic is in flight, then release it.
 
         Waits a random number of cycles in ``after`` (a ``(low, high)`` pair, inclusive),
@@ -49,15 +49,35 @@ class ClockedTB:
         rises, so no queued item from before the reset is sent afterwards, and when it
         falls, so anything the block emitted while in reset is not mistaken for output of
         the next transfer. Returns the cycle at which reset rose, for failure reports.
+
+        With ``until`` (a callable returning a bool), reset rises at the first cycle, from
+        the random one on, at which ``until()`` is true (say, while an AXI burst is open);
+        if that takes more than ``high`` further cycles, the test fails (the transfer
+        ended before the reset could cut it). ``until()`` is judged once every monitor
+        woken by the cycle's clock edge has counted it.
+
+        ``signal`` raises another active-high input instead of ``rst``, e.g. a synchronous
+        cancel that drops the work in flight.
         """
+        signal = self.dut.rst if signal is None else signal
         low, high = after
         await ClockCycles(self.clock, int(rng.integers(low, high + 1)))
+        if until is not None:
+            await ReadWrite()
+            waited = 0
+            while not until():
+                waited += 1
+                if waited > high:
+                    raise AssertionError(f"no cycle with {getattr(until, '__name__', 'until()')} within "
+                                         f"{high} cycles for the reset to cut; {knobs.describe()}")
+                await RisingEdge(self.clock)
+                await ReadWrite()
         started = self.cycle
-        self.dut.rst.value = 1
+        signal.value = 1
         for driver in drivers:
             driver.clear()
         await ClockCycles(self.clock, int(rng.integers(1, 5)) if cycles is None else cycles)
-        self.dut.rst.value = 0
+        signal.value = 0
         # Let every monitor woken by this (last reset) edge sample first: a sink that runs after
         # this coroutine would otherwise keep what it took from the port at this edge.
         await ReadWrite()

@@ -1,6 +1,6 @@
 """AXI4 read DMA: streams (address, beats) commands out of memory as data beats."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import Out
@@ -33,6 +33,18 @@ class AXIBurstReader(AXIDMAEngine):
     command and any later command) is delivered as zero data with the normal ``last``
     flags. So a command always yields exactly ``length`` beats and a consumer counting
     beats never hangs; the beats before the first failing one are the memory contents.
+
+    Reset: ``rst`` is the AXI reset and must reset the subordinate (interconnect, memory
+    controller) too, as AXI's ARESETn does; the bursts it cuts then vanish on both sides
+    and the next command runs cleanly. Resetting the engine alone while a burst is open is
+    not supported: the R beats still owed would enter the buffer as data of the next
+    command. To stop the engine alone, pulse ``cancel`` and wait for ``busy`` to fall.
+
+    Cancel: ``cancel`` (a pulse or a level) stops taking commands, drops the command being
+    cut and every buffered beat (nothing more leaves on ``data``), issues no more AR, and
+    drains: the R beats still owed to the bursts in flight are taken and dropped (their
+    error responses are not latched). ``busy`` falls, with ``done``, once no burst is open;
+    the engine is then idle, as after a reset.
 
     Parameters
     ----------
@@ -68,6 +80,8 @@ class AXIBurstReader(AXIDMAEngine):
         The first failing response code (2 SLVERR, 3 DECERR), 0 while ``error`` is low.
     clear : In(1)
         Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
+    cancel : In(1)
+        Drops all work and closes the open bursts (see above); tie low if unused.
 
     Notes
     -----
@@ -93,7 +107,9 @@ class AXIBurstReader(AXIDMAEngine):
         axi = self.m_axi
         credits_total = self.buffer_beats
 
-        planner = self.planner(m)
+        bus_idle = Signal()
+        stop, draining = self.cancel_drain(m, bus_idle)
+        planner = self.planner(m, stop)
         burst = planner.burst
 
         # One entry per burst in flight: whether it is the final burst of its command.
@@ -101,12 +117,14 @@ class AXIBurstReader(AXIDMAEngine):
         # One spare entry: the buffered FIFO's write side can be full for a cycle while its
         # output register refills, and R must never see that.
         layout = beat_layout(self._data_width)
-        m.submodules.buffer = buffer = SyncFIFOBuffered(width=layout.size, depth=credits_total + 1)
+        buffer = SyncFIFOBuffered(width=layout.size, depth=credits_total + 1)
+        # A cancel empties the buffer; held in reset, it drops the R beats of the drain.
+        m.submodules.buffer = ResetInserter(stop)(buffer)
 
         credits = Signal(range(credits_total + 1), init=credits_total)
         busy = Signal()
         r_fire = axi.rvalid & axi.rready
-        error = self.error_and_status(m, busy, r_fire & axi.rresp[1], axi.rresp)
+        error = self.error_and_status(m, busy, r_fire & axi.rresp[1] & ~stop, axi.rresp)
         fill_left = Signal(range(self._max_burst + 1))
         fill_final = Signal()
 
@@ -119,9 +137,10 @@ class AXIBurstReader(AXIDMAEngine):
         issue = Signal()
         take_fill = Signal()
         m.d.comb += [
-            issue.eq(burst.valid & ~error & ar_free & inflight.w_rdy & (credits >= burst.payload.beats)),
+            issue.eq(burst.valid & ~error & ~stop & ar_free & inflight.w_rdy
+                     & (credits >= burst.payload.beats)),
             # After an error, bursts become zero fill once the real ones have drained, to keep order.
-            take_fill.eq(burst.valid & error & (fill_left == 0) & ~inflight.r_rdy & ~axi.arvalid),
+            take_fill.eq(burst.valid & error & ~stop & (fill_left == 0) & ~inflight.r_rdy & ~axi.arvalid),
             burst.ready.eq(issue | take_fill),
             inflight.w_en.eq(issue),
             inflight.w_data.eq(burst.payload.final),
@@ -145,7 +164,9 @@ class AXIBurstReader(AXIDMAEngine):
             m.d.sync += [fill_left.eq(burst.payload.beats), fill_final.eq(burst.payload.final)]
         fill_write = Signal()
         m.d.comb += fill_write.eq((fill_left != 0) & (credits != 0))
-        with m.If(fill_write):
+        with m.If(stop):
+            m.d.sync += fill_left.eq(0)
+        with m.Elif(fill_write):
             m.d.sync += fill_left.eq(fill_left - 1)
 
         written = Signal(layout)
@@ -163,17 +184,22 @@ class AXIBurstReader(AXIDMAEngine):
 
         out_fire = self.data.valid & self.data.ready
         m.d.comb += [
-            self.data.valid.eq(buffer.r_rdy),
+            self.data.valid.eq(buffer.r_rdy & ~stop),
             self.data.payload.eq(buffer.r_data),
             buffer.r_en.eq(self.data.ready),
         ]
 
         # Beats in flight or being filled hold credits; a beat leaving the buffer returns one.
         spent = Mux(issue, burst.payload.beats, 0) + fill_write
-        m.d.sync += credits.eq(credits - spent + out_fire)
+        with m.If(stop):
+            m.d.sync += credits.eq(credits_total)
+        with m.Else():
+            m.d.sync += credits.eq(credits - spent + out_fire)
 
+        # Every burst issued is in `inflight` (from its AR until its last R beat).
+        m.d.comb += bus_idle.eq(~inflight.r_rdy)
         m.d.comb += busy.eq(planner.busy | axi.arvalid | inflight.r_rdy | (fill_left != 0)
-                            | (buffer.level != 0))
+                            | (buffer.level != 0) | draining)
         return m
 
 

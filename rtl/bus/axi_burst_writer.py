@@ -1,13 +1,13 @@
 """AXI4 write DMA: writes a data stream to memory as directed by (address, beats) commands."""
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In
 
 from ..registration import register_block
 from .axi import drive_address_constants
-from .axi_dma import AXIDMAEngine, beat_layout, dma_params
+from .axi_dma import AXIDMAEngine, dma_params
 from .skid_buffer import SkidBuffer
 
 __all__ = ["AXIBurstWriter"]
@@ -23,8 +23,9 @@ class AXIBurstWriter(AXIDMAEngine):
     beats, never across a 4 KB boundary; addresses are beat-aligned, their low bits are
     ignored; a command of length 0 is dropped and consumes no data). An AW is issued while
     fewer than ``max_outstanding`` bursts await their B response; the W beats of each
-    burst follow in AW order, whole beats only: ``wstrb`` is all ones. W goes through a
-    skid buffer, so ``wvalid``, ``wdata`` and ``wlast`` are registers.
+    burst follow in AW order, whole beats only: ``wstrb`` is all ones (zero only for the
+    beats a cancel owes, see below). W goes through a skid buffer, so ``wvalid``,
+    ``wdata``, ``wstrb`` and ``wlast`` are registers.
 
     Errors: a B response of SLVERR or DECERR latches ``error`` and its code in
     ``error_resp`` (sticky until ``clear``). From then on no AW is issued. AXI requires the
@@ -32,6 +33,20 @@ class AXIBurstWriter(AXIDMAEngine):
     their real data and their responses collected. The rest of the data stream that the
     accepted commands cover is consumed and discarded, so the producer never hangs;
     ``done`` pulses when all B responses are back and all covered data is consumed.
+
+    Reset: ``rst`` is the AXI reset and must reset the subordinate (interconnect, memory
+    controller) too, as AXI's ARESETn does; the bursts it cuts then vanish on both sides
+    (the memory may hold any prefix of the beats sent) and the next command runs cleanly.
+    Resetting the engine alone while a burst is open is not supported: the subordinate
+    would wait forever for the W beats still owed, and count the next bursts' beats into
+    the cut ones. To stop the engine alone, pulse ``cancel`` and wait for ``busy`` to fall.
+
+    Cancel: ``cancel`` (a pulse or a level) stops taking commands and ``data``, drops the
+    command being cut, issues no more AW, and drains: every burst already issued gets the
+    W beats it is still owed, with ``wstrb`` = 0 and zero data (memory unchanged), and its
+    B response is collected (error responses are not latched). ``busy`` falls, with
+    ``done``, once no burst is open; the engine is then idle, as after a reset. The
+    producer of ``data`` is the caller's to flush.
 
     Parameters
     ----------
@@ -67,6 +82,8 @@ class AXIBurstWriter(AXIDMAEngine):
         The first failing response code (2 SLVERR, 3 DECERR), 0 while ``error`` is low.
     clear : In(1)
         Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
+    cancel : In(1)
+        Drops all work and closes the open bursts (see above); tie low if unused.
 
     Notes
     -----
@@ -85,14 +102,16 @@ class AXIBurstWriter(AXIDMAEngine):
         m = Module()
         axi = self.m_axi
 
-        planner = self.planner(m)
+        bus_idle = Signal()
+        stop, draining = self.cancel_drain(m, bus_idle)
+        planner = self.planner(m, stop)
         burst = planner.burst
 
         m.submodules.bursts = bursts = SyncFIFO(width=_W_BURST.size, depth=self._max_outstanding)
         outstanding = Signal(range(self._max_outstanding + 1))
         busy = Signal()
         b_fire = axi.bvalid & axi.bready
-        error = self.error_and_status(m, busy, b_fire & axi.bresp[1], axi.bresp)
+        error = self.error_and_status(m, busy, b_fire & axi.bresp[1] & ~stop, axi.bresp)
 
         drive_address_constants(m, axi, "aw", self._data_width)
         drive_address_constants(m, axi, "ar", self._data_width)
@@ -105,9 +124,9 @@ class AXIBurstWriter(AXIDMAEngine):
         discard = Signal()
         queued = Signal(_W_BURST)
         m.d.comb += [
-            issue.eq(burst.valid & ~error & aw_free & bursts.w_rdy
+            issue.eq(burst.valid & ~error & ~stop & aw_free & bursts.w_rdy
                      & (outstanding != self._max_outstanding)),
-            discard.eq(burst.valid & error & bursts.w_rdy),
+            discard.eq(burst.valid & error & ~stop & bursts.w_rdy),
             burst.ready.eq(issue | discard),
             queued.last_beat.eq(burst.payload.beats - 1),
             queued.discard.eq(error),
@@ -123,23 +142,30 @@ class AXIBurstWriter(AXIDMAEngine):
         with m.Elif(axi.awready):
             m.d.sync += axi.awvalid.eq(0)
 
-        # W: beats of the burst at the head of the queue, numbered to place wlast.
-        m.submodules.w_register = w_register = SkidBuffer(payload_shape=beat_layout(self._data_width))
+        # W: beats of the burst at the head of the queue, numbered to place wlast. During a
+        # cancel the beats still owed come from a filler instead of `data`: zero, strobes off.
+        w_layout = data.StructLayout({"data": self._data_width, "last": 1, "strobe": 1})
+        m.submodules.w_register = w_register = SkidBuffer(payload_shape=w_layout)
         head = _W_BURST(bursts.r_data)
         beat = Signal(8)
         is_last = beat == head.last_beat
+        beat_valid = Signal()
+        take = Signal()
         m.d.comb += [
-            w_register.i.valid.eq(self.data.valid & bursts.r_rdy & ~head.discard),
-            w_register.i.payload.data.eq(self.data.payload),
+            beat_valid.eq(stop | self.data.valid),
+            take.eq(beat_valid & bursts.r_rdy & (head.discard | w_register.i.ready)),
+            w_register.i.valid.eq(beat_valid & bursts.r_rdy & ~head.discard),
+            w_register.i.payload.data.eq(Mux(stop, 0, self.data.payload)),
             w_register.i.payload.last.eq(is_last),
-            self.data.ready.eq(bursts.r_rdy & (head.discard | w_register.i.ready)),
+            w_register.i.payload.strobe.eq(~stop),
+            self.data.ready.eq(bursts.r_rdy & (head.discard | w_register.i.ready) & ~stop),
             axi.wvalid.eq(w_register.o.valid),
             axi.wdata.eq(w_register.o.payload.data),
             axi.wlast.eq(w_register.o.payload.last),
-            axi.wstrb.eq(Const(-1, len(axi.wstrb))),
+            axi.wstrb.eq(w_register.o.payload.strobe.replicate(len(axi.wstrb))),
             w_register.o.ready.eq(axi.wready),
         ]
-        with m.If(self.data.valid & self.data.ready):
+        with m.If(take):
             with m.If(is_last):
                 m.d.sync += beat.eq(0)
                 m.d.comb += bursts.r_en.eq(1)
@@ -151,7 +177,10 @@ class AXIBurstWriter(AXIDMAEngine):
         m.d.sync += outstanding.eq(outstanding + issue - b_fire)
 
         # A burst whose data is in flight on W still awaits its response, so `outstanding` covers W.
-        m.d.comb += busy.eq(planner.busy | axi.awvalid | bursts.r_rdy | (outstanding != 0))
+        m.d.comb += [
+            bus_idle.eq(~axi.awvalid & ~bursts.r_rdy & (outstanding == 0)),
+            busy.eq(planner.busy | axi.awvalid | bursts.r_rdy | (outstanding != 0) | draining),
+        ]
         return m
 
 

@@ -1,6 +1,6 @@
 """What the AXI4 read and write DMA engines share: parameters, common ports, status logic."""
 
-from amaranth.hdl import Signal
+from amaranth.hdl import ResetInserter, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,8 +32,8 @@ class AXIDMAEngine(wiring.Component):
     """Base of :class:`AXIBurstReader` and :class:`AXIBurstWriter` (not a block by itself).
 
     Validates the shared parameters and declares the shared ports: ``cmd``, ``m_axi``,
-    ``busy``, ``done``, ``error``, ``error_resp`` and ``clear`` (see the engines), plus the
-    engine's own ``ports``.
+    ``busy``, ``done``, ``error``, ``error_resp``, ``clear`` and ``cancel`` (see the
+    engines), plus the engine's own ``ports``.
     """
 
     throughput = 1
@@ -55,16 +55,40 @@ class AXIDMAEngine(wiring.Component):
             "error": Out(1),
             "error_resp": Out(2),
             "clear": In(1),
+            "cancel": In(1),
             **ports,
         })
 
-    def planner(self, m):
-        """Add the burst planner fed from ``cmd`` to ``m``; return it."""
-        m.submodules.planner = planner = AXIBurstPlanner(
+    def planner(self, m, stop):
+        """Add the burst planner fed from ``cmd`` to ``m``; return it.
+
+        While ``stop`` is high the planner is held in reset (the command being cut is
+        dropped) and ``cmd`` is not accepted.
+        """
+        planner = AXIBurstPlanner(
             address_width=self._address_width, data_width=self._data_width,
             max_burst=self._max_burst, length_width=self._length_width)
-        wiring.connect(m, wiring.flipped(self.cmd), planner.cmd)
+        m.submodules.planner = ResetInserter(stop)(planner)
+        m.d.comb += [
+            planner.cmd.valid.eq(self.cmd.valid & ~stop),
+            planner.cmd.payload.eq(self.cmd.payload),
+            self.cmd.ready.eq(planner.cmd.ready & ~stop),
+        ]
         return planner
+
+    def cancel_drain(self, m, bus_idle):
+        """The cancel state: returns ``(stop, draining)``.
+
+        ``cancel`` starts a drain that lasts until ``bus_idle`` (no burst open on the bus);
+        ``stop`` is high in the cycle of ``cancel`` and throughout the drain.
+        """
+        draining = Signal()
+        stop = Signal()
+        # An expression, not m.If: in a kernel that ties `cancel` low an If would print as a
+        # case on a constant, which Verilator -Wall rejects (CASEINCOMPLETE).
+        m.d.sync += draining.eq(self.cancel | (draining & ~bus_idle))
+        m.d.comb += stop.eq(self.cancel | draining)
+        return stop, draining
 
     def error_and_status(self, m, busy, failed, resp):
         """The sticky error (set by ``failed`` with code ``resp``), ``busy``, ``done`` and ``clear``.

@@ -7,7 +7,8 @@ burst is checked by :class:`BurstMonitor` (INCR, <= max_burst, no 4 KB crossing,
 max_outstanding in flight, R never stalled). Error injection makes a range of the RAM
 answer SLVERR or DECERR and checks the sticky error, zero data from the failing beat on,
 intact data before it, no AR after the error beyond the one already registered, and a
-clean finish with a done pulse.
+clean finish with a done pulse. Reset (shared with the RAM) and ``cancel`` (the RAM running
+on) cut random transfers with a burst open; the next commands must read right.
 """
 
 import json
@@ -26,6 +27,7 @@ DEFAULT_COMMANDS = 24
 # Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
 RESET_ROUNDS = 16
 RESET_COMMANDS = 4
+RESET_MIN_BEATS = 300
 
 
 class ReaderTB(DmaTB):
@@ -160,27 +162,34 @@ async def throughput_without_stalls(dut):
             json.dump(result, out)
 
 
-@cocotb.test()
-async def reset_mid_transfer(dut):
-    """Reset shared with the memory, at a random cycle with bursts in flight; then clean commands read right.
 
-    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
-    reset cuts the bursts on both sides. Each round: random commands under 30% stalls
-    everywhere, reset 0..60 cycles after the first AR (checked: not all beats delivered);
-    then the bus must be idle (no valid high, no burst open, ``busy`` low), and new random
-    commands must deliver exactly their RAM contents (nothing from before the reset, nothing
+async def cut_then_clean(dut, *, cancel):
+    """Rounds of: random commands under stalls, a cut (reset or ``cancel``) with a burst open, clean commands.
+
+    After the cut the bus must be idle (no valid high, no burst open, ``busy`` low): at
+    once after a reset, within a cycle bound after a cancel (the drain). Then new random
+    commands must deliver exactly their RAM contents (nothing from before the cut, nothing
     lost) and end with ``done``, within a cycle bound.
     """
-    rng = knobs.rng(60)
+    rng = knobs.rng(61 if cancel else 60)
     params = params_from_env()
     beat_bytes = params["data_width"] // 8
     tb = ReaderTB(dut, stall=0.3)
+    dut.cancel.value = 0
     await tb.reset()
-    scoreboard = Scoreboard("axi_burst_reader data after reset")
+    what = "cancel" if cancel else "reset"
+    scoreboard = Scoreboard(f"axi_burst_reader data after {what}")
 
     def batch():
-        return random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
-                               max_length=200, allow_empty=False)
+        # Long enough that a burst is still open 120 cycles in, whatever the burst sizes.
+        while True:
+            commands = random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
+                                       max_length=200, allow_empty=False)
+            if sum(length for _, length in commands) >= RESET_MIN_BEATS:
+                return commands
+
+    def burst_open():
+        return tb.monitor.outstanding > 0
 
     for _ in range(RESET_ROUNDS):
         before = batch()
@@ -188,10 +197,20 @@ async def reset_mid_transfer(dut):
         tb.send_commands(before)
         await tb.wait_until(lambda bursts=bursts: len(tb.monitor.bursts) > bursts, cycles=200,
                             what="the first AR")
-        await tb.reset_mid_transfer(rng, after=(0, 60), drivers=[tb.cmd, tb.sink, tb.monitor])
+        if cancel:
+            # The memory is not reset: the monitor keeps counting the bursts the drain closes.
+            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open, drivers=[tb.cmd, tb.sink],
+                                        signal=dut.cancel)
+            in_flight = params["max_outstanding"] * params["max_burst"]
+            await tb.wait_until(lambda: not dut.busy.value, cycles=int(10 * (in_flight + 200) * 2.2),
+                                what="the drain after cancel")
+        else:
+            # The memory shares the reset and drops its bursts too.
+            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open,
+                                        drivers=[tb.cmd, tb.sink, tb.monitor])
         total = sum(length for _, length in before)
         assert tb.sink.received - received < total, (
-            f"reset after the transfer: all {total} beats delivered; {knobs.describe()}")
+            f"{what} after the transfer: all {total} beats delivered; {knobs.describe()}")
         tb.check_idle()
         commands = batch()
         beats = sum(length for _, length in commands)
@@ -202,3 +221,24 @@ async def reset_mid_transfer(dut):
         assert not tb.monitor.violations, f"{tb.monitor.violations[:5]}; {knobs.describe()}"
         tb.check_idle()
         tb.check_error(None)
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset shared with the memory, at a random cycle with a burst open; then clean commands read right.
+
+    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
+    reset cuts the bursts on both sides; see :func:`cut_then_clean`.
+    """
+    await cut_then_clean(dut, cancel=False)
+
+
+@cocotb.test()
+async def cancel_mid_transfer(dut):
+    """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes every burst.
+
+    Nothing more leaves on ``data`` after the cancel; the R beats still owed are taken and
+    dropped, ``busy`` falls with the bus idle, and the next commands read right; see
+    :func:`cut_then_clean`.
+    """
+    await cut_then_clean(dut, cancel=True)

@@ -8,7 +8,9 @@ model itself asserts ``wlast`` on the last beat of each burst. Error injection m
 range answer SLVERR or DECERR and checks the sticky error, that all data is consumed and
 done pulses (no hang), that exactly the bursts issued reached memory (the issued ones
 with their real data, except the beats the model refused) and that no AW was issued
-after the error beyond the one already registered.
+after the error beyond the one already registered. Reset (shared with the RAM) and
+``cancel`` (the RAM running on) cut random transfers with a burst open; the next commands
+must write right.
 """
 
 import json
@@ -28,6 +30,7 @@ DEFAULT_COMMANDS = 24
 # Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
 RESET_ROUNDS = 16
 RESET_COMMANDS = 4
+RESET_MIN_BEATS = 300
 
 
 class WriterTB(DmaTB):
@@ -35,14 +38,16 @@ class WriterTB(DmaTB):
         super().__init__(dut, direction="write", **kwargs)
         self.source = StreamSource(dut, "data", self.clock, pause=self.pauses(5))
         self.w_beats = []  # cycle of every W transfer
+        self.w_strobes = []  # wstrb of every W transfer
         cocotb.start_soon(self._count_w())
 
     async def _count_w(self):
-        wvalid, wready = self.dut.m_axi__wvalid, self.dut.m_axi__wready
+        wvalid, wready, wstrb = self.dut.m_axi__wvalid, self.dut.m_axi__wready, self.dut.m_axi__wstrb
         while True:
             await RisingEdge(self.clock)
             if wvalid.value and wready.value:
                 self.w_beats.append(self.cycle)
+                self.w_strobes.append(int(wstrb.value))
 
     def expected_image(self, offsets, words, written):
         """The initial image with beats ``[0, written)`` applied, except the ones the RAM refused."""
@@ -172,29 +177,39 @@ def beats_that_landed(before, after, offsets, words, handshakes, beat_bytes):
     return None
 
 
-@cocotb.test()
-async def reset_mid_transfer(dut):
-    """Reset shared with the memory, at a random cycle with bursts open; then clean commands write right.
 
-    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
-    reset cuts the bursts on both sides. Each round: random commands and data under 30%
-    stalls everywhere, reset 0..60 cycles after the first AW (checked: not all beats
-    handed over on W). What the cut transfer wrote must be a prefix of its beats, with
-    their data, and nothing else may change; the bus must then be idle (no valid high, no
-    burst open, ``busy`` low). New random commands must change the RAM by exactly their
-    data (no beat from before the reset lands afterwards) and end with ``done``, within a
-    cycle bound.
+async def cut_then_clean(dut, *, cancel):
+    """Rounds of: commands and data under stalls, a cut (reset or ``cancel``) with a burst open, clean ones.
+
+    What the cut transfer wrote must be a prefix of its beats, with their data, and nothing
+    else may change. After a reset the memory may have dropped the last beats handed over
+    on W (it is reset too); after a cancel it keeps running, so exactly the beats sent with
+    their strobes on are written, and the beats the drain owes the open bursts follow with
+    their strobes off. Then the bus must be idle (no valid high, no burst open, ``busy``
+    low): at once after a reset, within a cycle bound after a cancel. New random commands
+    must change the RAM by exactly their data (no beat from before the cut lands
+    afterwards) and end with ``done``, within a cycle bound.
     """
-    rng = knobs.rng(70)
+    rng = knobs.rng(71 if cancel else 70)
     params = params_from_env()
     beat_bytes = params["data_width"] // 8
+    full = (1 << beat_bytes) - 1
     tb = WriterTB(dut, stall=0.3)
+    dut.cancel.value = 0
     await tb.reset()
+    what = "cancel" if cancel else "reset"
 
     def batch():
-        commands = random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
-                                   max_length=200, allow_empty=False)
-        return commands, random_words(rng, sum(length for _, length in commands), params["data_width"])
+        # Long enough that a burst is still open 120 cycles in, whatever the burst sizes.
+        while True:
+            commands = random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
+                                       max_length=200, allow_empty=False)
+            beats = sum(length for _, length in commands)
+            if beats >= RESET_MIN_BEATS:
+                return commands, random_words(rng, beats, params["data_width"])
+
+    def burst_open():
+        return tb.monitor.outstanding > 0
 
     for _ in range(RESET_ROUNDS):
         before, before_words = batch()
@@ -204,17 +219,32 @@ async def reset_mid_transfer(dut):
         tb.source.send_many(before_words)
         await tb.wait_until(lambda bursts=bursts: len(tb.monitor.bursts) > bursts, cycles=200,
                             what="the first AW")
-        await tb.reset_mid_transfer(rng, after=(0, 60), drivers=[tb.cmd, tb.source, tb.monitor])
-        handshakes = len(tb.w_beats) - w_beats
-        assert handshakes < len(before_words), (
-            f"reset after the transfer: all {handshakes} beats written; {knobs.describe()}")
+        if cancel:
+            # The memory is not reset: the monitor keeps counting the bursts the drain closes.
+            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open, drivers=[tb.cmd, tb.source],
+                                        signal=dut.cancel)
+            in_flight = params["max_outstanding"] * params["max_burst"]
+            await tb.wait_until(lambda: not dut.busy.value, cycles=int(10 * (in_flight + 200) * 2.2),
+                                what="the drain after cancel")
+        else:
+            # The memory shares the reset and drops its bursts too.
+            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open,
+                                        drivers=[tb.cmd, tb.source, tb.monitor])
+        strobes = tb.w_strobes[w_beats:]
+        sent = strobes.count(full)
+        assert sent < len(before_words), (
+            f"{what} after the transfer: all {sent} beats written; {knobs.describe()}")
+        assert strobes == [full] * sent + [0] * (len(strobes) - sent), (
+            f"W strobes after the {what} are not whole beats then empty ones: {strobes}; {knobs.describe()}")
+        if not cancel:
+            assert len(strobes) == sent, f"{len(strobes) - sent} empty W beats without a cancel"
         tb.check_idle()
         after = tb.ram.read(0, RAM_SIZE)
-        landed = beats_that_landed(image, after, beat_addresses(before, beat_bytes), before_words, handshakes,
+        landed = beats_that_landed(image, after, beat_addresses(before, beat_bytes), before_words, sent,
                                    beat_bytes)
-        assert landed is not None, (
-            f"the write cut by reset left memory that is no prefix of its {handshakes} W beats; "
-            f"{knobs.describe()}")
+        assert landed is not None and (landed == sent or not cancel), (
+            f"the write cut by {what} left memory that is not the first {sent} beats written "
+            f"({landed} fit); {knobs.describe()}")
         commands, words = batch()
         expected = written_image(after, beat_addresses(commands, beat_bytes), words, len(words), beat_bytes)
         tb.send_commands(commands)
@@ -224,3 +254,24 @@ async def reset_mid_transfer(dut):
         tb.check_idle()
         tb.check_error(None)
         tb.check_memory(expected)
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset shared with the memory, at a random cycle with a burst open; then clean commands write right.
+
+    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
+    reset cuts the bursts on both sides; see :func:`cut_then_clean`.
+    """
+    await cut_then_clean(dut, cancel=False)
+
+
+@cocotb.test()
+async def cancel_mid_transfer(dut):
+    """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes every burst.
+
+    No more of ``data`` is taken; each open burst gets its remaining W beats with ``wstrb``
+    = 0 (memory unchanged), every B is collected, ``busy`` falls with the bus idle, and the
+    next commands write right; see :func:`cut_then_clean`.
+    """
+    await cut_then_clean(dut, cancel=True)
