@@ -45,13 +45,14 @@ class GradientStatistics(wiring.Component):
     Attributes
     ----------
     i : In(stream.Signature(gradient_layout(lanes)))
-        Gradient lanes (binary32 bits) and their mask; ``i.ready`` is always high.
+        Gradient lanes (binary32 bits) and their mask; ``i.ready`` is high but while the
+        buckets are zeroed after a reset.
     clear : In(1)
         Zeroes the counts, ``received`` and ``accumulator`` (not while data is in flight).
     drain : In(1)
         Pulse after the last transfer: fold the buckets into ``accumulator``.
     busy : Out(1)
-        A drain is pending or running.
+        A drain is pending or running, or the buckets are being zeroed after a reset.
     done : Out(1)
         One-cycle pulse when the drain has finished and ``accumulator`` is final.
     received : Out(32)
@@ -65,8 +66,14 @@ class GradientStatistics(wiring.Component):
     -----
     Latency: counts are current 1 cycle after a transfer; a drain takes ``BUCKETS + 3``
     cycles once the 4-stage accumulate pipeline is empty. Throughput: one transfer
-    (``lanes`` elements) per cycle. The bucket RAMs are zero at power-up and after every
-    drain; a reset in the middle of a run leaves them dirty until the next drain.
+    (``lanes`` elements) per cycle.
+
+    Reset: the bucket RAMs are not reset, so a reset in the middle of a run (or of a drain)
+    would leave partial sums in them for the next run to add to. After every reset the
+    unit therefore walks the buckets as a drain does and zeroes them, without a result or a
+    ``done`` pulse: ``BUCKETS + 2`` cycles with ``busy`` high and ``i.ready`` low. Send
+    nothing (and do not drain) until ``busy`` falls; the kernel holds its ``ap_idle`` low
+    meanwhile.
     """
 
     throughput = 1
@@ -93,16 +100,18 @@ class GradientStatistics(wiring.Component):
         # `index` of every lane from the top down; the sums arrive one cycle after the read
         # and enter the accumulator one cycle after that.
         pending = Signal()
-        reading = Signal()
-        index = Signal(range(BUCKETS))
+        # Reset starts a walk over the buckets that zeroes them (the drain's, without result).
+        scrubbing = Signal(init=1)
+        reading = Signal(init=1)
+        index = Signal(range(BUCKETS), init=BUCKETS - 1)
         read_valid = Signal()       # the RAMs output bucket `read_index` this cycle
         read_index = Signal(range(BUCKETS))
         total_valid = Signal()
         finishing = Signal()
         in_flight = []              # valid bits of every accumulate stage, all lanes
 
-        m.d.comb += self.i.ready.eq(1)
-        take = self.i.valid
+        m.d.comb += self.i.ready.eq(~scrubbing)
+        take = self.i.valid & self.i.ready
         with m.If(self.clear):
             m.d.sync += self.received.eq(0)
         with m.Elif(take):
@@ -164,7 +173,7 @@ class GradientStatistics(wiring.Component):
         m.d.sync += [read_valid.eq(reading), read_index.eq(index), total_valid.eq(read_valid)]
         with m.If(self.clear):
             m.d.sync += self.accumulator.eq(0)
-        with m.Elif(total_valid):
+        with m.Elif(total_valid & ~scrubbing):
             m.d.sync += self.accumulator.eq((self.accumulator << 2) + total)
 
         with m.If(self.drain):
@@ -176,7 +185,9 @@ class GradientStatistics(wiring.Component):
             with m.If(index == 0):
                 m.d.sync += reading.eq(0)
         m.d.comb += finishing.eq(total_valid & ~read_valid)
-        m.d.sync += self.done.eq(finishing)
+        m.d.sync += self.done.eq(finishing & ~scrubbing)
+        with m.If(finishing):
+            m.d.sync += scrubbing.eq(0)
         m.d.comb += self.busy.eq(pending | reading | read_valid | total_valid)
         return m
 

@@ -104,6 +104,15 @@ class UpdaterKernel(wiring.Component):
     memory written by bursts that started before the error is valid; the rest of the
     outputs are not written.
 
+    **Reset.** ``rst`` may rise at any cycle, a run in flight included, if it resets the
+    kernel's AXI slaves (interconnect, memory controller) too, as AXI requires of ARESETn:
+    both ends of every bus then drop the bursts in flight, the bus is idle when reset falls,
+    and the next run is exact. The statistics unit first zeroes its buckets (``ap_idle``
+    stays low about 260 cycles; a start waits). A reset of the kernel alone while a burst is
+    open is not supported: the memory would still send R beats and B responses, and wait for
+    W beats, of bursts the kernel has forgotten. Without a shared reset, reset the kernel
+    only while it is idle (after ``ap_done``), when no burst is open (docs/optim.md, *Reset*).
+
     The register map is :meth:`register_map` (and docs/optim.md).
 
     **Gradient source.** The gradient lanes come from :meth:`_gradient_source`; this class
@@ -328,8 +337,9 @@ class UpdaterKernel(wiring.Component):
                 m.d.sync += state.eq(done_state)
         with m.Else():
             m.d.sync += state.eq(idle_state)
-        m.d.comb += control.idle.eq(~running & ~begin if power_of_two else
-                                    ~running & ~begin & (state != divide_state))
+        # The statistics unit zeroes its buckets after a reset: no start until it has.
+        m.d.comb += control.idle.eq(~running & ~begin & ~stats.busy if power_of_two else
+                                    ~running & ~begin & ~stats.busy & (state != divide_state))
 
         # ---- tensors: enables, beat counts and chunk sizes
         update = ~statistics_mode
