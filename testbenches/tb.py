@@ -6,7 +6,7 @@ from cocotb.triggers import ClockCycles, ReadWrite, RisingEdge, SimTimeoutError,
 
 from . import knobs
 
-__all__ = ["ClockedTB", "Scoreboard", "hex_of"]
+__all__ = ["ClockedTB", "Scoreboard", "PulseCounter", "hex_of"]
 
 CLOCK_PERIOD_NS = 10
 
@@ -126,6 +126,26 @@ class ClockedTB:
         while not sink.empty():
             scoreboard.check(sink.queue.popleft())
         scoreboard.check_complete()
+
+
+class PulseCounter:
+    """Counts the clock edges at which ``signal`` is high; ``clear()`` restarts the count.
+
+    A ``driver`` of :meth:`ClockedTB.reset_mid_transfer`, for a valid-only output or a
+    ``done`` pulse: after a reset it counts only what the block did since.
+    """
+
+    def __init__(self, clock, signal):
+        self.count = 0
+        self._task = cocotb.start_soon(self._run(clock, signal))
+
+    def clear(self):
+        self.count = 0
+
+    async def _run(self, clock, signal):
+        while True:
+            await RisingEdge(clock)
+            self.count += int(signal.value)
 
 
 def hex_of(value):

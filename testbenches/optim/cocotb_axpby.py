@@ -18,6 +18,7 @@ from testbenches.stream import StreamSink, StreamSource, never, random_pauses, s
 from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_VECTORS = 1500
+RESET_ROUNDS = 3
 COEFFICIENTS = np.array([1.0, 0.9, 0.1, -0.5, 0.0, -0.0, 3.0, 2.0**-140, 1e30, np.inf, np.nan],
                         np.float32).view(np.uint32)
 
@@ -36,21 +37,30 @@ class TB(ClockedTB):
         self.dut.beta.value = int(beta)
 
 
+def random_batch(tb, rng, transfers):
+    """Random coefficients and ``transfers`` operand vectors.
+
+    Returns (alpha, beta, payloads, golden results, inputs for the scoreboard).
+    """
+    alpha, beta = (int(rng.choice(COEFFICIENTS)) for _ in range(2))
+    n = transfers * tb.lanes
+    a, b = f32_tensor(rng, n), f32_tensor(rng, n)
+    y = axpby(np.uint32(alpha).view(np.float32), a.view(np.float32), np.uint32(beta).view(np.float32),
+              b.view(np.float32), fused=tb.params["fused"]).view(np.uint32)
+    rows = [slice(t * tb.lanes, (t + 1) * tb.lanes) for t in range(transfers)]
+    payloads = [{"a": a[r].tolist(), "b": b[r].tolist()} for r in rows]
+    return alpha, beta, payloads, [y[r].tolist() for r in rows], [{"alpha": alpha, "beta": beta, **p}
+                                                                    for p in payloads]
+
+
 async def run_batches(tb, rng, total):
     scoreboard = Scoreboard(f"axpby {tb.params}")
     batches = 4
     for _ in range(batches):
         transfers = max(1, total // batches)
-        alpha, beta = (int(rng.choice(COEFFICIENTS)) for _ in range(2))
+        alpha, beta, payloads, expected, inputs = random_batch(tb, rng, transfers)
         tb.set_coefficients(alpha, beta)
-        n = transfers * tb.lanes
-        a, b = f32_tensor(rng, n), f32_tensor(rng, n)
-        y = axpby(np.uint32(alpha).view(np.float32), a.view(np.float32), np.uint32(beta).view(np.float32),
-                  b.view(np.float32), fused=tb.params["fused"]).view(np.uint32)
-        rows = [slice(t * tb.lanes, (t + 1) * tb.lanes) for t in range(transfers)]
-        payloads = [{"a": a[r].tolist(), "b": b[r].tolist()} for r in rows]
-        scoreboard.expect_many([y[r].tolist() for r in rows],
-                               [{"alpha": alpha, "beta": beta, **p} for p in payloads])
+        scoreboard.expect_many(expected, inputs)
         tb.source.send_many(payloads)
 
         async def drain(count):
@@ -90,3 +100,35 @@ async def one_transfer_per_cycle(dut):
         await tb.sink.recv()
     cycles = tb.cycle - first + 1
     assert cycles == count, f"{count} back-to-back transfers left over {cycles} cycles"
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset while results are in flight, under random stalls; the next batch equals golden, alone.
+
+    Each round streams a batch with random idle cycles and backpressure and raises reset at a
+    random cycle at which inputs have been taken whose results have not left (the pipeline or
+    the credit FIFO holds them). Then a new batch with new coefficients: the output must be
+    exactly its golden results (nothing from before the reset, nothing lost), within a cycle bound.
+    """
+    tb = TB(dut)
+    tb.source.set_pause_generator(random_pauses(knobs.rng(301), 0.3))
+    tb.sink.set_backpressure_generator(random_pauses(knobs.rng(302), 0.4))
+    await tb.reset()
+    rng = knobs.rng(300)
+    for round_ in range(RESET_ROUNDS):
+        alpha, beta, payloads, _, _ = random_batch(tb, rng, 200)
+        tb.set_coefficients(alpha, beta)
+        sent, received = tb.source.sent, tb.sink.received
+        tb.source.send_many(payloads)
+
+        def results_in_flight(sent=sent, received=received):
+            return tb.source.sent - sent > tb.sink.received - received
+
+        await tb.reset_mid_transfer(rng, after=(1, 60), drivers=[tb.source, tb.sink], until=results_in_flight)
+        alpha, beta, payloads, expected, inputs = random_batch(tb, rng, 100)
+        tb.set_coefficients(alpha, beta)
+        scoreboard = Scoreboard(f"axpby {tb.params} round {round_} after reset")
+        scoreboard.expect_many(expected, inputs)
+        tb.source.send_many(payloads)
+        await tb.expect_from(tb.sink, scoreboard, cycles=10 * len(payloads) + 200)

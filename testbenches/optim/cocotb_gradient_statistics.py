@@ -13,11 +13,12 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.optim.host import reference_statistics
+from rtl.optim.gradient_statistics import BUCKETS
 from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.optim.cocotb_optim_vectors import f32_tensor
 from testbenches.stream import StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB
+from testbenches.tb import ClockedTB, PulseCounter
 
 DEFAULT_VECTORS = 2000
 
@@ -36,9 +37,8 @@ class TB(ClockedTB):
         await RisingEdge(self.clock)
         getattr(self.dut, name).value = 0
 
-    async def run(self, bits):
-        """Stream ``bits`` (uint32), drain, and return (nan_count, inf_count, accumulator)."""
-        await self.pulse("clear")
+    def payloads(self, bits):
+        """The transfers of gradient ``bits`` (uint32), the last one masked."""
         n = len(bits)
         payloads = []
         for start in range(0, n, self.lanes):
@@ -46,7 +46,12 @@ class TB(ClockedTB):
             lanes = [int(bits[start + min(k, count - 1)]) ^ (0 if k < count else 0x7F80_0001)
                      for k in range(self.lanes)]  # masked-out lanes: garbage that must not count
             payloads.append({"mask": (1 << count) - 1, "lanes": lanes})
-        self.source.send_many(payloads)
+        return payloads
+
+    async def run(self, bits):
+        """Stream ``bits`` (uint32), drain, and return (nan_count, inf_count, accumulator)."""
+        await self.pulse("clear")
+        self.source.send_many(self.payloads(bits))
         await self.source.wait_idle()
         await self.pulse("drain")
         while not int(self.dut.done.value):
@@ -81,3 +86,50 @@ async def golden_match(dut, idle):
         assert got == wanted, (f"lanes {tb.lanes} gradient {number} ({len(bits)} elements): (nan, inf, acc) "
                                f"= {tuple(hex(v) for v in got)}, golden {tuple(hex(v) for v in wanted)}; "
                                f"{knobs.describe(DEFAULT_VECTORS)}")
+
+
+@cocotb.test()
+@cocotb.parametrize(during=["stream", "drain"])
+async def reset_mid_run(dut, during):
+    """Reset in the middle of a gradient's stream or of its drain; the next run equals golden.
+
+    When the reset comes, the bucket RAMs hold partial sums of the cut gradient (random idle
+    cycles between its transfers; specials among its values). The next gradient's counts and
+    exact accumulator must equal the golden model's, its run must end within a cycle bound,
+    and no ``done`` pulse may come after the reset but that run's own.
+    """
+    tb = TB(dut)
+    tb.source.set_pause_generator(random_pauses(knobs.rng(311), 0.3))
+    done = PulseCounter(tb.clock, dut.done)
+    await tb.reset()
+    rng = knobs.rng(310 + (during == "drain"))
+    for round_ in range(2):
+        # After a reset the unit zeroes its buckets (busy high) before it takes anything.
+        await tb.wait_until(lambda: not dut.busy.value, cycles=BUCKETS + 8,
+                            what="the bucket clear after a reset")
+        cut = f32_tensor(rng, 200 * tb.lanes, specials=0.1)
+        payloads = tb.payloads(cut)
+        await tb.pulse("clear")
+        sent, total = tb.source.sent, len(payloads)
+        tb.source.send_many(payloads)
+        if during == "stream":
+            def streaming(sent=sent, total=total):
+                return 0 < tb.source.sent - sent < total
+
+            await tb.reset_mid_transfer(rng, after=(1, 60), drivers=[tb.source, done], until=streaming)
+        else:
+            await tb.bounded(tb.source.wait_idle(), cycles=8 * len(payloads) + 2 * BUCKETS, what="cut stream")
+            await tb.pulse("drain")
+            # Inside the drain's walk over the buckets (half of them zeroed, half still full).
+            await tb.reset_mid_transfer(rng, after=(1, BUCKETS), drivers=[tb.source, done],
+                                        until=lambda: int(dut.busy.value) == 1)
+
+        bits = f32_tensor(rng, int(rng.integers(1, 100 * tb.lanes)), specials=0.2)
+        got = await tb.bounded(tb.run(bits), cycles=4 * len(bits) + 4 * BUCKETS + 100,
+                               what=f"round {round_}: the run after a reset in the {during}")
+        expected = reference_statistics(bits.astype(np.uint32), "f32")
+        wanted = (expected.nan_count, expected.inf_count, expected.accumulator)
+        assert got == wanted, (f"lanes {tb.lanes}, round {round_}, after a reset in the {during}: "
+                               f"(nan, inf, acc) = {tuple(hex(v) for v in got)}, golden "
+                               f"{tuple(hex(v) for v in wanted)}; {knobs.describe()}")
+        assert done.count == 1, f"{done.count} done pulses after the reset, for one run; {knobs.describe()}"

@@ -23,9 +23,10 @@ from testbenches import knobs
 from testbenches.harness import component_from_env, params_from_env
 from testbenches.optim.cocotb_optim_vectors import f32_tensor, gradient_tensor, random_hyper
 from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB, Scoreboard
+from testbenches.tb import ClockedTB, PulseCounter, Scoreboard
 
 DEFAULT_VECTORS = 600
+RESET_ROUNDS = 3
 
 
 class TB(ClockedTB):
@@ -54,17 +55,19 @@ class TB(ClockedTB):
         self.dut.clear.value = 0
 
 
-def random_run(tb, rng, n, variant):
+def random_run(tb, rng, n, variant, specials=None):
     """Random inputs for ``n`` elements, their transfers and the golden outputs.
 
     ``variant`` fixes the model's control decisions (``cocotb_optim_vectors.VARIANTS``) and the formats:
-    runs 0 to 8 of a test meet every gradient format with every copy format.
+    runs 0 to 8 of a test meet every gradient format with every copy format. ``specials`` is the
+    share of IEEE specials in every tensor (None: 0 in a quarter of the runs, else 0.05).
     """
     grad_format = GRAD_FORMAT_CODES[variant % 3]
     copy_format = COPY_FORMAT_CODES[variant // 3 % 3]
     hyper = random_hyper(rng, tb.optimizer, variant)
-    # A quarter of the runs have clean gradients, so the status is seen both ways.
-    specials = 0.0 if rng.random() < 0.25 else 0.05
+    if specials is None:
+        # A quarter of the runs have clean gradients, so the status is seen both ways.
+        specials = 0.0 if rng.random() < 0.25 else 0.05
     tensors = {"param": f32_tensor(rng, n, specials=specials),
                "grad": gradient_tensor(rng, n, grad_format, specials=specials)}
     for name in tb.states:
@@ -153,3 +156,60 @@ async def one_transfer_per_cycle(dut):
         await tb.sink.recv()
     cycles = tb.cycle - first + 1
     assert cycles == count, f"{count} back-to-back transfers left over {cycles} cycles"
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset while results are in flight and the status is set; the next run equals golden, alone.
+
+    Each round streams a run with IEEE specials under random idle cycles and backpressure, and
+    raises reset at a random cycle at which the sticky non-finite status is set and inputs have
+    been taken whose results have not left. Then a run with clean gradients, without a
+    ``clear`` pulse: its outputs must be exactly the golden ones (nothing from before the
+    reset), the status 0 (reset cleared it), the gradient tap must pulse once per transfer,
+    all within a cycle bound.
+    """
+    tb = TB(dut)
+    tb.source.set_pause_generator(random_pauses(knobs.rng(301), 0.3))
+    tb.sink.set_backpressure_generator(random_pauses(knobs.rng(302), 0.4))
+    tap = PulseCounter(tb.clock, dut.gradient__valid)  # the valid-only tap
+    await tb.reset()
+    await tb.clear_status()
+    rng = knobs.rng(300)
+    elements = max(tb.lanes, knobs.vectors(DEFAULT_VECTORS) // 3)
+    for round_ in range(RESET_ROUNDS):
+        n = 120 * tb.lanes
+        hyper, grad_format, copy_format, tensors, expected = random_run(tb, rng, n, 3 * round_, specials=0.1)
+        assert grad_format == "f32"
+        tensors["grad"][0] = 0x7F80_0000  # +Inf: the status is set from the first transfer on
+        tb.configure(hyper, grad_format, copy_format)
+        payloads, _ = transfers(tb, tensors, expected, n)
+        sent, received = tb.source.sent, tb.sink.received
+        tb.source.send_many(payloads)
+
+        def cut_with_status(sent=sent, received=received):
+            return int(dut.nonfinite.value) == 1 and tb.source.sent - sent > tb.sink.received - received
+
+        await tb.reset_mid_transfer(rng, after=(1, 40), drivers=[tb.source, tb.sink, tap],
+                                    until=cut_with_status)
+
+        n = int(rng.integers(1, elements + 1))
+        hyper, grad_format, copy_format, tensors, expected = random_run(tb, rng, n, 3 * round_ + 1,
+                                                                        specials=0.0)
+        tb.configure(hyper, grad_format, copy_format)
+        payloads, wanted = transfers(tb, tensors, expected, n)
+        scoreboard = Scoreboard(f"{tb.optimizer} core {tb.params} round {round_} after reset, {hyper} "
+                                f"grad {grad_format} copy {copy_format}")
+        scoreboard.expect_many(wanted, payloads)
+        tb.source.send_many(payloads)
+        await tb.bounded(drain(tb, scoreboard, len(payloads)), what=scoreboard.name,
+                         cycles=10 * len(payloads) + 2 * tb.component.latency + 200)
+        await tb.cycles(20)
+        assert tb.sink.empty(), (f"round {round_}: an extra output after the reset and the run: "
+                                 f"{tb.sink.queue[0]}; {knobs.describe()}")
+        scoreboard.check_complete()
+        assert tap.count == len(payloads), (f"round {round_}: the gradient tap pulsed {tap.count} times for "
+                                            f"{len(payloads)} transfers after the reset; {knobs.describe()}")
+        status = int(dut.nonfinite.value)
+        assert status == expected["nonfinite"] == 0, (
+            f"round {round_}: nonfinite {status} after a reset and a clean run; {knobs.describe()}")

@@ -12,7 +12,9 @@ through :class:`testbenches.optim.device.UpdaterDevice`. Checked against
 * statistics mode: NaN and Inf counts and the exact 586-bit sum of squares, and no writes;
 * non-finite status: a clean gradient gives 0, one Inf among them gives 1;
 * bus errors: SLVERR or DECERR on a read or a write sets the error register and the run
-  still ends (with a done interrupt), and the next run is clean.
+  still ends (with a done interrupt), and the next run is clean;
+* reset in the middle of a run (of the kernel and of its memory and host models, as AXI
+  requires) while bursts are open: the bus goes idle and the next run equals golden.
 """
 
 import cocotb
@@ -150,3 +152,56 @@ async def bus_errors_end_cleanly(dut):
         assert not tb.device.violations, tb.device.violations[:3]
         await tb.check_update(rng, int(rng.integers(1, n)), grad_format="f32", copy_format="bf16",
                               label=f"after a {tensor} fault")
+
+
+@cocotb.test()
+async def reset_mid_run(dut):
+    """Reset while bursts are open, in update and statistics runs; the next runs equal golden.
+
+    The reset is the kernel's and its memory's and host's (``dut.rst``), as AXI requires; it
+    rises at a random cycle at which a read burst is open (an update run and a statistics run)
+    or a write burst with W beats on the bus (an update run), under pauses on every AXI
+    channel. Then (``UpdaterDevice.reset_during_run``) no AXI valid may rise, nor the
+    interrupt, until the next start, and the kernel must report idle within a bound. The
+    next run of the same mode must equal golden (update: every output word, guards, status,
+    error register, and ``read_beats``/``write_beats`` equal to the beats the monitors saw,
+    so no burst of the cut run came back; statistics: the exact sums, which start from the
+    buckets the cut run had filled), within its cycle bound.
+    """
+    tb = TB(dut, 0.3)
+    await tb.reset()
+    rng = knobs.rng(71)
+    chunk = tb.params["chunk_elements"]
+    device = tb.device
+    # An update run cut in its reads, a statistics run (its buckets then hold partial sums),
+    # an update run cut in the W data of a write burst.
+    rounds = [("update", device.read_burst_open, (1, 40)), ("statistics", device.read_burst_open, (1, 40)),
+              ("update", device.write_burst_open, (1, 150))]
+    for round_, (mode, until, after) in enumerate(rounds):
+        n = 8 * chunk + tb.params["lanes"] + 1
+        tensors, states = tb.random_inputs(rng, n, "f32", specials=0.1)
+        if mode == "update":
+            cut = device.update(tensors["param"], tensors["grad"], states, random_hyper(rng, tb.optimizer),
+                                copy_format="f16")
+        else:
+            cut = device.statistics(tensors["grad"])
+        await device.reset_during_run(tb, rng, cut, after=after, until=until)
+        label = f"round {round_}: {mode} run after a reset"
+        marks = [len(monitor.bursts) for monitor in tb.device.monitors]
+        if mode == "update":
+            variant = int(rng.integers(0, 6))
+            result = await tb.check_update(rng, int(rng.integers(1, n)), label=label, variant=variant,
+                                           grad_format=GRAD_FORMAT_CODES[variant % 3],
+                                           copy_format=("none", "f16", "bf16")[variant // 3 % 3])
+        else:
+            grad = gradient_tensor(rng, int(rng.integers(1, n)), "f32", specials=0.2)
+            result = await tb.device.statistics(grad)
+            expected = reference_statistics(grad, "f32")
+            got = (result.nan_count, result.inf_count, result.accumulator)
+            want = (expected.nan_count, expected.inf_count, expected.accumulator)
+            assert got == want, (f"{label}: {[hex(v) for v in got]} != golden {[hex(v) for v in want]}; "
+                                 f"{knobs.describe(DEFAULT_VECTORS)}")
+        seen = tb.device.beats_since(marks)
+        counted = {"read": result.read_beats, "write": result.write_beats}
+        assert counted == seen, f"{label}: beat counters {counted}, monitors {seen}; {knobs.describe()}"
+        assert not tb.device.violations, f"{label}: {tb.device.violations[:3]}; {knobs.describe()}"

@@ -29,6 +29,7 @@ import pathlib
 import pickle
 import tempfile
 
+import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
@@ -36,6 +37,8 @@ from cocotbext.axi.sparse_memory import SparseMemory
 
 from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES, run_flags, scalar_bits
 from rtl.bus.axi import PAGE_BYTES
+from rtl.optim.gradient_statistics import BUCKETS
+from testbenches import knobs
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
 
 __all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "run_session", "update", "statistics", "JOB_ENV",
@@ -149,6 +152,7 @@ class UpdaterDevice:
         self.host = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control_"), clock, dut.rst)
         self.registers = {entry["name"]: entry for entry in component.register_map()}
         self._next_free = 0
+        self.cut_bursts = 0
 
     def set_stall(self, stall):
         """Pause every AXI channel of the memory with probability ``stall`` (0: never)."""
@@ -163,6 +167,86 @@ class UpdaterDevice:
     @property
     def violations(self):
         return [v for monitor in self.monitors for v in monitor.violations]
+
+    # ---------------------------------------------------------------- reset
+    # The kernel's reset is the reset of its memory and host models too (``dut.rst``), as AXI
+    # requires: both ends of a bus leave reset together, with every burst in flight dropped.
+    def clear(self):
+        """Forget what a reset cut (a ``driver`` of ``ClockedTB.reset_mid_transfer``).
+
+        Called when reset rises and when it falls: the bursts in flight, which the reset
+        dropped at both ends of every bus, and any fault range. ``cut_bursts`` keeps how many
+        bursts were open when reset rose.
+        """
+        open_ = sum(monitor.outstanding for monitor in self.monitors)  # 0 when reset falls
+        self.cut_bursts = max(self.cut_bursts, open_)
+        for monitor in self.monitors:
+            monitor.outstanding = 0
+        self.set_faults(())
+
+    def read_burst_open(self):
+        """A read burst is open (AR taken, its last R beat not): a reset now cuts its R beats."""
+        return any(monitor.outstanding for monitor in self.monitors if monitor.direction == "read")
+
+    def write_burst_open(self):
+        """A write burst is open while W beats, not the last, are on its port: a reset now cuts its data."""
+        for monitor in self.monitors:
+            if monitor.direction != "write" or not monitor.outstanding:
+                continue
+            wvalid, wlast = (getattr(self.dut, f"{monitor._prefix}__{name}") for name in ("wvalid", "wlast"))
+            if int(wvalid.value) and not int(wlast.value):
+                return True
+        return False
+
+    def bus_valids(self):
+        """The names of the AXI valid signals, both ends of every memory port, that are high now."""
+        names = [f"m_axi_{port}__{channel}valid" for port in self.rams
+                 for channel in ("ar", "r", "aw", "w", "b")]
+        return [name for name in names if int(getattr(self.dut, name).value)]
+
+    async def reset_during_run(self, tb, rng, run, *, after, until):
+        """Start ``run`` (a coroutine of this device) and reset while its bursts are open.
+
+        Once the run's first burst starts, reset (of the kernel, its memory and its host)
+        rises at the first cycle, from a random one in ``after`` (counted from that burst)
+        on, at which ``until()`` holds (:meth:`read_burst_open`, :meth:`write_burst_open`),
+        so a burst is cut. Then the bus must be idle: no AXI valid on any port nor the
+        interrupt for a while, CTRL without ap_start or ap_done, and ap_idle within a cycle
+        bound (the kernel first zeroes its statistics buckets). Returns the cycle at which
+        reset rose.
+        """
+        self.cut_bursts = 0
+        marks = [len(monitor.bursts) for monitor in self.monitors]
+        task = cocotb.start_soon(run)
+
+        await tb.wait_until(lambda: [len(monitor.bursts) for monitor in self.monitors] != marks, cycles=4000,
+                            what="the run's first burst")
+        cycle = await tb.reset_mid_transfer(rng, after=after, drivers=[self], until=until)
+        task.cancel()
+        where = f"after the reset at cycle {cycle}; {knobs.describe()}"
+        assert self.cut_bursts, f"no burst was open when reset rose; {where}"
+        for _ in range(32):
+            high = self.bus_valids() + (["irq"] if int(self.dut.irq.value) else [])
+            assert not high, f"{', '.join(high)} high {where}"
+            await RisingEdge(self.clock)
+
+        async def idle():
+            while True:
+                ctrl = await self.host.read_dword(_CTRL)
+                assert not ctrl & 0b1011, f"CTRL {ctrl:#x} (start, done or ready) {where}"
+                if ctrl & 0b100:
+                    return
+
+        await tb.bounded(idle(), cycles=4 * BUCKETS, what=f"ap_idle {where}")
+        assert not self.bus_valids() and not self.violations, (self.bus_valids(), self.violations[:3], where)
+        return cycle
+
+    def beats_since(self, marks):
+        """Data beats of the bursts the monitors saw since ``marks`` (their burst counts), by direction."""
+        beats = {"read": 0, "write": 0}
+        for monitor, mark in zip(self.monitors, marks, strict=True):
+            beats[monitor.direction] += sum(length for _, _, length in monitor.bursts[mark:])
+        return beats
 
     # ---------------------------------------------------------------- memory
     def allocate(self, size):
