@@ -69,6 +69,12 @@ class AXIChunkDecompressor(wiring.Component):
     Throughput: one beat (``lanes`` words) per cycle when memory keeps up, else as
     :class:`~rtl.compress.chunk_decompressor.ChunkDecompressor`. Latency: the reader's (AR two
     cycles after the command) plus the decompressor's.
+
+    Reset: ``rst`` may cut a transfer at any cycle if it resets the memory side of ``m_axi``
+    too (AXI's shared ARESETn): the bursts in flight are dropped at both ends and the next
+    command starts clean (the chunk buffers are zeroed first, ``busy`` high). A reset of the
+    block alone while a read burst is open is not supported (its R beats would still come);
+    without a shared reset, reset it only while ``busy`` is low.
     """
 
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", banks=16, out_lanes=16, bank_writes=3,

@@ -116,6 +116,12 @@ class DRAMScatter(wiring.Component):
     (one read and one write address per pair on one port), less when ``rmw_depth`` does not cover
     the read-add-write latency (about 10 cycles plus twice the memory latency) or pairs repeat an
     element in flight. ``lanes`` sets the pair port's width, not the scatter rate.
+
+    Reset: ``rst`` may cut a run at any cycle if it resets the memory side of both ports too
+    (AXI's shared ARESETn): the bursts in flight are dropped at both ends, the counters read 0
+    and the next command runs clean; the cut run's region is left partly written. A reset of
+    the block alone while a burst is open is not supported (the memory would still answer it,
+    or wait for its W beats); without a shared reset, reset it only while ``busy`` is low.
     """
 
     def __init__(self, *, lanes=8, data_width=512, value_format="f32", rmw_depth=16, address_width=64,

@@ -44,6 +44,9 @@ class TopKUpdaterKernel(UpdaterKernel):
     bank as ``m_axi_gmem``. ``pairs_address`` must be ``data_width // 8``-byte aligned; the
     read is rounded up to whole beats (memory after the stream may be read, never written).
 
+    **Reset.** As the dense kernel's: ``rst`` may cut a run if it resets every AXI slave,
+    ``m_axi_pairs``'s included, with the kernel; otherwise only while the kernel is idle.
+
     **Statistics mode** (``mode`` = 1) computes the NaN and Inf counts and the exact sum of
     squares of the decompressed gradient; nothing is written.
 

@@ -28,7 +28,7 @@ from testbenches.stream import StreamSink, StreamSource, never, random_pauses, s
 from testbenches.tb import ClockedTB, Scoreboard
 
 from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, stall_salt
+from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, stall_salt
 
 RAM_SIZE = 1 << 22
 DEFAULT_TRANSFERS = 6
@@ -228,3 +228,38 @@ async def traffic(dut):
     if "NEARTRAIN_BENCH_OUT" in os.environ:
         with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
             json.dump(results, out)
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset while read bursts are open, under stalls; the next transfer equals golden, alone.
+
+    The reset is the block's and its ``AxiRam``'s (``dut.rst``), as AXI requires. Each round
+    starts a multi-chunk transfer with pauses on every AXI channel, on the command and on the
+    output, and raises reset at a random cycle at which a read burst is open (it is cut).
+    Then no AXI valid may rise until the next command; ``read_error``, the counters and the
+    status bits read 0; and a new transfer must give exactly its golden dense chunks and
+    counters, reading exactly its stream's beats (no burst of the cut transfer comes back)
+    and writing nothing, within a cycle bound, with ``busy`` falling.
+    """
+    tb = AxiDecompressorTB(dut, stall=True, salt=9)
+    rng = knobs.rng(50)
+    cut = CutBursts(tb.monitor)
+    await tb.reset()
+    for round_ in range(3):
+        size = random_size(rng, tb.chunk_size, 4)
+        words, *_ = top_k_stream(rng, size, tb.chunk_size, 0.1, tb.value_format, True)
+        offset, _ = tb.place(words)
+        tb.cmd.send_nowait({"address": offset, "words": len(words), "size": size, "sorted": 1})
+        cut.cut = 0
+        await tb.reset_mid_transfer(rng, after=(1, 40), drivers=[tb.cmd, tb.sink, cut], until=cut.burst_open)
+        assert cut.cut, f"round {round_}: no read burst open at the reset; {knobs.describe()}"
+        await idle_after_reset(tb, ["m_axi"])
+        errors = unpack(errors_layout(), int(dut.errors.value))
+        assert not any(errors.values()) and not dut.status.value and not dut.read_error.value, (
+            f"round {round_}: counters {errors}, status {int(dut.status.value):#x}, read_error "
+            f"{int(dut.read_error.value)} after the reset; {knobs.describe()}")
+        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
+        words, *_ = top_k_stream(rng, size, tb.chunk_size, RATIOS[round_], tb.value_format, False)
+        await tb.transfer(words, size, False, {"round": round_, "after": "reset", "size": size})
+        await tb.drain(size)

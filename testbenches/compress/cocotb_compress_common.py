@@ -14,7 +14,7 @@ from testbenches.stream import StreamSink, StreamSource, never, random_pauses, s
 from testbenches.tb import ClockedTB
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
-           "stall_salt"]
+           "stall_salt", "CutBursts", "idle_after_reset"]
 
 PAUSE_PROBABILITY = 0.35
 CLOCK_NS = 10
@@ -72,3 +72,34 @@ class CompressTB(ClockedTB):
             if self.dut.i__ready.value:
                 return
         raise AssertionError("i.ready never rose after reset")
+
+
+class CutBursts:
+    """Burst monitors seen across a reset (a ``driver`` of ``ClockedTB.reset_mid_transfer``).
+
+    The block's reset is its AXI memory models' reset too (``dut.rst``), as AXI requires: the
+    bursts in flight are dropped at both ends. ``clear()`` (reset rising, then falling) records
+    in ``cut`` how many were open when it rose and makes the monitors forget them.
+    """
+
+    def __init__(self, *monitors):
+        self.monitors = monitors
+        self.cut = 0
+
+    def clear(self):
+        self.cut = max(self.cut, sum(monitor.outstanding for monitor in self.monitors))
+        for monitor in self.monitors:
+            monitor.outstanding = 0
+
+    def burst_open(self):
+        """A burst is open (address taken, its last R beat or its B response not)."""
+        return any(monitor.outstanding for monitor in self.monitors)
+
+
+async def idle_after_reset(tb, ports, cycles=32):
+    """Check, for ``cycles`` cycles, that no AXI valid of ``ports`` (prefixes ``m_axi...``) is high."""
+    names = [f"{port}__{channel}valid" for port in ports for channel in ("ar", "r", "aw", "w", "b")]
+    for _ in range(cycles):
+        high = [name for name in names if int(getattr(tb.dut, name).value)]
+        assert not high, f"{', '.join(high)} high after the reset (cycle {tb.cycle}); {knobs.describe()}"
+        await RisingEdge(tb.clock)

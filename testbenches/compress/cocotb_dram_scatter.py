@@ -31,7 +31,7 @@ from testbenches.harness import component_from_env, params_from_env
 from testbenches.stream import StreamSource, never, random_pauses, stream_layout, unpack
 from testbenches.tb import ClockedTB
 
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, random_values
+from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
 
 RAM_SIZE = 1 << 20
 GUARD_BYTES = 256
@@ -347,3 +347,46 @@ async def measure_traffic(dut):
     if "NEARTRAIN_BENCH_OUT" in os.environ:
         with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
             json.dump(results, out)
+
+
+@cocotb.test()
+async def reset_mid_run(dut):
+    """Reset while bursts are open (zero fill, pair reads or RMWs), under stalls; the next run equals golden.
+
+    The reset is the block's and its two ``AxiRam``s' (``dut.rst``), as AXI requires. Each round
+    starts a run of Top-K pairs with pauses on every AXI channel and on the command, and raises
+    reset at a random cycle at which a burst is open (it is cut): zero-fill writes, pair reads
+    or RMW reads and writes, as the cycle falls. Then no AXI valid may rise until the next
+    command; ``busy``, the error flags, the counters and the traffic counters read 0; and a
+    new run (``DramScatterTB.run``) must leave exactly the golden dense region, counters and
+    traffic (beats equal to the monitors' and to what the run promises, so nothing of the cut
+    run comes back), guards intact, within its cycle bound.
+    """
+    tb = DramScatterTB(dut, stall=True, salt=5)
+    rng = knobs.rng(60)
+    cut = CutBursts(tb.dense_reads, tb.dense_writes, tb.pair_reads)
+    await tb.reset()
+    for round_ in range(4):
+        size = int(rng.integers(1500, 4000))
+        indices, values = topk_pairs(rng, size, 0.1, tb.value_format)
+        words = flat_words(indices, values, tb.value_format)
+        pairs, dense = tb.place(rng, words, size)
+        tb.cmd.send_nowait({"dense": dense, "size": size, "pairs": pairs, "words": len(words),
+                            "count": len(words), "sorted": 1})
+        cut.cut = 0
+        # Early rounds cut the zero fill, later ones the scatter.
+        after = (1, 30) if round_ % 2 == 0 else (size // tb.per_beat + 50, size // tb.per_beat + 400)
+        await tb.reset_mid_transfer(rng, after=after, drivers=[tb.cmd, cut], until=cut.burst_open)
+        assert cut.cut, f"round {round_}: no burst open at the reset; {knobs.describe()}"
+        await idle_after_reset(tb, ["m_axi_dense", "m_axi_pairs"])
+        errors = unpack(errors_layout(), int(dut.errors.value))
+        traffic = unpack(traffic_layout(), int(dut.traffic.value))
+        flags = [int(getattr(dut, name).value) for name in ("busy", "status", "read_error", "write_error")]
+        assert not any(errors.values()) and not any(traffic.values()) and not any(flags), (
+            f"round {round_}: counters {errors}, traffic {traffic}, busy/status/errors {flags} after the "
+            f"reset; {knobs.describe()}")
+        size = int(rng.integers(1000, 3000))
+        indices, values = topk_pairs(rng, size, 0.01 if round_ % 2 else 0.1, tb.value_format)
+        await tb.run(rng, flat_words(indices, values, tb.value_format), size, len(indices), True,
+                     {"round": round_, "after": "reset", "size": size})
+    await tb.finish()

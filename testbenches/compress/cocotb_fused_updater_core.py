@@ -70,6 +70,34 @@ class FusedTB(ClockedTB):
         return beats
 
     async def run(self, rng, words, size, promised_sorted, variant, label):
+        scoreboard, states, errors, expected = await self.start(rng, words, size, promised_sorted, variant,
+                                                                label)
+        reports = len(self.reports)
+        self.state.send_many(states)
+        self.pairs.send_many(self.wire_beats(words))
+
+        async def receive():
+            for _ in range(len(states)):
+                item = await self.sink.recv()
+                scoreboard.check([lane for k, lane in enumerate(item["lanes"]) if item["mask"] >> k & 1])
+
+        budget = 8 * (len(words) + len(states) + 400)
+        await with_timeout(receive(), budget * CLOCK_NS, "ns")
+        scoreboard.check_complete()
+        assert len(self.reports) == reports + 1, f"{label}: {len(self.reports) - reports} done pulses"
+        got, status = self.reports[reports]
+        wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
+        assert got == wanted, f"{label}: errors {got}, expected {wanted}; {knobs.describe()}"
+        assert status == int(errors.status), f"{label}: status {status:#x}; {knobs.describe()}"
+        nonfinite = int(self.dut.nonfinite.value)
+        assert nonfinite == expected["nonfinite"], f"{label}: nonfinite {nonfinite}; {knobs.describe()}"
+
+    async def start(self, rng, words, size, promised_sorted, variant, label):
+        """Golden results of one step, its run-level inputs set and ``clear`` pulsed.
+
+        Returns the scoreboard of its outputs, its state beats, the golden counters and the
+        golden update.
+        """
         hyper = random_hyper(rng, self.optimizer, variant)
         copy_format = COPY_FORMAT_CODES[variant % 3]
         dense, errors = scatter_stream(words, size, value_format=self.value_format,
@@ -105,25 +133,7 @@ class FusedTB(ClockedTB):
                     outs.append(out)
             states.append({"mask": (1 << count) - 1, "lanes": lanes})
             scoreboard.expect(outs, {"element": start})
-        reports = len(self.reports)
-        self.state.send_many(states)
-        self.pairs.send_many(self.wire_beats(words))
-
-        async def receive():
-            for _ in range(len(states)):
-                item = await self.sink.recv()
-                scoreboard.check([lane for k, lane in enumerate(item["lanes"]) if item["mask"] >> k & 1])
-
-        budget = 8 * (len(words) + len(states) + 400)
-        await with_timeout(receive(), budget * CLOCK_NS, "ns")
-        scoreboard.check_complete()
-        assert len(self.reports) == reports + 1, f"{label}: {len(self.reports) - reports} done pulses"
-        got, status = self.reports[reports]
-        wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
-        assert got == wanted, f"{label}: errors {got}, expected {wanted}; {knobs.describe()}"
-        assert status == int(errors.status), f"{label}: status {status:#x}; {knobs.describe()}"
-        nonfinite = int(self.dut.nonfinite.value)
-        assert nonfinite == expected["nonfinite"], f"{label}: nonfinite {nonfinite}; {knobs.describe()}"
+        return scoreboard, states, errors, expected
 
 
 @cocotb.test()
@@ -146,3 +156,44 @@ async def steps_bit_exact(dut, idle, backpressure):
             words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)
             label = {"run": run, "kind": kind, "size": size, "sorted": promised_sorted}
         await tb.run(rng, words, size, promised_sorted, 4 * salt + run, label)
+
+
+@cocotb.test()
+async def reset_mid_run(dut):
+    """Reset in the middle of a step, under stalls; the next step equals the chained golden models, alone.
+
+    Each round starts a step (wire stream and state beats with random valid gaps, random
+    backpressure on the output) and raises reset at a random cycle at which wire and state
+    beats have been taken and outputs are still due (gradient sums in the chunk buffers,
+    results in the core's pipeline). Right after the reset the counters, status bits and
+    ``nonfinite`` read 0. Then a new step must give exactly its golden outputs, counters and
+    one ``done`` (nothing of the cut step, no extra beat), within a cycle bound.
+    """
+    tb = FusedTB(dut, idle=True, backpressure=True, salt=9)
+    rng = knobs.rng(90)
+    await tb.reset()
+    for round_ in range(3):
+        size = random_size(rng, tb.chunk_size, 4)
+        words, *_ = top_k_stream(rng, size, tb.chunk_size, 0.1, tb.value_format, False)
+        scoreboard, states, _, _ = await tb.start(rng, words, size, False, round_, {"cut": round_})
+        marks = (tb.state.sent, tb.pairs.sent, tb.sink.received, len(states))
+        tb.state.send_many(states)
+        tb.pairs.send_many(tb.wire_beats(words))
+
+        def step_open(marks=marks):
+            state, pairs, received, due = marks
+            return tb.state.sent > state and tb.pairs.sent > pairs and tb.sink.received - received < due
+
+        # Once both streams flow, the step stays open at least one cycle per state beat due.
+        await tb.wait_until(step_open, cycles=20 * (len(states) + len(words)) + 1000, what="the step's start")
+        await tb.reset_mid_transfer(rng, after=(1, len(states) // 2), drivers=[tb.pairs, tb.state, tb.sink],
+                                    until=step_open)
+        errors = unpack(errors_layout(), int(dut.errors.value))
+        assert not any(errors.values()) and not dut.status.value and not dut.nonfinite.value, (
+            f"round {round_}: counters {errors}, status {int(dut.status.value):#x}, nonfinite "
+            f"{int(dut.nonfinite.value)} after the reset; {knobs.describe()}")
+        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
+        words, *_ = top_k_stream(rng, size, tb.chunk_size, RATIOS[round_], tb.value_format, True)
+        await tb.run(rng, words, size, True, 3 + round_, {"round": round_, "after": "reset", "size": size})
+        await tb.cycles(50)
+        assert tb.sink.empty(), f"round {round_}: an extra output {tb.sink.queue[0]}; {knobs.describe()}"

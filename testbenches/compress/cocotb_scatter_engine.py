@@ -57,6 +57,20 @@ def chunk_beats(rng, indices, values, length, lanes, hole_probability):
     return beats
 
 
+def random_chunk(tb, rng, chunk, scoreboard):
+    """Chunk number ``chunk`` of a sequence (its pattern from ``KINDS``): its golden beats go to
+    ``scoreboard``; returns its input beats and a cycle budget for it."""
+    kind = KINDS[chunk % len(KINDS)]
+    length = tb.chunk_size if rng.random() < 0.6 else int(rng.integers(1, tb.chunk_size + 1))
+    indices = chunk_indices(rng, kind, length, tb.banks, 3 * tb.chunk_size)
+    values = random_values(rng, len(indices), tb.value_format)
+    expected = dense_beats(indices, values, length, tb.out_lanes)
+    scoreboard.expect_many(expected, [{"chunk": chunk, "kind": kind, "beat": n}
+                                      for n in range(len(expected))])
+    beats = chunk_beats(rng, indices, values, length, tb.lanes, hole_probability=0.2)
+    return beats, len(beats) + len(indices) * 6 + len(expected)
+
+
 class EngineTB(CompressTB):
     def __init__(self, dut, **kwargs):
         super().__init__(dut, **kwargs)
@@ -75,19 +89,11 @@ async def chunks_bit_exact(dut, idle, backpressure):
     rng = knobs.rng(salt)
     await tb.reset()
     scoreboard = Scoreboard("topk_scatter o")
-    limit = 3 * tb.chunk_size
     words = 0
     for chunk in range(knobs.vectors(DEFAULT_CHUNKS)):
-        kind = KINDS[chunk % len(KINDS)]
-        length = tb.chunk_size if rng.random() < 0.6 else int(rng.integers(1, tb.chunk_size + 1))
-        indices = chunk_indices(rng, kind, length, tb.banks, limit)
-        values = random_values(rng, len(indices), tb.value_format)
-        expected = dense_beats(indices, values, length, tb.out_lanes)
-        scoreboard.expect_many(expected, [{"chunk": chunk, "kind": kind, "beat": n}
-                                          for n in range(len(expected))])
-        beats = chunk_beats(rng, indices, values, length, tb.lanes, hole_probability=0.2)
+        beats, cost = random_chunk(tb, rng, chunk, scoreboard)
         tb.source.send_many(beats)
-        words += len(beats) + len(indices) * 6 + len(expected)
+        words += cost
 
     async def drain():
         for _ in range(scoreboard.pending):
@@ -150,3 +156,36 @@ async def throughput(dut):
     if "NEARTRAIN_BENCH_OUT" in os.environ:
         with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
             json.dump(result, out)
+
+
+@cocotb.test()
+async def reset_mid_transfer(dut):
+    """Reset while chunks scatter and drain, under stalls; the next chunks equal golden, alone.
+
+    Each round sends three chunks with random valid gaps and backpressure and raises reset at
+    a random cycle at which pair beats have been taken and output beats are still due (sums
+    sit in the chunk buffers). After the reset the engine zeroes both buffers (``i.ready``
+    low), then two new chunks must come out exactly as golden scatter makes them (nothing of
+    the cut chunks' sums, no extra beat), within a cycle bound, and ``busy`` must fall.
+    """
+    tb = EngineTB(dut, idle=True, backpressure=True, salt=5)
+    rng = knobs.rng(40)
+    await tb.reset()
+    for round_ in range(3):
+        cut = Scoreboard("cut chunks")
+        beats = [beat for chunk in range(3) for beat in random_chunk(tb, rng, chunk, cut)[0]]
+        sent, received, due = tb.source.sent, tb.sink.received, cut.pending
+        tb.source.send_many(beats)
+
+        def chunk_open(sent=sent, received=received, due=due):
+            return tb.source.sent > sent and tb.sink.received - received < due
+
+        await tb.reset_mid_transfer(rng, after=(1, 150), drivers=[tb.source, tb.sink], until=chunk_open)
+        scoreboard = Scoreboard(f"topk_scatter o, round {round_} after reset")
+        cost = 0
+        for chunk in range(2):
+            beats, words = random_chunk(tb, rng, 3 * round_ + chunk, scoreboard)
+            tb.source.send_many(beats)
+            cost += words
+        await tb.expect_from(tb.sink, scoreboard, cycles=4 * cost + 2 * tb.chunk_size + 1000, settle=50)
+        assert not dut.busy.value, f"busy stays high after the chunks; {knobs.describe()}"

@@ -111,6 +111,24 @@ class TB(ClockedTB):
         self.check_traffic(result, words, where)
         return result
 
+    async def check_statistics(self, rng, n, ratio, label):
+        """A statistics step of ``n`` elements at Top-K ``ratio``: exact counts and sums, no writes."""
+        # Values with every corner class (NaN, Inf, subnormals) so that the counts are not zero.
+        words, *_ = top_k_stream(rng, n, self.chunk, ratio, self.value_format, True)
+        dense, _ = scatter_stream(words, n, value_format=self.value_format, chunk_size=self.chunk,
+                                  sorted_within_chunk=True)
+        param, states = self.random_state(rng, n)
+        result = await self.device.step(param, words, states, random_hyper(rng, self.optimizer),
+                                        promised_sorted=True, mode=1)
+        expected = reference_statistics(dense.view(np.uint32), "f32")
+        got = (result.nan_count, result.inf_count, result.accumulator)
+        want = (expected.nan_count, expected.inf_count, expected.accumulator)
+        where = f"{label} n={n}; {knobs.describe()}"
+        assert got == want, f"{[hex(v) for v in got]} != golden {[hex(v) for v in want]}; {where}"
+        assert result.outputs["param"].tobytes() == param.tobytes(), f"param changed; {where}"
+        assert result.error == 0, f"error {result.error:#x}; {where}"
+        self.check_traffic(result, words, where, mode=1)
+
 
 def stream_for(rng, run, n, tb):
     """Run ``run`` of a sequence: well-formed Top-K streams and corrupted ones, alternately."""
@@ -147,22 +165,7 @@ async def statistics_of_the_decompressed_gradient(dut):
     await tb.reset()
     rng = knobs.rng(71)
     for ratio in (0.1, 0.5):
-        n = random_size(rng, tb.chunk, 3)
-        # Values with every corner class (NaN, Inf, subnormals) so that the counts are not zero.
-        words, *_ = top_k_stream(rng, n, tb.chunk, ratio, tb.value_format, True)
-        dense, _ = scatter_stream(words, n, value_format=tb.value_format, chunk_size=tb.chunk,
-                                  sorted_within_chunk=True)
-        param, states = tb.random_state(rng, n)
-        result = await tb.device.step(param, words, states, random_hyper(rng, tb.optimizer),
-                                      promised_sorted=True, mode=1)
-        expected = reference_statistics(dense.view(np.uint32), "f32")
-        got = (result.nan_count, result.inf_count, result.accumulator)
-        want = (expected.nan_count, expected.inf_count, expected.accumulator)
-        where = f"statistics ratio={ratio} n={n}; {knobs.describe()}"
-        assert got == want, f"{[hex(v) for v in got]} != golden {[hex(v) for v in want]}; {where}"
-        assert result.outputs["param"].tobytes() == param.tobytes(), f"param changed; {where}"
-        assert result.error == 0, f"error {result.error:#x}; {where}"
-        tb.check_traffic(result, words, where, mode=1)
+        await tb.check_statistics(rng, random_size(rng, tb.chunk, 3), ratio, f"statistics ratio={ratio}")
 
 
 @cocotb.test()
@@ -209,3 +212,43 @@ async def traffic(dut):
         dut._log.info("traffic: %s", results[-1])
     with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
         json.dump(results, out)
+
+
+@cocotb.test()
+async def reset_mid_run(dut):
+    """Reset while bursts are open, in an update and a statistics step; the next steps equal golden.
+
+    The reset is the kernel's and its memory's and host's (``dut.rst``), as AXI requires; it
+    rises at a random cycle at which a read burst is open, the pair port's included (an update
+    and a statistics step), or a write burst with W beats on the bus (an update step), under
+    pauses on every AXI channel. Then
+    (``UpdaterDevice.reset_during_run``) no AXI valid may rise, nor the interrupt, until the next
+    start, and the kernel must report idle within a bound. The next step must equal golden:
+    update (``TB.check_step``) every output word and counter, the traffic (the pair stream read
+    exactly once, ``read_beats``/``write_beats`` equal to the monitors', so no burst of the cut
+    step came back); statistics the exact sums of the scattered gradient (its buckets held the
+    cut step's partial sums), no writes; within the device's cycle bound.
+    """
+    tb = TB(dut, 0.3, 11)
+    await tb.reset()
+    rng = knobs.rng(101)
+    device = tb.device
+    # An update step cut in its reads, a statistics step (its buckets then hold partial sums),
+    # an update step cut in the W data of a write burst.
+    rounds = [(0, device.read_burst_open, (1, 40)), (1, device.read_burst_open, (1, 40)),
+              (0, device.write_burst_open, (1, 150))]
+    for round_, (mode, until, after) in enumerate(rounds):
+        # Dense enough that a statistics step, which reads the pair stream only, lasts.
+        n = random_size(rng, tb.chunk, 8)
+        words = topk_words(rng, n, tb.chunk, 0.5, tb.value_format, True)
+        param, states = tb.random_state(rng, n)
+        cut = device.step(param, words, states, random_hyper(rng, tb.optimizer), promised_sorted=True,
+                          copy_format="f16", mode=mode)
+        await device.reset_during_run(tb, rng, cut, after=after, until=until)
+        n = random_size(rng, tb.chunk, int(rng.integers(1, 4)))
+        label = {"round": round_, "mode": mode, "after": "reset"}
+        if mode == 0:
+            words, promised_sorted, _ = stream_for(rng, round_, n, tb)
+            await tb.check_step(rng, n, words, promised_sorted, variant=round_, label=label)
+        else:
+            await tb.check_statistics(rng, n, 0.5, f"statistics {label}")

@@ -33,6 +33,12 @@ def test_axi_decompressor(testcase):
                testcase=testcase)
 
 
+def test_axi_decompressor_reset():
+    """Reset in the middle of transfers, with read bursts open (``reset_mid_transfer``)."""
+    run_cocotb("topk_axi_decompressor", "testbenches.compress.cocotb_axi_decompressor", params=AXI_PARAMS,
+               testcase="reset_mid_transfer")
+
+
 @pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 def test_parameters_are_validated():
     import gc

@@ -30,6 +30,12 @@ def test_dram_scatter(params, testcase):
     run_cocotb("topk_dram_scatter", MODULE, params=params, testcase=testcase)
 
 
+@pytest.mark.parametrize("params", CONFIGS, ids=_id)
+def test_dram_scatter_reset(params):
+    """Reset in the middle of runs, with bursts open (``reset_mid_run``)."""
+    run_cocotb("topk_dram_scatter", MODULE, params=params, testcase="reset_mid_run")
+
+
 @pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 def test_parameters_are_validated():
     import gc

@@ -41,6 +41,12 @@ def test_topk_updater(params, testcase):
     run_cocotb("topk_updater", MODULE, params=params, testcase=testcase)
 
 
+@pytest.mark.parametrize("params", CASES, ids=_id)
+def test_topk_updater_reset(params):
+    """Reset in the middle of update and statistics steps, with bursts open (``reset_mid_run``)."""
+    run_cocotb("topk_updater", MODULE, params=params, testcase="reset_mid_run")
+
+
 def measure_traffic():
     """Measured bytes per parameter of one Adam step, fused against dense; returns the table rows."""
     from golden.optim.host import STATE_NAMES
