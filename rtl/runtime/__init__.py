@@ -6,6 +6,7 @@ from . import (
     net_interface,  # noqa: F401
     rdma_detector,  # noqa: F401
     rdma_responder,  # noqa: F401
+    runtime_node,  # noqa: F401
     spawner,  # noqa: F401
     task_packager,  # noqa: F401
     task_responder,  # noqa: F401

@@ -1,6 +1,6 @@
 """Pieces the runtime units share: the configuration port, queues, sealing and range arithmetic."""
 
-from amaranth.hdl import Cat, Const, Shape, Signal
+from amaranth.hdl import Cat, Const, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import Out
@@ -8,7 +8,7 @@ from amaranth.lib.wiring import Out
 from .packet import NODE_BITS, PACKET_BITS, RANGE_BITS, ROW_BITS, checksum
 
 __all__ = ["ConfigSignature", "Queue", "sealed", "times_constant", "range_first", "range_lines",
-           "pulse_count"]
+           "merge", "pulse_count"]
 
 
 class ConfigSignature(wiring.Signature):
@@ -93,6 +93,28 @@ def range_lines(m, index, block, rows, name):
     with m.Else():
         m.d.comb += lines.eq(rows - first)
     return first, lines
+
+
+def merge(m, name, inputs, out):
+    """Round-robin merge of the streams ``inputs`` into ``out`` (combinational, no buffering).
+
+    A waiting input is served within ``len(inputs)`` transfers of ``out``.
+    """
+    turn = Signal(range(len(inputs)), name=f"{name}_turn")
+    chosen = Signal(range(len(inputs)), name=f"{name}_chosen")
+    # The first valid input at or after the turn, else the first valid one.
+    for phase in (0, 1):  # later assignments win: phase 1 overrides
+        for index in reversed(range(len(inputs))):
+            later = (turn <= index) if phase and index < len(inputs) - 1 else 1
+            condition = inputs[index].valid & later
+            with m.If(condition):
+                m.d.comb += chosen.eq(index)
+    for index, source in enumerate(inputs):
+        with m.If(chosen == index):
+            m.d.comb += [out.valid.eq(source.valid), out.payload.eq(source.payload),
+                         source.ready.eq(out.ready)]
+    with m.If(out.valid & out.ready):
+        m.d.sync += turn.eq(Mux(chosen == len(inputs) - 1, 0, chosen + 1))
 
 
 def pulse_count(*pulses):

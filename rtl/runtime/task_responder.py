@@ -25,13 +25,16 @@ def responded_layout():
 class TaskResponder(wiring.Component):
     """Checks a task's integrity and decides which of its slots are local, remote or both.
 
-    Tasks come from the spawner of this node and from the network (the classifier), taken
-    in turn when both wait. Checks, in order (the first failure is counted, as in
-    :func:`golden.runtime.protocol.respond`): the slot mask is 0 (``task_mask``); the range
-    is not below ``config.ranges`` (``task_range``); an occupied slot's row is not below
-    ``config.rows`` (``task_row``); an occupied slot's column is outside the range's lines
-    (``task_col``); a task from the network is not wholly local (``misrouted``: forwarding is
-    one hop, so a forwarded task must be wholly local where it lands).
+    Tasks come from the spawner of this node and from the network (the classifier), in two
+    independent lanes: a network task never waits behind a spawned one, whose remote slots may
+    be waiting for the network (that wait would close a cycle between two nodes' task traffic;
+    see the deadlock argument in ``docs/runtime.md``). Checks in each lane, in order (the
+    first failure is counted, as in :func:`golden.runtime.protocol.respond`): the slot mask
+    is 0 (``task_mask``); the range is not below ``config.ranges`` (``task_range``); an
+    occupied slot's row is not below ``config.rows`` (``task_row``); an occupied slot's column
+    is outside the range's lines (``task_col``); a task from the network is not wholly local
+    (``misrouted``: forwarding is one hop, so a forwarded task must be wholly local where it
+    lands).
 
     Parameters
     ----------
@@ -43,14 +46,15 @@ class TaskResponder(wiring.Component):
     config : In(ConfigSignature())
     spawned, network : In(stream.Signature(Packet))
         Tasks from the spawner and from the classifier.
-    o : Out(stream.Signature(responded_layout()))
-        Good tasks, with ``local`` (slots whose row this node owns) and ``owners``.
-    dropped : Out(5)
-        One-cycle pulses, bit per reason in ``RESPONDER_DROPS`` order.
+    o, o_network : Out(stream.Signature(responded_layout()))
+        Good spawned / network tasks, with ``local`` (slots whose row this node owns) and
+        ``owners`` (registered).
+    dropped, dropped_network : Out(5)
+        One-cycle pulses per lane, bit per reason in ``RESPONDER_DROPS`` order.
 
     Notes
     -----
-    Latency: 1 cycle. Throughput: one task per cycle.
+    Latency: 1 cycle. Throughput: one task per cycle in each lane.
     """
 
     def __init__(self, *, block=20):
@@ -60,32 +64,26 @@ class TaskResponder(wiring.Component):
             "spawned": In(stream.Signature(Packet)),
             "network": In(stream.Signature(Packet)),
             "o": Out(stream.Signature(responded_layout())),
+            "o_network": Out(stream.Signature(responded_layout())),
             "dropped": Out(len(RESPONDER_DROPS)),
+            "dropped_network": Out(len(RESPONDER_DROPS)),
         })
 
     def elaborate(self, platform):
         m = Module()
+        self._lane(m, self.spawned, self.o, self.dropped, from_network=False)
+        self._lane(m, self.network, self.o_network, self.dropped_network, from_network=True)
+        return m
+
+    def _lane(self, m, source, out, dropped_port, *, from_network):
         config = self.config
-
-        # Take the two inputs in turn when both wait.
-        prefer_network = Signal()
-        use_network = Signal()
-        m.d.comb += use_network.eq(self.network.valid & (prefer_network | ~self.spawned.valid))
-        packet = Packet(Signal(Packet.as_shape().size, name="candidate"))
-        valid = Signal()
-        m.d.comb += valid.eq(self.network.valid | self.spawned.valid)
-        with m.If(use_network):
-            m.d.comb += packet.eq(self.network.payload)
-        with m.Else():
-            m.d.comb += packet.eq(self.spawned.payload)
-
+        name = "network" if from_network else "spawned"
+        packet = source.payload
         header = packet.header
         task = packet.task()
-        first, lines = range_lines(m, header.range, self._block, config.rows, "task")
-        owners = [Signal(NODE_BITS, name=f"owner{slot}") for slot in range(ITEMS)]
-        local = Signal(ITEMS)
-        bad_row = Signal()
-        bad_col = Signal()
+        first, lines = range_lines(m, header.range, self._block, config.rows, name)
+        owners = [Signal(NODE_BITS, name=f"{name}_owner{slot}") for slot in range(ITEMS)]
+        local = Signal(ITEMS, name=f"{name}_local")
         row_flags, col_flags = [], []
         for slot in range(ITEMS):
             item = task.items[slot]
@@ -94,45 +92,32 @@ class TaskResponder(wiring.Component):
             m.d.comb += local[slot].eq(occupied & (owners[slot] == config.node))
             row_flags.append(occupied & (item.row >= config.rows))
             col_flags.append(occupied & ((item.col < first) | (item.col >= first + lines)))
-        m.d.comb += [bad_row.eq(_any(row_flags)), bad_col.eq(_any(col_flags))]
-        reasons = [Signal(name=f"bad_{reason}") for reason in RESPONDER_DROPS]
+        reasons = [Signal(name=f"{name}_bad_{reason}") for reason in RESPONDER_DROPS]
         m.d.comb += [
             reasons[0].eq(task.mask == 0),
             reasons[1].eq(header.range >= config.ranges),
-            reasons[2].eq(bad_row),
-            reasons[3].eq(bad_col),
-            reasons[4].eq(use_network & (local != task.mask)),
+            reasons[2].eq(_any(row_flags)),
+            reasons[3].eq(_any(col_flags)),
+            reasons[4].eq((local != task.mask) if from_network else 0),
         ]
-        bad = Signal()
+        bad = Signal(name=f"{name}_bad")
         m.d.comb += bad.eq(_any(reasons))
 
-        free = ~self.o.valid | self.o.ready
-        go = Signal()
-        m.d.comb += go.eq(valid & (bad | free))
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        dropped = Signal(len(RESPONDER_DROPS))
-        with m.If(go):
-            with m.If(use_network):
-                m.d.comb += self.network.ready.eq(1)
-            with m.Else():
-                m.d.comb += self.spawned.ready.eq(1)
-            m.d.sync += prefer_network.eq(~use_network)
+        with m.If(out.ready):
+            m.d.sync += out.valid.eq(0)
+        m.d.comb += source.ready.eq(bad | ~out.valid | out.ready)
+        dropped = Signal(len(RESPONDER_DROPS), name=f"{name}_dropped")
+        with m.If(source.valid & source.ready):
             with m.If(bad):
                 earlier = Const(0, 1)
                 for bit, reason in enumerate(reasons):
                     m.d.comb += dropped[bit].eq(reason & ~earlier)
                     earlier = earlier | reason
             with m.Else():
-                m.d.sync += [
-                    self.o.valid.eq(1),
-                    self.o.payload.packet.eq(packet),
-                    self.o.payload.local.eq(local),
-                ]
+                m.d.sync += [out.valid.eq(1), out.payload.packet.eq(packet), out.payload.local.eq(local)]
                 for slot in range(ITEMS):
-                    m.d.sync += self.o.payload.owners[slot].eq(owners[slot])
-        m.d.sync += self.dropped.eq(dropped)
-        return m
+                    m.d.sync += out.payload.owners[slot].eq(owners[slot])
+        m.d.sync += dropped_port.eq(dropped)
 
 
 def _any(values):

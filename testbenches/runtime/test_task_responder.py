@@ -2,9 +2,9 @@
 
 Random tasks arrive from the spawner (rows anywhere) and from the network (mostly wholly local),
 a third of them bad in one way (empty mask, range, row or column out of range, or a network task
-that is not wholly local). The output must interleave the two inputs' good tasks, each in order,
-with the local mask and owners of :func:`golden.runtime.protocol.respond`; the drop counters
-must equal the golden's reasons.
+that is not wholly local). Each lane's output must carry its input's good tasks in order, with
+the local mask and owners of :func:`golden.runtime.protocol.respond`; the drop counters must
+equal the golden's reasons.
 """
 
 import cocotb
@@ -15,7 +15,6 @@ from rtl.runtime.task_responder import RESPONDER_DROPS
 from testbenches import knobs
 from testbenches.harness import run_cocotb
 from testbenches.runtime.tb import (
-    MergeBoard,
     PulseCounter,
     RuntimeTB,
     drain,
@@ -23,9 +22,11 @@ from testbenches.runtime.tb import (
     random_task,
     set_config,
 )
+from testbenches.tb import Scoreboard
 
 DEFAULT_TASKS = 300
 INPUTS = ("spawned", "network")
+OUTPUTS = ("o", "o_network")
 
 
 def random_input(rng, config, node, from_network):
@@ -58,7 +59,7 @@ def expected_output(word, verdict):
 
 
 async def send_tasks(tb, rng, count):
-    board = MergeBoard("responder o", 2)
+    boards = {"o": Scoreboard("responder o"), "o_network": Scoreboard("responder o_network")}
     drops = dict.fromkeys(RESPONDER_DROPS, 0)
     for _ in range(count):
         index = int(rng.integers(0, 2))
@@ -67,18 +68,25 @@ async def send_tasks(tb, rng, count):
         if isinstance(verdict, str):
             drops[verdict[5:]] += 1
         else:
-            board.expect(index, expected_output(word, verdict))
+            boards[OUTPUTS[index]].expect(expected_output(word, verdict))
         tb.sources[INPUTS[index]].send_nowait(word)
-    return board, drops
+    return boards, drops
 
 
 class ResponderTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
-        super().__init__(dut, sources=INPUTS, sinks=["o"], idle=idle, backpressure=backpressure, salt=salt)
+        super().__init__(dut, sources=INPUTS, sinks=OUTPUTS, idle=idle, backpressure=backpressure, salt=salt)
         self.config = random_config(knobs.rng(salt), nodes=8)
         self.node = int(knobs.rng(salt + 1).integers(0, 8))
         set_config(dut, self.config, self.node)
         self.dropped = PulseCounter(dut.dropped, self.clock, RESPONDER_DROPS)
+        self.dropped_network = PulseCounter(dut.dropped_network, self.clock, RESPONDER_DROPS)
+
+    def check_drops(self, drops):
+        got = {name: self.dropped.counts[name] + self.dropped_network.counts[name]
+               for name in RESPONDER_DROPS}
+        assert got == drops, f"{got} != {drops}; {knobs.describe()}"
+        assert self.dropped.counts["misrouted"] == 0  # only network tasks can be misrouted
 
 
 @cocotb.test()
@@ -88,10 +96,10 @@ async def respond_under_stalls(dut, idle, backpressure):
     salt = 2 * idle + backpressure
     tb = ResponderTB(dut, idle=idle, backpressure=backpressure, salt=salt)
     await tb.reset()
-    board, drops = await send_tasks(tb, knobs.rng(20 + salt), knobs.vectors(DEFAULT_TASKS))
+    boards, drops = await send_tasks(tb, knobs.rng(20 + salt), knobs.vectors(DEFAULT_TASKS))
     assert all(drops.values())
-    await drain(tb, {"o": board})
-    assert tb.dropped.counts == drops, f"{tb.dropped.counts} != {drops}; {knobs.describe()}"
+    await drain(tb, boards)
+    tb.check_drops(drops)
 
 
 @cocotb.test()
@@ -103,9 +111,10 @@ async def reset_mid_packet(dut):
     await send_tasks(tb, rng, 100)
     await tb.reset_mid_transfer(rng, after=(5, 40), drivers=tb.drivers)
     tb.dropped.clear()
-    board, drops = await send_tasks(tb, rng, knobs.vectors(DEFAULT_TASKS) // 2)
-    await drain(tb, {"o": board})
-    assert tb.dropped.counts == drops, f"{tb.dropped.counts} != {drops}; {knobs.describe()}"
+    tb.dropped_network.clear()
+    boards, drops = await send_tasks(tb, rng, knobs.vectors(DEFAULT_TASKS) // 2)
+    await drain(tb, boards)
+    tb.check_drops(drops)
 
 
 def test_task_responder():
