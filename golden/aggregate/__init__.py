@@ -21,14 +21,14 @@ from .graphs import (
 from .model import aggregate, aggregate_bound
 from .packets import TASK_AGGREGATION, PacketFormat, Packets
 from .pipeline import HAZARD_WINDOW, Counters, execute, issue_cycles, live_slots
-from .spawner import Spawned, balance_rows, seed_rule, spawn
+from .spawner import Spawned, balance_rows, cycle_estimate, seed_rule, spawn
 
 __all__ = [
     "BENCHMARK_GRAPHS", "GRAPHS", "GraphSpec", "generate", "degree_sequence", "with_self_loops",
     "gcn_normalise", "graph_statistics",
     "TASK_AGGREGATION", "PacketFormat", "Packets",
     "HAZARD_WINDOW", "Counters", "execute", "issue_cycles", "live_slots",
-    "Spawned", "balance_rows", "spawn", "seed_rule",
+    "Spawned", "balance_rows", "spawn", "seed_rule", "cycle_estimate",
     "aggregate", "aggregate_bound",
     "relu", "GcnResult", "gcn_forward", "gcn_reference", "gcn_bound", "gcn_weights",
 ]
