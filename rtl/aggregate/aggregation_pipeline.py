@@ -262,20 +262,28 @@ class AggregationPipeline(wiring.Component):
                 m.d.sync += [h_live[lane].eq(next_live[lane]), h_addr[lane].eq(next_addr[lane])]
                 m.d.sync += [h_addend[lane][feature].eq(next_addend[lane][feature])
                              for feature in range(features)]
-        pushes = [Signal(name=f"sb{lane}_push") for lane in range(lanes)]
-        hits = []
+        # The hazard of the packet in H is a register, computed a cycle ahead against the
+        # scoreboard as it will be (this cycle's issue pushed in), for the packet H will then
+        # hold: the one arriving when H moves, else the one it keeps. The compare trees stay
+        # off the path from the stall to the pipeline's enables.
+        hazard = Signal()
+        h_issue = h_valid & ~hazard
+        m.d.comb += h_ready.eq(~h_valid | h_issue)
+        arriving, kept = [], []
         for lane in range(lanes):
             board = [(Signal(name=f"sb{lane}_valid{k}"), Signal(addr_bits, name=f"sb{lane}_addr{k}"))
                      for k in range(self.hazard_window - 1)]
-            sources = [(pushes[lane], h_addr[lane])] + board[:-1]
-            for (valid, addr), (source_valid, source_addr) in zip(board, sources, strict=True):
-                m.d.sync += [valid.eq(source_valid), addr.eq(source_addr)]
-            hits.append(h_live[lane] & _any([valid & (addr == h_addr[lane]) for valid, addr in board]))
-        hazard = h_valid & _any(hits)
-        h_issue = h_valid & ~hazard
-        m.d.comb += [h_ready.eq(~h_valid | h_issue)] + [pushes[lane].eq(h_issue & h_live[lane])
-                                                        for lane in range(lanes)]
-        increments["stall_cycles"].append(hazard)
+            upcoming = [(h_issue & h_live[lane], h_addr[lane])] + board[:-1]
+            for (valid, addr), (valid_then, addr_then) in zip(board, upcoming, strict=True):
+                m.d.sync += [valid.eq(valid_then), addr.eq(addr_then)]
+
+            def hit(live, row, upcoming=upcoming):
+                return live & _any([valid & (addr == row) for valid, addr in upcoming])
+
+            arriving.append(hit(next_live[lane], next_addr[lane]))
+            kept.append(hit(h_live[lane], h_addr[lane]))
+        m.d.sync += hazard.eq(Mux(h_ready, next_valid & _any(arriving), h_valid & _any(kept)))
+        increments["stall_cycles"].append(h_valid & hazard)
 
         # ---- R: OUT rows and addends into the adders; write-back; clear and drain. ----
         r_valid = Signal()
