@@ -1,3 +1,3 @@
-"""GNN aggregation: the FCsN aggregation pipeline fed by task packets (see docs/aggregate.md)."""
+"""GNN aggregation: the FCsN aggregation pipeline and its RTL kernel (see docs/aggregate.md)."""
 
-from . import aggregation_pipeline  # noqa: F401  (registers the block)
+from . import aggregation_kernel, aggregation_pipeline  # noqa: F401  (registers the blocks)
