@@ -46,10 +46,16 @@ class Queue:
 
     ``w`` (write side) and ``r`` (read side) are ``stream.Interface`` objects whose payloads
     are views of ``shape``; ``level`` counts the entries.
+
+    ``credited=True`` is for a queue filled by a sender that holds one credit per entry (a
+    credit returns when an entry is read): it gets one more entry than ``depth``, because a
+    ``SyncFIFOBuffered`` refuses a write while its last entry moves to the output register
+    (its ``w_rdy`` is ``level < depth`` only once that move is done), and a credited sender
+    may write exactly then.
     """
 
-    def __init__(self, m, name, shape, depth):
-        self.fifo = SyncFIFOBuffered(width=Shape.cast(shape).width, depth=depth)
+    def __init__(self, m, name, shape, depth, *, credited=False):
+        self.fifo = SyncFIFOBuffered(width=Shape.cast(shape).width, depth=depth + int(credited))
         m.submodules[name] = self.fifo
         self.w = stream.Signature(shape).flip().create()
         self.r = stream.Signature(shape).create()

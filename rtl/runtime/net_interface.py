@@ -19,8 +19,9 @@ class NetInterface(wiring.Component):
     Receive: a flit on ``net_in`` goes to the receive queue of its channel (``rx_depth``
     entries each). The link never stalls: the switch sends a flit only with a credit, and
     the interface returns one credit on ``net_in_credit`` (bit per channel) each time it pops
-    an entry, so the queues cannot overflow. A flit that arrives for a full queue (a sender
-    that ignored its credits) or on channel 3 is dropped and counted (``overflow``).
+    an entry, so the queues cannot overflow (each has one spare entry beyond its credits, see
+    :class:`~rtl.runtime.common.Queue`). A flit that arrives for a full queue (a sender that
+    ignored its credits) or on channel 3 is dropped and counted (``overflow``).
 
     Send: the handlers push packets into three send queues (``tx_depth`` each). Each cycle the
     interface sends the head of the highest-priority queue (data, then RDMA, then task) that
@@ -86,7 +87,7 @@ class NetInterface(wiring.Component):
         overflow = Signal()
         idle_terms = []
         for index, name in enumerate(CHANNELS):
-            rx = Queue(m, f"rx_{name}", Packet, self._rx_depth)
+            rx = Queue(m, f"rx_{name}", Packet, self._rx_depth, credited=True)
             here = self.net_in.valid & (flit.vc == VC(index))
             m.d.comb += [rx.w.valid.eq(here), rx.w.payload.eq(flit.packet)]
             with m.If(here & ~rx.w.ready):

@@ -1,0 +1,189 @@
+"""The simulated FCsN cluster: N runtime nodes, their memories and kernels, and the switch."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..bus.axi import AXI4LiteSignature
+from ..registration import Param, check_choice, check_int, register_block
+from .axi_lite_decoder import AXILiteDecoder
+from .node_kernels import KERNEL_MASK, NodeKernels
+from .node_memory import NodeMemory
+from .packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
+from .runtime_node import RuntimeNode
+from .switch import SWITCH_NODES, Switch
+
+__all__ = ["Cluster", "HOST_SPAWN", "HOST_DATA", "HOST_OUT", "host_write_layout", "host_read_layout"]
+
+# Targets of a host write.
+HOST_SPAWN, HOST_DATA, HOST_OUT = 0, 1, 2
+
+
+def host_write_layout():
+    """A host write: ``node``, ``target`` (0 Spawn_MEM, 1 data, 2 output memory), ``address``, ``data``."""
+    return data.StructLayout({"node": NODE_BITS, "target": 2, "address": ROW_BITS, "data": PACKET_BITS})
+
+
+def host_read_layout():
+    """A host read of a node's output memory: ``node`` and ``address`` (row)."""
+    return data.StructLayout({"node": NODE_BITS, "address": ROW_BITS})
+
+
+class Cluster(wiring.Component):
+    """``nodes`` runtime nodes on one switch, each with its data memory and kernels, in one design.
+
+    Node *i* is a :class:`~rtl.runtime.runtime_node.RuntimeNode` whose network link is port *i*
+    of the :class:`~rtl.runtime.switch.Switch` (the node's send credits are the switch's input
+    buffers, the switch's are the node's receive queues), whose memory port is a
+    :class:`~rtl.runtime.node_memory.NodeMemory` and whose kernel port is a
+    :class:`~rtl.runtime.node_kernels.NodeKernels`. The host reaches every node through one
+    AXI4-Lite port (node *i*'s control registers at ``i * 0x1000``) and one load/read port pair.
+
+    Parameters
+    ----------
+    nodes : int
+        2, 4, 8 or 16.
+    lines : int
+        Lines of each data memory and rows of each output memory (global addresses).
+    features : int
+        32-bit words per row used by the kernels, 1 to 14.
+    spawn_depth : int
+        Spawn_MEM entries per node.
+    ranges : int
+        Data ranges tracked per node (at least ``ceil(lines / block)``).
+    block : int
+        Lines per data range.
+    queue_depth : int
+        Entries of each runtime queue (and the credits each node grants the switch).
+    switch_depth : int
+        Switch input buffer entries per port and channel.
+
+    Attributes
+    ----------
+    s_axi_control : In(AXI4LiteSignature(12 + select bits, 32))
+    host_load : In(stream.Signature(host_write_layout()))
+        Host writes (``Board_MEM_init``): Spawn_MEM entries, data lines, output rows.
+    host_read : In(stream.Signature(host_read_layout()))
+    host_read_data : Out(stream.Signature(448))
+        Host reads of output rows (``Sync_to_Host``), one at a time.
+    """
+
+    def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
+                 switch_depth=4):
+        self._nodes = check_choice("nodes", nodes, SWITCH_NODES)
+        self._lines = check_int("lines", lines, 2, 1 << ROW_BITS)
+        self._features = check_int("features", features, 1, LINE_BITS // 32)
+        self._spawn_depth = check_int("spawn_depth", spawn_depth, 2, 65536)
+        self._ranges = check_int("ranges", ranges, 2, 1024)
+        self._block = check_int("block", block, 1, 255)
+        self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
+        self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
+        if -(-lines // block) > ranges:
+            raise ValueError(f"ranges must cover lines / block = {-(-lines // block)}, not {ranges}")
+        self._select_bits = max(1, (nodes - 1).bit_length())
+        super().__init__({
+            "s_axi_control": In(AXI4LiteSignature(address_width=12 + self._select_bits, data_width=32)),
+            "host_load": In(stream.Signature(host_write_layout())),
+            "host_read": In(stream.Signature(host_read_layout())),
+            "host_read_data": Out(stream.Signature(LINE_BITS)),
+        })
+
+    @property
+    def nodes(self):
+        return self._nodes
+
+    def elaborate(self, platform):
+        m = Module()
+        nodes = self._nodes
+        switch = Switch(nodes=nodes, depth=self._switch_depth, rx_credits=self._queue_depth)
+        m.submodules.switch = switch
+        m.submodules.decoder = decoder = AXILiteDecoder(ports=nodes, address_width=12)
+        wiring.connect(m, wiring.flipped(self.s_axi_control), decoder.s_axi)
+
+        load = self.host_load.payload
+        load_ready = Signal()
+        m.d.comb += self.host_load.ready.eq(load_ready)
+        read = self.host_read.payload
+        reading = Signal()
+        read_node = Signal(NODE_BITS)
+        m.d.comb += self.host_read.ready.eq(~reading)
+        with m.If(self.host_read.valid & ~reading):
+            m.d.sync += [reading.eq(1), read_node.eq(read.node)]
+
+        for index in range(nodes):
+            node = RuntimeNode(kernels=KERNEL_MASK, block=self._block, ranges=self._ranges,
+                               spawn_depth=self._spawn_depth, queue_depth=self._queue_depth,
+                               tx_credits=self._switch_depth)
+            memory = NodeMemory(lines=self._lines)
+            kernels = NodeKernels(features=self._features, rows=self._lines)
+            m.submodules[f"node{index}"] = node
+            m.submodules[f"memory{index}"] = memory
+            m.submodules[f"kernels{index}"] = kernels
+
+            wiring.connect(m, getattr(decoder, f"m{index}_axi"), node.s_axi_control)
+            wiring.connect(m, node.net_out, switch.port(index, "in"))
+            wiring.connect(m, switch.port(index, "out"), node.net_in)
+            m.d.comb += [switch.port(index, "out_credit").eq(node.net_in_credit),
+                         node.net_out_credit.eq(switch.port(index, "in_credit"))]
+
+            wiring.connect(m, node.mem_rd_cmd, memory.rd_cmd)
+            wiring.connect(m, memory.rd_data, node.mem_rd_data)
+            wiring.connect(m, node.mem_wr, memory.wr)
+            wiring.connect(m, node.kernel_task, kernels.task)
+            wiring.connect(m, kernels.done, node.kernel_done)
+            m.d.comb += [memory.kernel_addr.eq(kernels.b_addr), kernels.b_data.eq(memory.kernel_data)]
+
+            # Host writes, by node and target.
+            here = self.host_load.valid & (load.node == index)
+            m.d.comb += [
+                node.spawn_load.payload.address.eq(load.address),
+                node.spawn_load.payload.packet.eq(load.data),
+                node.spawn_load.valid.eq(here & (load.target == HOST_SPAWN)),
+                memory.load.payload.line.eq(load.address),
+                memory.load.payload.data.eq(load.data[:LINE_BITS]),
+                memory.load.valid.eq(here & (load.target == HOST_DATA)),
+                kernels.load.payload.row.eq(load.address),
+                kernels.load.payload.data.eq(load.data[:LINE_BITS]),
+                kernels.load.valid.eq(here & (load.target == HOST_OUT)),
+            ]
+            with m.If(load.node == index):
+                with m.Switch(load.target):
+                    with m.Case(HOST_SPAWN):
+                        m.d.comb += load_ready.eq(node.spawn_load.ready)
+                    with m.Case(HOST_DATA):
+                        m.d.comb += load_ready.eq(memory.load.ready)
+                    with m.Case(HOST_OUT):
+                        m.d.comb += load_ready.eq(kernels.load.ready)
+                    with m.Default():
+                        m.d.comb += load_ready.eq(1)  # an unknown target is dropped
+
+            # Host reads of the output memory, one at a time.
+            m.d.comb += [
+                kernels.read_cmd.payload.eq(read.address),
+                kernels.read_cmd.valid.eq(self.host_read.valid & ~reading & (read.node == index)),
+                kernels.read_data.ready.eq(reading & (read_node == index) & self.host_read_data.ready),
+            ]
+            with m.If(reading & (read_node == index)):
+                m.d.comb += [self.host_read_data.valid.eq(kernels.read_data.valid),
+                             self.host_read_data.payload.eq(kernels.read_data.payload)]
+        with m.If(load.node >= nodes):
+            m.d.comb += load_ready.eq(1)  # writes to a node that does not exist are dropped
+        with m.If(self.host_read_data.valid & self.host_read_data.ready):
+            m.d.sync += reading.eq(0)
+        return m
+
+
+register_block(
+    "runtime_cluster", Cluster, family="runtime",
+    summary="Simulated FCsN cluster: N runtime nodes with data memories and kernels on one RTL switch.",
+    params=[
+        Param("nodes", int, 2, "nodes", choices=SWITCH_NODES),
+        Param("lines", int, 256, "data memory lines and output rows per node", minimum=2, maximum=1 << 24),
+        Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
+        Param("spawn_depth", int, 64, "Spawn_MEM entries per node", minimum=2, maximum=65536),
+        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        Param("queue_depth", int, 8, "runtime queue entries", minimum=2, maximum=1024),
+        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+    ],
+)
