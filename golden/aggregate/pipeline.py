@@ -47,10 +47,10 @@ from .packets import MASK_BITS, TASK_AGGREGATION
 __all__ = ["HAZARD_WINDOW", "Counters", "execute", "live_slots", "issue_cycles", "canonical_nan",
            "accumulate_in_order"]
 
-# Cycles from a slot's OUT read to the first read that sees its write: 1 (read) + 6 (the binary32
-# adder, rtl.fp.FloatAdder.LATENCY) + 1 (write); the RTL states the same as
-# AggregationPipeline.hazard_window, and the testbench checks the two agree.
-HAZARD_WINDOW = 8
+# Cycles from a slot's OUT read to the first read that sees its write: 1 (read) + 1 (the read
+# data registered) + 6 (the binary32 adder, rtl.fp.FloatAdder.LATENCY) + 1 (write); the RTL
+# states the same as AggregationPipeline.hazard_window, and the testbench checks the two agree.
+HAZARD_WINDOW = 9
 
 _CANONICAL_NAN = np.uint32(F32.canonical_nan).view(np.float32)
 

@@ -57,12 +57,12 @@ class AggregationPipeline(wiring.Component):
     **Datapath per lane**, every stage one cycle unless stated: decode and range/bank checks
     (D); B read (S1); weighted only: ``value * B[col]``, ``features`` binary32 multipliers
     (:class:`~rtl.fp.multiplier.FloatMultiplier`, 7 cycles); hazard check and OUT read (H);
-    ``features`` binary32 adders (:class:`~rtl.fp.adder.FloatAdder`, 6 cycles) then the
-    write-back. Weighted mode rounds twice (product, then sum); the multiplier sits before
+    the OUT rows registered (R, R2); ``features`` binary32 adders
+    (:class:`~rtl.fp.adder.FloatAdder`, 6 cycles) then the write-back. Weighted mode rounds twice (product, then sum); the multiplier sits before
     the hazard check, so only the adder is inside the read-modify-write loop.
 
-    **Read-after-write.** A row read at H is written back ``hazard_window - 1`` = 7 cycles
-    later. Each lane keeps a scoreboard of the rows it issued in the last 7 cycles; a packet
+    **Read-after-write.** A row read at H is written back ``hazard_window - 1`` = 8 cycles
+    later. Each lane keeps a scoreboard of the rows it issued in the last 8 cycles; a packet
     one of whose rows is on its lane's scoreboard waits at H (``stall_cycles`` counts those
     cycles) while the adders drain. The result never depends on timing: every row
     accumulates in packet order. The spawner (:func:`golden.aggregate.spawn`) orders
@@ -118,7 +118,7 @@ class AggregationPipeline(wiring.Component):
     -----
     Throughput: one packet per cycle (``lanes x features`` additions, and as many
     multiplications when weighted) while no hazard stalls H and ``drain`` is idle.
-    Latency from a packet's transfer to its OUT writes: 10 cycles, 17 weighted.
+    Latency from a packet's transfer to its OUT writes: 11 cycles, 18 weighted.
     """
 
     def __init__(self, *, lanes=4, features=4, rows=64, cols=64, row_bits=16, col_bits=16, b_banks=1,
@@ -133,7 +133,8 @@ class AggregationPipeline(wiring.Component):
         if 1 < b_banks < lanes:
             raise ValueError(f"b_banks must be 1 or at least lanes ({lanes}), not {b_banks}")
         self._weighted = check_bool("weighted", weighted)
-        self.hazard_window = 2 + FloatAdder.LATENCY
+        # Read, the registered read data, the adder, the write.
+        self.hazard_window = 3 + FloatAdder.LATENCY
         addr_bits = max(1, (-(-rows // lanes) - 1).bit_length())
         # One unit per lane and feature; the first of each lane (the first lane, for the
         # multipliers) carries the lane's live bit and OUT address as its tag.
@@ -143,7 +144,7 @@ class AggregationPipeline(wiring.Component):
         self._multipliers = [[FloatMultiplier(tag_width=0 if lane or feature else lead_tag)
                               for feature in range(features)] for lane in range(lanes)] if weighted else []
         self.multiplier_latency = self._multipliers[0][0].latency if weighted else 0
-        self.latency = 4 + self.multiplier_latency + FloatAdder.LATENCY
+        self.latency = 5 + self.multiplier_latency + FloatAdder.LATENCY
         self.packet_layout = packet_layout(lanes, row_bits, col_bits, weighted)
         row = data.ArrayLayout(32, features)
         super().__init__({
@@ -302,13 +303,22 @@ class AggregationPipeline(wiring.Component):
             writes.append(bank.write_port())
         adders_done = Signal()
         drain_read = self._drain(m, mode, reads, writes, lane_bits, depth, addr_bits)
+        # R2: the OUT rows out of the memories are registered before the adders (a block RAM's
+        # clock-to-output delay plus the adder's first stage is too long for one cycle).
+        r2_valid = Signal()
+        m.d.sync += r2_valid.eq(r_valid)
         for lane in range(lanes):
+            r2_live, r2_addr = Signal(name=f"r2_live{lane}"), Signal(addr_bits, name=f"r2_addr{lane}")
+            r2_addend = Signal(word, name=f"r2_addend{lane}", reset_less=True)
+            r2_row = Signal(word, name=f"r2_row{lane}", reset_less=True)
+            m.d.sync += [r2_live.eq(r_live[lane]), r2_addr.eq(r_addr[lane]), r2_addend.eq(r_addend[lane]),
+                         r2_row.eq(reads[lane].data)]
             units = self._adders[lane]
             for feature, unit in enumerate(units):
                 m.submodules[f"add_{lane}_{feature}"] = unit
-                m.d.comb += [unit.i.valid.eq(r_valid), unit.i.payload.a.eq(reads[lane].data[feature]),
-                             unit.i.payload.b.eq(r_addend[lane][feature]), unit.o.ready.eq(1)]
-            m.d.comb += units[0].i.payload.tag.eq(Cat(r_live[lane], r_addr[lane]))
+                m.d.comb += [unit.i.valid.eq(r2_valid), unit.i.payload.a.eq(r2_row[feature]),
+                             unit.i.payload.b.eq(r2_addend[feature]), unit.o.ready.eq(1)]
+            m.d.comb += units[0].i.payload.tag.eq(Cat(r2_live, r2_addr))
             read_en, read_addr = drain_read[lane]
             m.d.comb += [reads[lane].en.eq(h_issue | read_en),
                          reads[lane].addr.eq(Mux(mode == Mode.DRAIN, read_addr, h_addr[lane]))]
@@ -388,26 +398,33 @@ class AggregationPipeline(wiring.Component):
         self._drain_next = next_row = Signal(range(self._rows + 1))
         self._relu = relu = Signal()
         out = self.drain
-        issue = pending & (~out.valid | out.ready)
-        out_row = Signal(self._row_bits)
+        # Two stages: A is the memory's output (held while A waits), B the registered ``drain``.
+        self._drain_read = a_valid = Signal()
+        a_row, a_last = Signal(self._row_bits), Signal()
+        a_moves = a_valid & (~out.valid | out.ready)
+        issue = pending & (~a_valid | a_moves)
         bank_of = (lambda row: row[:lane_bits]) if lanes > 1 else (lambda row: Const(0, 1))
         with m.If(issue):
-            m.d.sync += [out.valid.eq(1), out_row.eq(next_row), out.payload.last.eq(next_row == limit - 1),
+            m.d.sync += [a_valid.eq(1), a_row.eq(next_row), a_last.eq(next_row == limit - 1),
                          next_row.eq(next_row + 1)]
             with m.If(next_row == limit - 1):
                 m.d.sync += pending.eq(0)
+        with m.Elif(a_moves):
+            m.d.sync += a_valid.eq(0)
+        selected = Signal(32 * features)
+        m.d.comb += selected.eq(Array([read.data.as_value() for read in reads])[bank_of(a_row)])
+        with m.If(a_moves):
+            m.d.sync += [out.valid.eq(1), out.payload.row.eq(a_row), out.payload.last.eq(a_last)]
+            for feature in range(features):
+                value = selected[32 * feature:32 * (feature + 1)]
+                m.d.sync += out.payload.data[feature].eq(Mux(relu & value[31], 0, value))
         with m.Elif(out.ready):
             m.d.sync += out.valid.eq(0)
-        m.d.comb += out.payload.row.eq(out_row)
-        selected = Signal(32 * features)
-        m.d.comb += selected.eq(Array([read.data.as_value() for read in reads])[bank_of(out_row)])
-        for feature in range(features):
-            value = selected[32 * feature:32 * (feature + 1)]
-            m.d.comb += out.payload.data[feature].eq(Mux(relu & value[31], 0, value))
+        # A row is zeroed as it leaves the memory's output for the drain register.
         with m.If(mode == Mode.DRAIN):
             for lane, write in enumerate(writes):
-                m.d.comb += [write.en.eq(out.valid & out.ready & (bank_of(out_row) == lane)),
-                             write.addr.eq(out_row[lane_bits:])]
+                m.d.comb += [write.en.eq(a_moves & (bank_of(a_row) == lane)),
+                             write.addr.eq(a_row[lane_bits:])]
         address = next_row[lane_bits:][:addr_bits]
         return [(issue & (bank_of(next_row) == lane), address) for lane in range(lanes)]
 
@@ -435,7 +452,7 @@ class AggregationPipeline(wiring.Component):
                 with m.Else():
                     m.d.sync += [mode.eq(Mode.CLEAR), clearing.eq(1)]
         with m.Else():
-            with m.If(~self._drain_pending & ~self.drain.valid):
+            with m.If(~self._drain_pending & ~self._drain_read & ~self.drain.valid):
                 m.d.sync += mode.eq(Mode.RUN)
         for name, counter in counters.items():
             m.d.sync += counter.eq(counter + _count(increments[name]))
