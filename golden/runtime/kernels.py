@@ -9,9 +9,11 @@ each task's occupied slots in slot order:
   word (unsigned 32-bit wrap-around; the result is independent of the order);
 * **5, activation (ReLU):** every word of ``OUT[row]`` whose sign bit is set becomes 0
   (float32 ReLU on bit patterns: negatives and -0 become +0, so do NaNs with the sign set);
-* **6, aggregation (float32):** ``OUT[row] = fl(OUT[row] + fl(a * B[col]))`` per word, each
+* **6, aggregation (float32):** ``S[row] = fl(S[row] + fl(a * B[col]))`` per word, each
   operation one binary32 round-to-nearest-even (NumPy float32; subnormals kept), ``a`` the
-  slot's ``value`` as a float32 bit pattern.
+  slot's ``value`` as a float32 bit pattern, into sums ``S`` that start at +0 (the aggregation
+  pipeline's own memory); before the next task of another kernel, and at the end, ``S`` replaces
+  the whole output memory and restarts at +0 (the pipeline's drain).
 
 ``B[col]`` is line ``col`` of the global data space (a node reads a remote line only after
 fetching it, and lines are never written during a run, so every node sees the same B).
@@ -64,7 +66,13 @@ def execute(issued, memory, *, rows, features, out=None):
 
     for node, tasks in enumerate(issued):
         target = result[node]
+        sums = None  # the aggregation pipeline's memory, when it holds results
         for task in tasks:
+            if sums is not None and task.task_id != AGGREGATION:
+                target[:] = sums  # the drain
+                sums = None
+            if sums is None and task.task_id == AGGREGATION:
+                sums = np.zeros_like(target)
             for item in task.slots:
                 if item is None:
                     continue
@@ -78,7 +86,9 @@ def execute(issued, memory, *, rows, features, out=None):
                     weight = np.array([item.value], np.uint32).view(np.float32)[0]
                     with np.errstate(all="ignore"):
                         product = b_row(item.col).view(np.float32) * weight
-                        target[item.row] = (target[item.row].view(np.float32) + product).view(np.uint32)
+                        sums[item.row] = (sums[item.row].view(np.float32) + product).view(np.uint32)
                 else:
                     raise ValueError(f"no golden kernel for task id {task.task_id}")
+        if sums is not None:
+            target[:] = sums
     return result

@@ -5,9 +5,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .axi_lite_decoder import AXILiteDecoder
-from .node_kernels import KERNEL_MASK, NodeKernels
+from .node_kernels import NodeKernels, kernel_mask
 from .node_memory import NodeMemory
 from .packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
 from .runtime_node import RuntimeNode
@@ -57,6 +57,8 @@ class Cluster(wiring.Component):
         Entries of each runtime queue (and the credits each node grants the switch).
     switch_depth : int
         Switch input buffer entries per port and channel.
+    aggregation : bool
+        Attach the aggregation pipeline (kernel 6) to every node.
 
     Attributes
     ----------
@@ -69,7 +71,7 @@ class Cluster(wiring.Component):
     """
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
-                 switch_depth=4):
+                 switch_depth=4, aggregation=True):
         self._nodes = check_choice("nodes", nodes, SWITCH_NODES)
         self._lines = check_int("lines", lines, 2, 1 << ROW_BITS)
         self._features = check_int("features", features, 1, LINE_BITS // 32)
@@ -78,6 +80,7 @@ class Cluster(wiring.Component):
         self._block = check_int("block", block, 1, 255)
         self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
         self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
+        self._aggregation = check_bool("aggregation", aggregation)
         if -(-lines // block) > ranges:
             raise ValueError(f"ranges must cover lines / block = {-(-lines // block)}, not {ranges}")
         self._select_bits = max(1, (nodes - 1).bit_length())
@@ -104,18 +107,20 @@ class Cluster(wiring.Component):
         load_ready = Signal()
         m.d.comb += self.host_load.ready.eq(load_ready)
         read = self.host_read.payload
-        reading = Signal()
+        reading = Signal()  # a host read is held until its node's kernels answer it
+        sent = Signal()  # ... and its command has been taken by them
         read_node = Signal(NODE_BITS)
+        read_address = Signal(ROW_BITS)
         m.d.comb += self.host_read.ready.eq(~reading)
         with m.If(self.host_read.valid & ~reading):
-            m.d.sync += [reading.eq(1), read_node.eq(read.node)]
+            m.d.sync += [reading.eq(1), sent.eq(0), read_node.eq(read.node), read_address.eq(read.address)]
 
         for index in range(nodes):
-            node = RuntimeNode(kernels=KERNEL_MASK, block=self._block, ranges=self._ranges,
+            node = RuntimeNode(kernels=kernel_mask(self._aggregation), block=self._block, ranges=self._ranges,
                                spawn_depth=self._spawn_depth, queue_depth=self._queue_depth,
                                tx_credits=self._switch_depth)
             memory = NodeMemory(lines=self._lines)
-            kernels = NodeKernels(features=self._features, rows=self._lines)
+            kernels = NodeKernels(features=self._features, rows=self._lines, aggregation=self._aggregation)
             m.submodules[f"node{index}"] = node
             m.submodules[f"memory{index}"] = memory
             m.submodules[f"kernels{index}"] = kernels
@@ -132,6 +137,7 @@ class Cluster(wiring.Component):
             wiring.connect(m, node.kernel_task, kernels.task)
             wiring.connect(m, kernels.done, node.kernel_done)
             m.d.comb += [memory.kernel_addr.eq(kernels.b_addr), kernels.b_data.eq(memory.kernel_data)]
+            wiring.connect(m, memory.written, kernels.b_load)
 
             # Host writes, by node and target.
             here = self.host_load.valid & (load.node == index)
@@ -159,17 +165,23 @@ class Cluster(wiring.Component):
 
             # Host reads of the output memory, one at a time.
             m.d.comb += [
-                kernels.read_cmd.payload.eq(read.address),
-                kernels.read_cmd.valid.eq(self.host_read.valid & ~reading & (read.node == index)),
+                kernels.read_cmd.payload.eq(read_address),
+                kernels.read_cmd.valid.eq(reading & ~sent & (read_node == index)),
                 kernels.read_data.ready.eq(reading & (read_node == index) & self.host_read_data.ready),
             ]
+            with m.If(kernels.read_cmd.valid & kernels.read_cmd.ready):
+                m.d.sync += sent.eq(1)
             with m.If(reading & (read_node == index)):
                 m.d.comb += [self.host_read_data.valid.eq(kernels.read_data.valid),
                              self.host_read_data.payload.eq(kernels.read_data.payload)]
-        with m.If(load.node >= nodes):
-            m.d.comb += load_ready.eq(1)  # writes to a node that does not exist are dropped
+        if nodes < 1 << NODE_BITS:
+            with m.If(load.node >= nodes):
+                m.d.comb += load_ready.eq(1)  # writes to a node that does not exist are dropped
         with m.If(self.host_read_data.valid & self.host_read_data.ready):
             m.d.sync += reading.eq(0)
+        if nodes < 1 << NODE_BITS:
+            with m.If(reading & (read_node >= nodes)):
+                m.d.sync += reading.eq(0)  # a read of a node that does not exist is dropped
         return m
 
 
@@ -185,5 +197,6 @@ register_block(
         Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
         Param("queue_depth", int, 8, "runtime queue entries", minimum=2, maximum=1024),
         Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+        Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6) to every node"),
     ],
 )

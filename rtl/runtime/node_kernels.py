@@ -5,15 +5,20 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..fp.adder import FloatAdder
-from ..fp.multiplier import FloatMultiplier
-from ..registration import Param, check_int, register_block
-from .packet import ITEMS, LINE_BITS, ROW_BITS, Packet, TaskId
+from ..aggregate.aggregation_pipeline import AggregationPipeline, Mode
+from ..aggregate.packet import TASK_AGGREGATION, packet_layout
+from ..registration import Param, check_bool, check_int, register_block
+from .packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
 
-__all__ = ["NodeKernels", "KERNEL_MASK", "row_write_layout"]
+__all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout"]
 
 # Kernel ids implemented here: 2 (integer sparse x dense), 5 (ReLU), 6 (float32 aggregation).
 KERNEL_MASK = (1 << 2) | (1 << 5) | (1 << 6)
+
+
+def kernel_mask(aggregation):
+    """The kernel ids a :class:`NodeKernels` implements (without the pipeline: 2 and 5)."""
+    return KERNEL_MASK if aggregation else KERNEL_MASK & ~(1 << 6)
 
 
 def row_write_layout():
@@ -21,28 +26,35 @@ def row_write_layout():
 
 
 class NodeKernels(wiring.Component):
-    """A node's compute units for the runtime's tasks, one task item at a time, with an output memory.
+    """A node's compute units for the runtime's tasks, and its output memory.
 
-    For every occupied slot of a task, in slot order (the order of :mod:`golden.runtime.kernels`),
-    with ``B = `` line ``col`` of the node's data memory and ``OUT`` this block's memory of
-    ``rows`` lines of ``features`` 32-bit words:
+    With ``B`` = line ``col`` of the node's data memory and ``OUT`` this block's memory of
+    ``rows`` lines of ``features`` 32-bit words, for every occupied slot of a task (the semantics
+    of :mod:`golden.runtime.kernels`):
 
-    * id 2: ``OUT[row] = OUT[row] + value * B[col]`` per word, modulo 2**32;
-    * id 5: ReLU, every word of ``OUT[row]`` with its sign bit set becomes 0;
-    * id 6: ``OUT[row] = fl(OUT[row] + fl(value * B[col]))`` per word in float32
-      (:class:`~rtl.fp.multiplier.FloatMultiplier` then :class:`~rtl.fp.adder.FloatAdder`,
-      round to nearest even, subnormals kept).
+    * id 6, **aggregation**: ``OUT[row] = fl(OUT[row] + fl(value * B[col]))`` per word in float32,
+      on the :class:`~rtl.aggregate.aggregation_pipeline.AggregationPipeline` (weighted, 4 lanes,
+      one task per cycle, slot *i* on OUT bank ``row mod 4 == i``). The pipeline keeps its own copy
+      of B, written by ``b_load`` (every write into the node's data memory: the host's lines and the
+      lines fetched by RDMA, before the tasks that read them), and its own OUT, which starts at +0
+      and is drained (added rows copied, then zeroed) into the output memory before anything else
+      touches that memory: a task of another kernel, a host read or a host write. A task counts as
+      done when the pipeline takes it (its results are in the pipeline, which the drain waits for).
+    * id 2, integer sparse x dense: ``OUT[row] = OUT[row] + value * B[col]`` per word, mod 2**32;
+    * id 5, ReLU: every word of ``OUT[row]`` with its sign bit set becomes 0.
 
-    Items run one after the other, so an item always reads the row its predecessor wrote. This
-    is a development kernel to run the runtime end to end, not a line-rate pipeline: 3 cycles
-    per item for ids 2 and 5, ``4 + multiplier + adder latency`` for id 6.
+    Ids 2 and 5 run one item at a time (3 cycles each), a development kernel; id 6 runs at the
+    pipeline's line rate.
 
     Parameters
     ----------
     features : int
         32-bit words per row, 1 to 14.
     rows : int
-        Output memory lines (global row addresses), 2 to 2**24.
+        Output memory lines (global row addresses), 4 to 2**24.
+    aggregation : bool
+        Attach the aggregation pipeline (id 6). Without it (a smaller simulation, for runs of ids
+        2 and 5 only) the runtime must not be configured with id 6.
 
     Attributes
     ----------
@@ -52,23 +64,28 @@ class NodeKernels(wiring.Component):
         One transfer per finished task (the runtime is always ready).
     b_addr : Out(24)
     b_data : In(448)
-        The node data memory's kernel read port (one cycle latency).
+        The node data memory's kernel read port (one cycle latency), for ids 2 and 5.
+    b_load : In(stream.Signature(MemWrite))
+        Every write into the node's data memory (always ready).
     load : In(stream.Signature(row_write_layout()))
-        Host writes into the output memory (accepted while idle).
+        Host writes into the output memory.
     read_cmd : In(stream.Signature(24))
     read_data : Out(stream.Signature(448))
-        Host reads of the output memory (accepted while idle).
+        Host reads of the output memory, one at a time.
     busy : Out(1)
     """
 
-    def __init__(self, *, features=4, rows=256):
+    def __init__(self, *, features=4, rows=256, aggregation=True):
         self._features = check_int("features", features, 1, LINE_BITS // 32)
-        self._rows = check_int("rows", rows, 2, 1 << ROW_BITS)
+        self._rows = check_int("rows", rows, 4, 1 << ROW_BITS)
+        self._aggregation = check_bool("aggregation", aggregation)
+        self._id_bits = max(2, (rows - 1).bit_length())
         super().__init__({
             "task": In(stream.Signature(Packet)),
             "done": Out(stream.Signature(TaskId)),
             "b_addr": Out(ROW_BITS),
             "b_data": In(LINE_BITS),
+            "b_load": In(stream.Signature(MemWrite)),
             "load": In(stream.Signature(row_write_layout())),
             "read_cmd": In(stream.Signature(ROW_BITS)),
             "read_data": Out(stream.Signature(LINE_BITS)),
@@ -79,109 +96,117 @@ class NodeKernels(wiring.Component):
         m = Module()
         features = self._features
         width = 32 * features
+        bits = self._id_bits
         m.submodules.out = memory = Memory(shape=width, depth=self._rows, init=[])
         read = memory.read_port()
         write = memory.write_port()
 
+        # The aggregation pipeline, its B copy and the task adapter.
+        if self._aggregation:
+            m.submodules.aggregation = pipeline = AggregationPipeline(
+                lanes=ITEMS, features=features, rows=self._rows, cols=self._rows, row_bits=bits,
+                col_bits=bits, weighted=True)
+        else:  # a stand-in whose outputs read as idle and never ready
+            pipeline = _Idle(features, bits)
+        m.d.comb += [
+            pipeline.n_rows.eq(self._rows),
+            pipeline.n_cols.eq(self._rows),
+            pipeline.relu.eq(0),
+            pipeline.clear_start.eq(0),
+            self.b_load.ready.eq(1),
+            pipeline.b_load.valid.eq(self.b_load.valid & (self.b_load.payload.line < self._rows)),
+            pipeline.b_load.payload.addr.eq(self.b_load.payload.line),
+            pipeline.b_load.payload.data.eq(self.b_load.payload.data[:width]),
+        ]
+        incoming = self.task.payload
+        task_view = incoming.task()
+        packet = pipeline.packets.payload
+        m.d.comb += [
+            packet.header.task.eq(TASK_AGGREGATION),
+            packet.header.mask.eq(task_view.mask),
+            packet.header.weighted.eq(1),
+            packet.header.range_base.eq(0),
+        ]
+        for slot in range(ITEMS):
+            item = task_view.items[slot]
+            m.d.comb += [packet.slots[slot].row.eq(item.row), packet.slots[slot].col.eq(item.col),
+                         packet.slots[slot].value.eq(item.value)]
+        is_aggregation = Signal()
+        m.d.comb += is_aggregation.eq((incoming.header.task_id == TaskId.AGGREGATION) & self._aggregation)
+        dirty = Signal()  # the pipeline holds results not yet drained into the output memory
+
         current = Packet(Signal(Packet.as_shape().size, name="current"))
-        task = current.task()
+        current_task = current.task()
         remaining = Signal(ITEMS)
         slot = Signal(range(ITEMS))
         for index in reversed(range(ITEMS)):
             with m.If(remaining[index]):
                 m.d.comb += slot.eq(index)
-        item = task.items[slot]
+        item = current_task.items[slot]
         old = Signal(width)
         operand = Signal(width)
         result = Signal(width)
-        busy = Signal()
-        m.d.comb += [self.busy.eq(busy), self.done.payload.eq(current.header.task_id)]
-
-        multipliers = [FloatMultiplier(fmt="f32") for _ in range(features)]
-        adders = [FloatAdder(fmt="f32") for _ in range(features)]
-        feed_multiply = Signal()
-        feed_add = Signal()
-        for lane, (multiplier, adder) in enumerate(zip(multipliers, adders, strict=True)):
-            m.submodules[f"mul{lane}"] = multiplier
-            m.submodules[f"add{lane}"] = adder
-            m.d.comb += [
-                multiplier.i.valid.eq(feed_multiply),
-                multiplier.i.payload.a.eq(operand[32 * lane:32 * lane + 32]),
-                multiplier.i.payload.b.eq(item.value),
-                multiplier.o.ready.eq(1),
-                adder.i.valid.eq(feed_add),
-                adder.i.payload.a.eq(old[32 * lane:32 * lane + 32]),
-                adder.i.payload.b.eq(operand[32 * lane:32 * lane + 32]),
-                adder.o.ready.eq(1),
-            ]
-        products = Cat(*(mul.o.payload.result for mul in multipliers))
-        sums = Cat(*(add.o.payload.result for add in adders))
-
         integer = Cat(*((old[32 * lane:32 * lane + 32] + operand[32 * lane:32 * lane + 32] * item.value)[:32]
                         for lane in range(features)))
         relu = Cat(*(Mux(old[32 * lane + 31], 0, old[32 * lane:32 * lane + 32]) for lane in range(features)))
-
         m.d.comb += [self.b_addr.eq(item.col), read.addr.eq(item.row), write.addr.eq(item.row),
                      write.data.eq(result)]
+
         # The state machine as if-chains on a state register (Amaranth prints m.FSM as a case
         # statement that Verilator's -Wall rejects as incomplete).
-        states = ("IDLE", "HOST_READ", "ISSUE", "READ", "MULTIPLY", "WAIT_PRODUCT", "ADD", "WAIT_SUM",
-                  "WRITE")
+        states = ("IDLE", "HOST_READ", "ISSUE", "READ", "WRITE", "DRAIN")
         state = Signal(range(len(states)))
         at = {name: state == index for index, name in enumerate(states)}
 
         def goto(name):
             m.d.sync += state.eq(states.index(name))
 
+        m.d.comb += self.busy.eq(~at["IDLE"] | dirty | pipeline.busy)
+        done_id = Signal(TaskId)
+        m.d.comb += self.done.payload.eq(done_id)
         with m.If(at["IDLE"]):
-            m.d.comb += [self.task.ready.eq(1), self.load.ready.eq(~self.task.valid),
-                         self.read_cmd.ready.eq(~self.task.valid & ~self.read_data.valid)]
-            with m.If(self.task.valid):
-                m.d.sync += [current.eq(self.task.payload), remaining.eq(self.task.payload.task().mask),
-                             busy.eq(1)]
+            # Aggregation tasks go straight into the pipeline; anything else first drains it.
+            with m.If(self.task.valid & is_aggregation):
+                m.d.comb += [pipeline.packets.valid.eq(1), self.task.ready.eq(pipeline.packets.ready)]
+                with m.If(pipeline.packets.ready):
+                    m.d.comb += [self.done.valid.eq(1), done_id.eq(TaskId.AGGREGATION)]
+                    m.d.sync += dirty.eq(1)
+            with m.Elif(dirty & (self.task.valid | self.load.valid | self.read_cmd.valid)):
+                with m.If(pipeline.mode == Mode.RUN):
+                    m.d.comb += pipeline.drain_start.eq(1)
+                    goto("DRAIN")
+            with m.Elif(self.task.valid):
+                m.d.comb += self.task.ready.eq(1)
+                m.d.sync += [current.eq(incoming), remaining.eq(task_view.mask)]
                 goto("ISSUE")
             with m.Elif(self.load.valid):
-                m.d.comb += [write.addr.eq(self.load.payload.row), write.data.eq(self.load.payload.data),
+                m.d.comb += [self.load.ready.eq(1), write.addr.eq(self.load.payload.row),
+                             write.data.eq(self.load.payload.data),
                              write.en.eq(self.load.payload.row < self._rows)]
             with m.Elif(self.read_cmd.valid & ~self.read_data.valid):
-                m.d.comb += read.addr.eq(self.read_cmd.payload)
+                m.d.comb += [self.read_cmd.ready.eq(1), read.addr.eq(self.read_cmd.payload)]
                 goto("HOST_READ")
+        with m.Elif(at["DRAIN"]):
+            drained = pipeline.drain
+            m.d.comb += [drained.ready.eq(1), write.addr.eq(drained.payload.row),
+                         write.data.eq(drained.payload.data.as_value()), write.en.eq(drained.valid)]
+            with m.If(drained.valid & drained.payload.last):
+                m.d.sync += dirty.eq(0)
+                goto("IDLE")
         with m.Elif(at["HOST_READ"]):
             m.d.sync += [self.read_data.valid.eq(1), self.read_data.payload.eq(read.data)]
             goto("IDLE")
         with m.Elif(at["ISSUE"]):
             with m.If(remaining == 0):
-                m.d.comb += self.done.valid.eq(1)
-                m.d.sync += busy.eq(0)
+                m.d.comb += [self.done.valid.eq(1), done_id.eq(current.header.task_id)]
                 goto("IDLE")
             with m.Else():
                 goto("READ")  # B and OUT rows are read at this edge
         with m.Elif(at["READ"]):
             m.d.sync += [old.eq(read.data), operand.eq(self.b_data[:width])]
-            with m.If(current.header.task_id == TaskId.AGGREGATION):
-                goto("MULTIPLY")
-            with m.Else():
-                goto("WRITE")
-        with m.Elif(at["MULTIPLY"]):
-            m.d.comb += feed_multiply.eq(1)
-            goto("WAIT_PRODUCT")
-        with m.Elif(at["WAIT_PRODUCT"]):
-            with m.If(multipliers[0].o.valid):
-                m.d.sync += operand.eq(products)
-                goto("ADD")
-        with m.Elif(at["ADD"]):
-            m.d.comb += feed_add.eq(1)
-            goto("WAIT_SUM")
-        with m.Elif(at["WAIT_SUM"]):
-            with m.If(adders[0].o.valid):
-                m.d.sync += old.eq(sums)
-                goto("WRITE")
+            goto("WRITE")
         with m.Elif(at["WRITE"]):
-            task_id = current.header.task_id
-            m.d.comb += [
-                result.eq(Mux(task_id == TaskId.SPMM, integer, Mux(task_id == TaskId.ACTIVATION, relu, old))),
-                write.en.eq(1),
-            ]
+            m.d.comb += [result.eq(Mux(current.header.task_id == TaskId.SPMM, integer, relu)), write.en.eq(1)]
             m.d.sync += remaining.eq(remaining & ~(1 << slot))
             goto("ISSUE")
         with m.If(self.read_data.valid & self.read_data.ready):
@@ -189,12 +214,27 @@ class NodeKernels(wiring.Component):
         return m
 
 
+class _Idle:
+    """The aggregation pipeline's ports when it is not attached: inputs ignored, never ready, idle."""
+
+    def __init__(self, features, bits):
+        row = data.ArrayLayout(32, features)
+        self.packets = stream.Signature(packet_layout(ITEMS, bits, bits, True)).create()
+        self.b_load = stream.Signature(data.StructLayout({"addr": bits, "data": row})).create()
+        self.drain = stream.Signature(data.StructLayout({"row": bits, "data": row, "last": 1})).create()
+        self.n_rows, self.n_cols = Signal(bits + 1), Signal(bits + 1)
+        self.drain_start, self.clear_start, self.relu = Signal(), Signal(), Signal()
+        self.mode = Signal(2)
+        self.busy = Signal()
+
+
 register_block(
     "runtime_node_kernels", NodeKernels, family="runtime",
-    summary="Development kernels for the runtime cluster: integer sparse x dense (2), ReLU (5), "
-            "float32 aggregation (6), one task item at a time, with an output memory.",
+    summary="Kernels for the runtime cluster: float32 aggregation (6) on the aggregation pipeline, "
+            "integer sparse x dense (2) and ReLU (5) one item at a time, with an output memory.",
     params=[
         Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
-        Param("rows", int, 256, "output memory lines", minimum=2, maximum=1 << 24),
+        Param("rows", int, 256, "output memory lines", minimum=4, maximum=1 << 24),
+        Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6)"),
     ],
 )

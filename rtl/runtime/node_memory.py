@@ -34,6 +34,8 @@ class NodeMemory(wiring.Component):
     rd_data : Out(stream.Signature(448))
     kernel_addr : In(24)
     kernel_data : Out(448)
+    written : Out(stream.Signature(MemWrite))
+        Every write, as it is made (for a kernel that keeps its own copy; ``ready`` is ignored).
 
     Notes
     -----
@@ -49,6 +51,7 @@ class NodeMemory(wiring.Component):
             "rd_data": Out(stream.Signature(LINE_BITS)),
             "kernel_addr": In(ROW_BITS),
             "kernel_data": Out(LINE_BITS),
+            "written": Out(stream.Signature(MemWrite)),
         })
 
     def elaborate(self, platform):
@@ -66,6 +69,8 @@ class NodeMemory(wiring.Component):
             write.addr.eq(source.line),
             write.data.eq(source.data),
             write.en.eq((self.wr.valid | self.load.valid) & (source.line < lines)),
+            self.written.valid.eq(write.en),
+            self.written.payload.eq(source),
         ]
 
         # RDMA reads: the read port's output register is the pipeline stage, held while rd_data waits.

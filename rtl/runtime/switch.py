@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_choice, check_int, register_block
 from .common import Queue, pulse_count
-from .packet import VC, Flit
+from .packet import NODE_BITS, VC, Flit
 
 __all__ = ["Switch", "SWITCH_NODES"]
 
@@ -97,7 +97,8 @@ class Switch(wiring.Component):
                 popped[port, vc] = Signal(name=f"pop{port}_vc{vc}")
                 # Unroutable heads are dropped as soon as they reach the front.
                 bad = Signal(name=f"bad{port}_vc{vc}")
-                m.d.comb += bad.eq(queue.r.valid & (queue.r.payload.packet.header.dst >= nodes))
+                if nodes < 1 << NODE_BITS:  # with 16 ports every destination is routable
+                    m.d.comb += bad.eq(queue.r.valid & (queue.r.payload.packet.header.dst >= nodes))
                 drop_terms.append(bad)
                 m.d.comb += queue.r.ready.eq(popped[port, vc] | bad)
         for port in range(nodes):
