@@ -17,9 +17,9 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 
-from testbenches.harness import component_from_env
-from testbenches.stream import StreamSink, StreamSource, stream_layout
-from testbenches.tb import ClockedTB
+from scripts.sim.runner import component_from_env
+from scripts.sim.stream import StreamSink, StreamSource, stream_layout
+from scripts.sim.tb import ClockedTB
 
 __all__ = ["AggregationDevice", "GemmDevice", "JOB_ENV", "MODE_RUN"]
 
@@ -51,7 +51,7 @@ class AggregationDevice:
 
     @property
     def drivers(self):
-        """Every driver, for :meth:`testbenches.tb.ClockedTB.reset_mid_transfer`."""
+        """Every driver, for :meth:`scripts.sim.tb.ClockedTB.reset_mid_transfer`."""
         return [self.packets, self.loads, self.drained]
 
     async def _watch_packets(self):

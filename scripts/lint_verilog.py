@@ -1,7 +1,7 @@
 """``make lint``: every registered block's Verilog through ``verilator --lint-only -Wall``.
 
 The only waivers are the ones listed, with their reasons, in
-:mod:`testbenches.verilator`; every other warning fails the lint.
+:mod:`scripts.sim.verilator`; every other warning fails the lint.
 
 A block whose Verilog (and lint flags) hash the same as at its last clean lint is not linted
 again: ``build/lint/<block>.ok`` holds that hash. Blocks are linted in parallel on every core.
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rtl.elaborate import to_verilog
 from rtl.registry import blocks
-from testbenches.verilator import LINT_FLAGS, environment_with_verilator, verilator_executable
+from scripts.sim.verilator import LINT_FLAGS, environment_with_verilator, verilator_executable
 
 OUTPUT = pathlib.Path(__file__).resolve().parent.parent / "build" / "lint"
 

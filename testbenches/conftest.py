@@ -2,7 +2,7 @@
 
 import pytest
 
-from . import knobs
+from scripts.sim import knobs
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from testbenches.harness import SimulationError, check_results, prune_builds, run_cocotb, selection_filter
+from scripts.sim.runner import SimulationError, check_results, prune_builds, run_cocotb, selection_filter
 
 MODULE = "testbenches.bus.cocotb_stream_blocks"
 # The same block and parameters as test_bus.py's smallest skid buffer: the build is shared.

@@ -35,6 +35,33 @@ def command_demo_train(args):
     return 0 if result.bit_exact else 1
 
 
+def command_demo_gcn(args):
+    import logging
+
+    import pytest
+
+    from scripts import demo_gcn
+
+    options = {"graph": args.graph, "features": args.features, "hidden": args.hidden, "lanes": args.lanes,
+               "seed": args.seed}
+    try:
+        demo_gcn.check_arguments(**options)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print("neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run builds both "
+          "with Verilator, many minutes; then a minute or two per layer)", flush=True)
+    logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
+    try:
+        result = demo_gcn.run_demo(**options)
+    except pytest.fail.Exception as failure:
+        print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
+        return 1
+    finally:
+        logging.disable(logging.NOTSET)
+    print(demo_gcn.format_report(result))
+    return 0 if result.ok else 1
+
+
 def register(commands):
     """Add ``demo`` and its sub-commands."""
     from scripts.demo_train import DEFAULT_STEPS, MAX_STEPS, OPTIMIZERS
@@ -55,4 +82,69 @@ def register(commands):
     train.add_argument("--compare", action="store_true",
                        help="dense, Top-K (--topk, default 0.01) and Top-K with error feedback side by side")
     train.set_defaults(handler=command_demo_train)
+    _register_gcn(demos)
+    _register_cluster(demos)
 
+
+def _register_gcn(demos):
+    from scripts.demo_gcn import DEFAULT_FEATURES, DEFAULT_HIDDEN, DEMO_GRAPHS
+
+    gcn = demos.add_parser("gcn", help="a two-layer GCN forward pass on the RTL GEMM and aggregation "
+                                       "pipeline")
+    # Values are checked by scripts.demo_gcn.check_arguments, whose errors name the allowed range.
+    gcn.add_argument("--graph", default="cora", metavar="|".join(DEMO_GRAPHS),
+                     help="synthetic graph with this dataset's statistics (default cora)")
+    gcn.add_argument("--features", type=int, default=DEFAULT_FEATURES,
+                     help=f"input features (default {DEFAULT_FEATURES}; Cora has 1433)")
+    gcn.add_argument("--hidden", type=int, default=DEFAULT_HIDDEN,
+                     help=f"hidden width (default {DEFAULT_HIDDEN})")
+    gcn.add_argument("--lanes", type=int, default=4, help="aggregation pipeline lanes, 1|2|4|8 (default 4)")
+    gcn.add_argument("--seed", type=int, default=1, help="graph, features and weights (default 1)")
+    gcn.set_defaults(handler=command_demo_gcn)
+
+
+def command_demo_cluster(args):
+    import logging
+
+    import pytest
+
+    from scripts import demo_cluster
+
+    options = {"nodes": args.nodes, "graph": args.graph, "features": args.features,
+               "placement": args.placement, "seed": args.seed}
+    try:
+        demo_cluster.check_arguments(**options)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print(f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL switch (the first "
+          "run builds them with Verilator, minutes)", flush=True)
+    logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
+    try:
+        result = demo_cluster.run_demo(**options)
+    except pytest.fail.Exception as failure:
+        print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
+        return 1
+    finally:
+        logging.disable(logging.NOTSET)
+    print(demo_cluster.format_report(result))
+    return 0 if result.bit_exact and result.within_bound and result.counters_match else 1
+
+
+def _register_cluster(demos):
+    from golden.runtime.workload import PLACEMENTS
+    from scripts.demo_cluster import DEFAULT_FEATURES, GRAPHS, NODE_CHOICES
+
+    cluster = demos.add_parser("cluster", help="a GCN aggregation distributed over N simulated FCsN "
+                                               "SmartNIC nodes (runtime and RTL switch), Table 4.1 host API")
+    # Values are checked by scripts.demo_cluster.check_arguments, whose errors name the allowed range.
+    cluster.add_argument("--nodes", type=int, default=4,
+                         help=f"{'|'.join(map(str, NODE_CHOICES))} (default 4)")
+    cluster.add_argument("--graph", default="small", metavar="|".join(GRAPHS),
+                         help="synthetic graph (default small)")
+    cluster.add_argument("--features", type=int, default=DEFAULT_FEATURES,
+                         help=f"float32 words per row, 1..14 (default {DEFAULT_FEATURES})")
+    cluster.add_argument("--placement", default="next", metavar="|".join(PLACEMENTS),
+                         help="which node spawns a row's tasks (default next: every task crosses the "
+                              "network)")
+    cluster.add_argument("--seed", type=int, default=1, help="graph and features (default 1)")
+    cluster.set_defaults(handler=command_demo_cluster)

@@ -124,7 +124,7 @@ def _quiet_cocotb(function):
 def _smoke_simulation():
     import pytest
 
-    from testbenches.harness import run_cocotb
+    from scripts.sim.runner import run_cocotb
 
     saved = os.environ.get("NEARTRAIN_VECTORS")
     os.environ["NEARTRAIN_VECTORS"] = str(SMOKE_TRANSFERS)
@@ -144,7 +144,7 @@ def _smoke_simulation():
 def _adam_inputs(n, seed=1, specials=0.1):
     import numpy as np
 
-    from testbenches.optim.cocotb_optim_vectors import f32_tensor
+    from golden.optim.vectors import f32_tensor
 
     rng = np.random.default_rng(seed)
     tensors = {"param": f32_tensor(rng, n, specials=specials),
@@ -162,7 +162,7 @@ def _bit_exact_update():
     import pytest
 
     from golden.optim.host import reference_update
-    from testbenches.optim import device
+    from scripts.sim import updater_device as device
 
     tensors, states, hyper = _adam_inputs(CHECK_ELEMENTS)
     try:
@@ -185,7 +185,7 @@ def _throughput():
     """Elements per cycle of the 16-lane kernel (timing build), shared and separate ports."""
     import pytest
 
-    from testbenches.optim import device
+    from scripts.sim import updater_device as device
 
     tensors, states, hyper = _adam_inputs(THROUGHPUT_ELEMENTS, seed=2, specials=0.0)
     lines = []
@@ -208,10 +208,10 @@ def _throughput():
 
 def run_main_job(args):
     sources = _sources_digest()  # before any rtl import: see _generate_cached
+    from boards.references import SMART_INFINITY
     from rtl.registry import get_block
-    from scripts.bench_optim import SMART_INFINITY
+    from scripts.sim.runner import tests_executed
     from scripts.synth import cached_resources, synthesize
-    from testbenches.harness import tests_executed
 
     started = time.monotonic()
     folder = ROOT / "build" / "verilog"

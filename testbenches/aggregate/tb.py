@@ -9,10 +9,10 @@ import numpy as np
 
 from golden.aggregate import GraphSpec, PacketFormat, execute, generate, issue_cycles, live_slots, spawn
 from scripts.demo_gcn_session import AggregationDevice
-from testbenches import knobs
-from testbenches.harness import component_from_env, resolved_params_from_env
-from testbenches.stream import never, random_pauses
-from testbenches.tb import ClockedTB
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, resolved_params_from_env
+from scripts.sim.stream import never, random_pauses
+from scripts.sim.tb import ClockedTB
 
 __all__ = ["TB", "special_features", "small_graph"]
 

@@ -5,15 +5,20 @@ equal :func:`golden.aggregate.execute` on the same packets (and, for spawner str
 stall count its cycle model predicts: none).
 """
 
+import json
+import os
+import pathlib
+import pickle
+
 import cocotb
 import numpy as np
 import pytest
 from cocotb.triggers import with_timeout
 
 from golden.aggregate import Packets, gcn_normalise, seed_rule, with_self_loops
-from testbenches import knobs
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 from testbenches.aggregate.tb import TB, small_graph, special_features
-from testbenches.harness import run_cocotb
 
 MODULE = "testbenches.aggregate.test_aggregation_pipeline"
 DEFAULT_EDGES_PER_NODE = 2
@@ -192,6 +197,30 @@ async def relu_and_clear(dut):
     assert tb.device.counters() == dict.fromkeys(tb.device.counters(), 0)
     await _timed(tb, tb.run_job(spawned.packets, features, spawned.n_rows, what="after clear"),
                  100 * len(spawned.packets) + 20 * nodes + 5000)
+
+
+BENCH_ENV = "NEARTRAIN_AGGREGATE_BENCH"
+
+
+@cocotb.test(skip=BENCH_ENV not in os.environ)
+async def graph_bench(dut):
+    """The bench's packet streams (whole graphs): bits, counters and stalls checked, cycles kept."""
+    path = pathlib.Path(os.environ[BENCH_ENV])
+    jobs = pickle.loads(path.read_bytes())
+    tb = TB(dut)
+    await tb.reset()
+    rng = knobs.rng(60)
+    results = []
+    for job in jobs:
+        packets = job["packets"]
+        features = special_features(rng, job["n_cols"], tb.features, specials=False)
+        _, counters = await tb.run_job(packets, features, job["n_rows"], what=job["name"], check_stalls=True)
+        first, last = tb.device.transfer_cycles[0], tb.device.transfer_cycles[-1]
+        results.append({key: job[key] for key in ("name", "packer", "nnz", "model_cycles")}
+                       | {"packets": len(packets), "cycles": last - first + 1, "bit_exact": True,
+                          "stall_cycles": counters["stall_cycles"]})
+        dut._log.info("%s", results[-1])
+    (path.parent / "results.json").write_text(json.dumps(results))
 
 
 # ---- pytest runners ----

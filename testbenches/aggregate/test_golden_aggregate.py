@@ -26,6 +26,7 @@ from golden.aggregate import (
     aggregate,
     aggregate_bound,
     balance_rows,
+    cycle_estimate,
     execute,
     gcn_bound,
     gcn_forward,
@@ -40,7 +41,7 @@ from golden.aggregate import (
     with_self_loops,
 )
 from golden.aggregate.pipeline import accumulate_in_order
-from testbenches import knobs
+from scripts.sim import knobs
 
 FEATURES = 16
 
@@ -205,6 +206,10 @@ def test_spawner_invariants(name, lanes, b_banks):
     # No stall: the cycle model's issue times are the spawner's steps, and the stream takes them.
     times = issue_cycles(packets)
     assert times[-1] + 1 == spawned.steps
+    # The degree-only estimate (used for Reddit) is a lower bound, and tight with one B bank.
+    estimate = cycle_estimate(np.diff(looped.indptr), lanes)
+    assert estimate <= spawned.steps, (estimate, spawned.steps)
+    assert b_banks > 1 or spawned.steps <= 1.01 * estimate + HAZARD_WINDOW, (estimate, spawned.steps)
     assert np.all(np.diff(times) >= 1)
     assert packets.fill() >= 0.95, (name, packets.fill())
 

@@ -34,9 +34,9 @@ from rtl.board.adam_demo import (
     TENSORS,
     tensor_base,
 )
-from testbenches import knobs
-from testbenches.harness import params_from_env
-from testbenches.tb import ClockedTB
+from scripts.sim import knobs
+from scripts.sim.runner import params_from_env
+from scripts.sim.tb import ClockedTB
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Wall-clock limit of the host-script run (a simulated Adam datapath runs at about 1k cycles/s).

@@ -12,10 +12,10 @@ import itertools
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge
 
-from testbenches import knobs
-from testbenches.harness import params_from_env
-from testbenches.stream import StreamSink, StreamSource, random_pauses
-from testbenches.tb import ClockedTB, Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, random_pauses
+from scripts.sim.tb import ClockedTB, Scoreboard
 
 # Reset test: rounds of (bytes, reset in their middle, clean bytes), bytes per batch.
 RESET_ROUNDS = 16

@@ -4,7 +4,7 @@ import pytest
 
 from rtl.board.adam_demo import AdamBoardDemo
 from scripts.cli import main
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.boards.cocotb_board_demo"
 

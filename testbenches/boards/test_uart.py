@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.bus.uart_rx import UARTReceiver
 from rtl.bus.uart_tx import UARTTransmitter
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 
 class UARTLoopback(wiring.Component):

@@ -16,10 +16,10 @@ import os
 
 import cocotb
 
-from testbenches import knobs
-from testbenches.harness import params_from_env
-from testbenches.stream import StreamSink, stream_layout
-from testbenches.tb import Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import params_from_env
+from scripts.sim.stream import StreamSink, stream_layout
+from scripts.sim.tb import Scoreboard
 
 from .cocotb_axi_dma import DmaTB, address_of, beat_addresses, fault_near, random_commands
 
@@ -140,7 +140,7 @@ async def error_clears_when_idle(dut):
 
 @cocotb.test()
 async def throughput_without_stalls(dut):
-    """Beats per cycle on ``data`` with memory and consumer never stalling (read by scripts/bench_axi.py)."""
+    """Beats per cycle on ``data`` with memory and consumer never stalling (read by bench_axi.py)."""
     params = params_from_env()
     length = knobs.vectors(4096)
     commands = [(address_of(0x10_0000 + 3 * params["data_width"] // 8, params["address_width"]), length)]

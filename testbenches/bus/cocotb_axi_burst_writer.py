@@ -20,9 +20,9 @@ import cocotb
 from cocotb.triggers import RisingEdge
 
 from golden.bus import random_words
-from testbenches import knobs
-from testbenches.harness import params_from_env
-from testbenches.stream import StreamSource
+from scripts.sim import knobs
+from scripts.sim.runner import params_from_env
+from scripts.sim.stream import StreamSource
 
 from .cocotb_axi_dma import RAM_SIZE, DmaTB, address_of, beat_addresses, fault_near, random_commands
 
@@ -125,7 +125,7 @@ async def writes_with_error(dut, stall):
 
 @cocotb.test()
 async def throughput_without_stalls(dut):
-    """W beats per cycle with producer and memory never stalling (read by scripts/bench_axi.py)."""
+    """W beats per cycle with producer and memory never stalling (read by testbenches/bus/bench_axi.py)."""
     params = params_from_env()
     length = knobs.vectors(4096)
     tb = WriterTB(dut)

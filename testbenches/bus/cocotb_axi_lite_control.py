@@ -11,9 +11,9 @@ from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 from cocotbext.axi.constants import AxiResp
 
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
 
 CTRL, GIE, IER, ISR = 0x00, 0x04, 0x08, 0x0C
 AP_START, AP_DONE, AP_IDLE, AP_READY, AUTO_RESTART = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 7

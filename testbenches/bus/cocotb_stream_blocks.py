@@ -14,10 +14,10 @@ from amaranth.lib import data
 from cocotb.triggers import with_timeout
 
 from golden.bus import random_words, regroup
-from testbenches import knobs
-from testbenches.harness import component_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB, Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, Scoreboard
 
 DEFAULT_TRANSFERS = 30000
 # Reset test: rounds of (traffic, reset in its middle, clean stream), narrow-side transfers per stream.

@@ -21,10 +21,10 @@ import pytest
 from cocotb.triggers import with_timeout
 
 from golden.bus.bursts import PAGE_BYTES, cut_command, cut_commands
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env, run_cocotb
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 
 PAUSE = 0.35
 DEFAULT_COMMANDS = 400

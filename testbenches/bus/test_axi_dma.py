@@ -7,7 +7,7 @@ use the Vitis-like configuration and longest bursts.
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 CONFIGS = [
     {"data_width": 64, "max_burst": 16, "max_outstanding": 2},

@@ -3,7 +3,7 @@
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.bus.cocotb_axi_lite_control"
 

@@ -6,7 +6,7 @@ block: at full rate, with random valid gaps, with random backpressure, and with 
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.bus.cocotb_stream_blocks"
 

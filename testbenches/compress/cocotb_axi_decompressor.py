@@ -7,7 +7,7 @@ output and the error counters must equal :func:`golden.compress.scatter_stream` 
 monitor counts every AXI beat: the DRAM bytes of fused-mode decompression are *measured* as the
 read beats times the beat width, and the test asserts that every beat read lies inside the pair
 stream and that nothing is written, i.e. that no dense gradient goes through DRAM. ``traffic``
-writes its counts for ``scripts/bench_compress.py``.
+writes its counts for ``testbenches/compress/bench_compress.py``.
 """
 
 import json
@@ -21,11 +21,11 @@ from cocotbext.axi.constants import AxiResp
 
 from golden.compress import chunk_count, scatter_stream
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
-from testbenches import knobs
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
+from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
-from testbenches.tb import ClockedTB, Scoreboard
 
 from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
 from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, stall_salt

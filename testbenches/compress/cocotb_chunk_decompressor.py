@@ -19,9 +19,9 @@ from golden.compress import (
     scatter_stream,
 )
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
-from testbenches import knobs
-from testbenches.stream import unpack
-from testbenches.tb import Scoreboard
+from scripts.sim import knobs
+from scripts.sim.stream import unpack
+from scripts.sim.tb import Scoreboard
 
 from .cocotb_compress_common import CLOCK_NS, CompressTB, random_values, stall_salt
 

@@ -8,10 +8,10 @@ from cocotb.triggers import RisingEdge
 
 from golden.compress import scatter, value_dtype
 from golden.fp.vectors import random_operands
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset"]

@@ -9,7 +9,7 @@ AXI burst (INCR, no 4 KB crossing, in-flight limits, R never stalled) and count 
 block's own ``traffic`` counters must equal those counts, and the beats must equal what the design
 promises: ``ceil(words / lanes)`` pair beats, one dense read per accepted pair, and one write beat
 per whole region beat, one for a partial last beat and one per accepted pair. ``measure_traffic`` writes its
-measurements for ``scripts/bench_compress.py``.
+measurements for ``testbenches/compress/bench_compress.py``.
 """
 
 import json
@@ -25,11 +25,11 @@ from cocotbext.axi.constants import AxiResp
 from golden.compress import encode_pairs, scatter_stream, topk_compress
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from rtl.compress.dram_scatter import traffic_layout
-from testbenches import knobs
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout, unpack
+from scripts.sim.tb import ClockedTB
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSource, never, random_pauses, stream_layout, unpack
-from testbenches.tb import ClockedTB
 
 from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
 

@@ -14,12 +14,12 @@ from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import scatter_stream
 from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_update, run_flags, scalar_bits
+from golden.optim.vectors import f32_tensor, random_hyper
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.optim.cocotb_optim_vectors import f32_tensor, random_hyper
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
-from testbenches.tb import ClockedTB, Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
+from scripts.sim.tb import ClockedTB, Scoreboard
 
 from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
 from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, stall_salt

@@ -4,7 +4,7 @@ Chunks of every index pattern of :func:`golden.compress.adversarial_indices` (pl
 with duplicates, and empty chunks) stream through back to back, with holes in the pair slots and
 random valid gaps and backpressure; every output beat must equal :func:`golden.compress.scatter` of
 its chunk bit for bit. ``throughput`` counts clock cycles for one long chunk at full rate (the
-benchmark ``scripts/bench_compress.py`` reads its result).
+benchmark ``testbenches/compress/bench_compress.py`` reads its result).
 """
 
 import json
@@ -15,8 +15,8 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import adversarial_indices
-from testbenches import knobs
-from testbenches.tb import Scoreboard
+from scripts.sim import knobs
+from scripts.sim.tb import Scoreboard
 
 from .cocotb_compress_common import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
 

@@ -2,7 +2,7 @@
 
 The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port, the pair port
 ``m_axi_pairs`` included (pauses on every channel in the stalled variants), and ``AxiLiteMaster``
-as the host, through :class:`testbenches.compress.topk_device.TopKUpdaterDevice`. Each run is one
+as the host, through :class:`scripts.sim.topk_device.TopKUpdaterDevice`. Each run is one
 optimizer step whose gradient is a chunked Top-K wire stream in device memory. Expected results
 chain the golden models: :func:`golden.compress.scatter_stream` rebuilds the dense f32 gradient and
 the error counters, :func:`golden.optim.host.reference_update` applies the step. Checked on raw
@@ -22,16 +22,16 @@ from cocotbext.axi.constants import AxiResp
 
 from golden.compress import encode_stream, group_by_chunk, scatter_stream, topk_compress
 from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
+from golden.optim.vectors import f32_tensor, random_hyper
 from rtl.compress.chunk_parser import ERROR_NAMES
 from rtl.compress.topk_updater_kernel import ERROR_PAIRS_READ, ERROR_PAIRS_RESP_SHIFT
 from rtl.optim.updater_kernel import ERROR_READ
-from testbenches import knobs
-from testbenches.harness import component_from_env
-from testbenches.optim.cocotb_optim_vectors import f32_tensor, random_hyper
-from testbenches.tb import ClockedTB
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env
+from scripts.sim.tb import ClockedTB
+from scripts.sim.topk_device import TopKUpdaterDevice
 
 from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
-from .topk_device import TopKUpdaterDevice
 
 DEFAULT_RUNS = 8
 RATIOS = (0.001, 0.01, 0.1)

@@ -32,10 +32,10 @@ from golden.compress import (
 )
 from golden.compress.parse import parse_chunked
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
-from testbenches import knobs
-from testbenches.harness import run_cocotb
-from testbenches.stream import unpack
-from testbenches.tb import CLOCK_PERIOD_NS, Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
+from scripts.sim.stream import unpack
+from scripts.sim.tb import CLOCK_PERIOD_NS, Scoreboard
 
 from .cocotb_chunk_decompressor import CORRUPTIONS, corrupted_stream, random_size
 from .cocotb_compress_common import CompressTB, random_values, stall_salt

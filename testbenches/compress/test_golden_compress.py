@@ -23,7 +23,7 @@ from golden.compress import (
     shard_pairs,
     topk_compress,
 )
-from testbenches import knobs
+from scripts.sim import knobs
 
 RATIOS = (0.001, 0.01, 0.02, 0.1)
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from golden.compress import encode_pairs, scatter_stream
-from testbenches import knobs
+from scripts.sim import knobs
 
 from .test_golden_scatter import assert_errors, assert_same_bits, random_values, reference_scatter
 

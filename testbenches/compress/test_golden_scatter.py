@@ -25,7 +25,7 @@ from golden.compress import (
     scatter_stream,
 )
 from rtl.fp.format import F32
-from testbenches import knobs
+from scripts.sim import knobs
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 COUNTERS = ("out_of_range", "chunk_violation", "unsorted", "excess_pairs", "missing")

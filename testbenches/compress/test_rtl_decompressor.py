@@ -2,7 +2,7 @@
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.compress.cocotb_chunk_decompressor"
 
@@ -22,7 +22,7 @@ def test_chunk_decompressor(params):
     run_cocotb("topk_chunk_decompressor", MODULE, params=params)
 
 
-# The 512-bit configuration of a SmartSSD/Alveo memory port; scripts/bench_compress.py measures traffic on it.
+# The 512-bit configuration of a SmartSSD/Alveo memory port; bench_compress.py measures traffic on it.
 AXI_PARAMS = {"lanes": 8, "banks": 16, "chunk_size": 1024, "out_lanes": 16, "value_format": "f32",
               "max_burst": 16, "max_outstanding": 4}
 

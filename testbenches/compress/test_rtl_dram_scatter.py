@@ -2,7 +2,7 @@
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.compress.cocotb_dram_scatter"
 

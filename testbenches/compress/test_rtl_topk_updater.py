@@ -14,8 +14,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from testbenches import knobs
-from testbenches.harness import run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.compress.cocotb_topk_updater"
 FAST = {"optimizer": "adam", "lanes": 2, "data_width": 128, "ports": "shared", "chunk_elements": 32,
@@ -50,8 +50,8 @@ def test_topk_updater_reset(params):
 def measure_traffic():
     """Measured bytes per parameter of one Adam step, fused against dense; returns the table rows."""
     from golden.optim.host import STATE_NAMES
-    from testbenches.optim import device
-    from testbenches.optim.cocotb_optim_vectors import f32_tensor, gradient_tensor, random_hyper
+    from golden.optim.vectors import f32_tensor, gradient_tensor, random_hyper
+    from scripts.sim import updater_device as device
 
     with tempfile.TemporaryDirectory(prefix="neartrain-topk-traffic-") as folder:
         out = pathlib.Path(folder) / "traffic.json"

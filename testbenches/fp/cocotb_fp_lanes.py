@@ -14,11 +14,12 @@ import numpy as np
 from cocotb.triggers import with_timeout
 
 import golden.fp as gfp
-from testbenches import knobs
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, random_pauses
+from scripts.sim.tb import ClockedTB
 from testbenches.fp.bindings import golden_binding, operand_vectors, raw_bits
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, random_pauses
-from testbenches.tb import ClockedTB
+from testbenches.fp.parallel_units import ParallelUnits
 
 # The fast suite's size; the slow runner asks for 10**6 through NEARTRAIN_VECTORS.
 DEFAULT_RANDOM_VECTORS = 5000
@@ -28,7 +29,7 @@ STALL_PROBABILITY = 0.3
 class TB(ClockedTB):
     def __init__(self, dut):
         super().__init__(dut)
-        self.component = component_from_env()
+        self.component = component_from_env(ParallelUnits)
         params = params_from_env()
         self.block = params["block"]
         self.lanes = params["lanes"]

@@ -13,11 +13,11 @@ import cocotb
 import numpy as np
 from cocotb.triggers import with_timeout
 
-from testbenches import knobs
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.fp.bindings import golden_binding, operand_vectors, raw_bits
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_RANDOM_VECTORS = 3000
 # Reset test: rounds of (operations, reset in their middle, clean operations), operations per batch.

@@ -14,7 +14,7 @@ import softfloatpy as sf
 
 import golden.fp as gfp
 from golden.fp.formats import FloatFormat, float_format
-from testbenches import knobs
+from scripts.sim import knobs
 
 from .golden_oracle import ARITHMETIC, COMPARISONS, oracle, oracle_convert, oracle_from_f64
 

@@ -30,7 +30,7 @@ from rtl.fp.divider import FloatDivider
 from rtl.fp.format import FloatFormat, float_format
 from rtl.fp.square_root import FloatSquareRoot
 from rtl.registry import get_block
-from testbenches import knobs
+from scripts.sim import knobs
 
 from .golden_oracle import oracle
 from .sim_driver import simulate
@@ -272,6 +272,6 @@ def test_parameters(op):
 ], ids=lambda v: v if isinstance(v, str) else "-".join(f"{k}={w}" for k, w in v.items()))
 def test_verilator(block, params):
     """The generated Verilog on Verilator (cocotb, against golden.fp, with stalls and II = 1)."""
-    from testbenches.harness import run_cocotb
+    from scripts.sim.runner import run_cocotb
 
     run_cocotb(block, "testbenches.fp.cocotb_fp_unit", params=params)

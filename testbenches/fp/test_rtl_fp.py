@@ -10,8 +10,8 @@ import os
 
 import pytest
 
+from scripts.sim.runner import run_cocotb
 from testbenches.fp.parallel_units import ParallelUnits
-from testbenches.harness import run_cocotb
 
 MODULE = "testbenches.fp.cocotb_fp_unit"
 LANES_MODULE = "testbenches.fp.cocotb_fp_lanes"

@@ -33,8 +33,8 @@ from rtl.fp.integer_to_float import IntegerToFloat
 from rtl.fp.min_max import FloatMinMax
 from rtl.fp.multiplier import FloatMultiplier
 from rtl.registry import get_block
-from testbenches import knobs
-from testbenches.tb import hex_of
+from scripts.sim import knobs
+from scripts.sim.tb import hex_of
 
 from .sim_cases import (
     arithmetic_case,

@@ -11,11 +11,11 @@ import numpy as np
 from cocotb.triggers import with_timeout
 
 from golden.optim.axpby import axpby
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.optim.cocotb_optim_vectors import f32_tensor
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB, Scoreboard
+from golden.optim.vectors import f32_tensor
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, Scoreboard
 
 DEFAULT_VECTORS = 1500
 RESET_ROUNDS = 3

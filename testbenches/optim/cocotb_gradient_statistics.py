@@ -13,12 +13,12 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.optim.host import reference_statistics
+from golden.optim.vectors import f32_tensor
 from rtl.optim.gradient_statistics import BUCKETS
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.optim.cocotb_optim_vectors import f32_tensor
-from testbenches.stream import StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB, PulseCounter
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, PulseCounter
 
 DEFAULT_VECTORS = 2000
 

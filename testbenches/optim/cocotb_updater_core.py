@@ -19,11 +19,11 @@ from golden.optim.host import (
     run_flags,
     scalar_bits,
 )
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.optim.cocotb_optim_vectors import f32_tensor, gradient_tensor, random_hyper
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import ClockedTB, PulseCounter, Scoreboard
+from golden.optim.vectors import f32_tensor, gradient_tensor, random_hyper
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, PulseCounter, Scoreboard
 
 DEFAULT_VECTORS = 600
 RESET_ROUNDS = 3
@@ -58,7 +58,7 @@ class TB(ClockedTB):
 def random_run(tb, rng, n, variant, specials=None):
     """Random inputs for ``n`` elements, their transfers and the golden outputs.
 
-    ``variant`` fixes the model's control decisions (``cocotb_optim_vectors.VARIANTS``) and the formats:
+    ``variant`` fixes the model's control decisions (``golden.optim.vectors.VARIANTS``) and the formats:
     runs 0 to 8 of a test meet every gradient format with every copy format. ``specials`` is the
     share of IEEE specials in every tensor (None: 0 in a quarter of the runs, else 0.05).
     """

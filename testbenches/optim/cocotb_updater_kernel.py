@@ -2,7 +2,7 @@
 
 The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port (pause
 generators on every channel in the stalled variants) and ``AxiLiteMaster`` as the host,
-through :class:`testbenches.optim.device.UpdaterDevice`. Checked against
+through :class:`scripts.sim.updater_device.UpdaterDevice`. Checked against
 ``golden.optim`` (via ``golden.optim.host``), on raw bits:
 
 * update mode: random tensors, hyper-parameters, element counts (not multiples of the
@@ -21,12 +21,12 @@ import cocotb
 from cocotbext.axi.constants import AxiResp
 
 from golden.optim.host import GRAD_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
+from golden.optim.vectors import f32_tensor, gradient_tensor, random_hyper
 from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE
-from testbenches import knobs
-from testbenches.harness import component_from_env
-from testbenches.optim.cocotb_optim_vectors import f32_tensor, gradient_tensor, random_hyper
-from testbenches.optim.device import UpdaterDevice
-from testbenches.tb import ClockedTB
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env
+from scripts.sim.tb import ClockedTB
+from scripts.sim.updater_device import UpdaterDevice
 
 DEFAULT_VECTORS = 8  # chunks' worth of elements per run, at most
 

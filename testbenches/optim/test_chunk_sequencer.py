@@ -21,10 +21,10 @@ from cocotb.triggers import ReadOnly, RisingEdge, Timer, with_timeout
 
 from golden.bus import random_words
 from golden.optim.transfers import chunk_schedule
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env, run_cocotb
-from testbenches.stream import StreamSink, never, pack, random_pauses, stream_layout
-from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
+from scripts.sim.stream import StreamSink, never, pack, random_pauses, stream_layout
+from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 
 PAUSE = 0.4
 DEFAULT_RUNS = 40

@@ -24,7 +24,7 @@ import softfloatpy as sf
 
 import golden.optim as go
 from golden.optim import _float32 as BINARY32
-from testbenches import knobs
+from scripts.sim import knobs
 
 sf.set_rounding_mode(sf.RoundingMode.NEAR_EVEN)
 

@@ -34,11 +34,11 @@ from cocotbext.axi.constants import AxiResp
 from golden.bus import random_words
 from golden.bus.bursts import PAGE_BYTES, cut_commands
 from golden.optim.transfers import read_beats, write_memory
-from testbenches import knobs
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 from testbenches.bus.cocotb_axi_dma import RAM_SIZE, BurstMonitor, FaultyAxiRam, address_of, random_pauses_all
-from testbenches.harness import component_from_env, params_from_env, run_cocotb
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 
 STALL = 0.3
 DEFAULT_BATCHES = 3

@@ -6,7 +6,7 @@ the result does not depend on the lane count.
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 CASES = [{"lanes": 1}, {"lanes": 3}, pytest.param({"lanes": 16}, marks=pytest.mark.slow)]
 

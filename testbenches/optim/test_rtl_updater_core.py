@@ -6,7 +6,7 @@ power of two); wider cores are slow (their Verilator builds take minutes).
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 CASES = [
     {"optimizer": "adam", "lanes": 1},

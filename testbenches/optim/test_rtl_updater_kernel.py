@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from golden.optim.host import STATE_NAMES, reference_update
-from testbenches import knobs
-from testbenches.harness import run_cocotb
-from testbenches.optim import device
-from testbenches.optim.cocotb_optim_vectors import VARIANTS, f32_tensor, gradient_tensor, random_hyper
+from golden.optim.vectors import VARIANTS, f32_tensor, gradient_tensor, random_hyper
+from scripts.sim import knobs
+from scripts.sim import updater_device as device
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.optim.cocotb_updater_kernel"
 SMALL = {"data_width": 64, "chunk_elements": 16, "max_burst": 4, "max_outstanding": 2}

@@ -27,7 +27,7 @@ from amaranth.sim import Simulator
 from rtl.optim.counted_width_converter import CountedWidthConverter
 from rtl.optim.gearbox import CountedGearbox
 from rtl.optim.updater_kernel import AdagradUpdater, SGDUpdater
-from testbenches import knobs
+from scripts.sim import knobs
 
 # (words per input transfer, words per output transfer, word width): beats to lanes and back.
 CONFIGS = [(2, 3, 32), (3, 2, 32), (4, 6, 16), (6, 4, 16), (16, 3, 32), (3, 16, 32), (4, 5, 32), (5, 4, 32),

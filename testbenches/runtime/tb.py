@@ -5,9 +5,9 @@ from cocotb.triggers import RisingEdge, SimTimeoutError, with_timeout
 
 from golden.runtime import packet as gp
 from golden.runtime.protocol import Config
-from testbenches import knobs
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses
-from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB
+from scripts.sim import knobs
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
+from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
 
 __all__ = ["RuntimeTB", "PulseCounter", "MergeBoard", "set_config", "random_config", "random_task", "corrupt",
            "drain", "CONFIG_FIELDS"]

@@ -12,10 +12,10 @@ import pytest
 from golden.runtime import packet as gp
 from golden.runtime.protocol import classify
 from rtl.runtime.classifier import CLASSIFIER_DROPS
-from testbenches import knobs
-from testbenches.harness import component_from_env, run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, run_cocotb
+from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import PulseCounter, RuntimeTB, corrupt, drain, random_config, set_config
-from testbenches.tb import Scoreboard
 
 TYPES = ("task", "rdma", "data")
 DEFAULT_PACKETS = 300

@@ -7,11 +7,11 @@ golden data packets (:func:`golden.runtime.protocol.serve`'s format) in order.
 import cocotb
 
 from golden.runtime import packet as gp
-from testbenches import knobs
-from testbenches.harness import run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import RuntimeTB, drain, random_config, set_config
 from testbenches.runtime.test_rdma_responder import read_entry
-from testbenches.tb import Scoreboard
 
 
 def send(tb, rng, count):

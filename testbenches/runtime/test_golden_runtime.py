@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from golden.runtime import kernels as gk
 from golden.runtime import packet as gp
 from golden.runtime.protocol import Cluster, Config, classify, respond, serve, split
-from testbenches import knobs
+from scripts.sim import knobs
 
 
 def scenario(rng, config, packets_per_node, *, task_id=2, value_bits=12, single_spawner=False):

@@ -11,7 +11,7 @@ from amaranth.hdl import Shape
 
 from golden.runtime import packet as golden
 from rtl.runtime import packet as rtl
-from testbenches import knobs
+from scripts.sim import knobs
 
 
 def _fields(layout, base=0):

@@ -13,10 +13,10 @@ from cocotb.triggers import FallingEdge, RisingEdge
 
 from golden.runtime import packet as gp
 from golden.runtime.protocol import detect_request
-from testbenches import knobs
-from testbenches.harness import run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import RuntimeTB, drain, random_config, random_task, set_config
-from testbenches.tb import Scoreboard
 
 DEFAULT_TASKS = 300
 

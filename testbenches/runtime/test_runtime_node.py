@@ -29,11 +29,11 @@ from golden.runtime import packet as gp
 from golden.runtime.protocol import Cluster, detect_request, respond, serve, spawn, split
 from golden.runtime.workload import sparse_dense_workload
 from rtl.runtime.runtime_node import COUNTERS
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env, run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
+from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import RuntimeTB, corrupt
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses
-from testbenches.tb import Scoreboard
 
 NODES = 4
 NODE = 0
@@ -52,6 +52,8 @@ class Network:
         self.dut.net_out__ready.value = 1
         self.dut.net_out_credit.value = 0
         cocotb.start_soon(self._run())
+
+    credit_delay = (1, 8)  # cycles before the switch frees a buffer entry: random in [1, 8)
 
     def clear(self):
         self.credits = [self.rx_depth] * 3
@@ -75,7 +77,7 @@ class Network:
                 self.in_flight[vc] += 1
                 assert self.in_flight[vc] <= self.tx_credits, f"channel {vc} overran its credits"
                 self.received.append((self.tb.cycle, vc, packet))
-                self.returns.append((self.tb.cycle + int(self.rng.integers(1, 8)), vc))
+                self.returns.append((self.tb.cycle + int(self.rng.integers(*self.credit_delay)), vc))
                 if self.on_receive is not None:
                     self.on_receive(vc, packet)
             pulses = 0
@@ -377,5 +379,138 @@ async def reset_mid_packet(dut):
     await run_scenario(tb, job(knobs.rng(332)))
 
 
+def _rate(cycles):
+    """Packets per cycle over a run of transfers at the given cycles (first to last)."""
+    return round((len(cycles) - 1) / max(1, cycles[-1] - cycles[0]), 3) if len(cycles) > 1 else 0.0
+
+
+@cocotb.test()
+async def line_rate(dut):
+    """Packets per cycle through each path with nothing else stalling (for docs/runtime.md, not a check
+    of speed): network tasks to the kernel, spawned tasks to the kernel, spawned tasks to the network,
+    RDMA requests to data replies, data replies to the memory."""
+    tb = NodeTB(dut, stalls=False, salt=340)
+    tb.network.credit_delay = (1, 2)
+    count = knobs.vectors(200)
+    workload = job(knobs.rng(341), placement="home")
+    config = workload.config
+    await tb.reset()
+    await tb.configure(config)
+    mine = [g for g in range(config.ranges) if config.range_owner(g) == NODE]
+    others = [g for g in range(config.ranges) if config.range_owner(g) != NODE]
+    local_row = next(r for r in range(config.rows) if config.home(r) == NODE)
+    remote_row = next(r for r in range(config.rows) if config.home(r) == 1)
+    rates = {}
+
+    def task(index, row, src):
+        first, _ = config.range_lines(index)
+        return gp.Packet(
+            gp.TASK,
+            task_id=TASK_ID,
+            dst=NODE,
+            src=src,
+            range=index,
+            slots=(gp.Item(row, first, 1),) + (None,) * 3,
+        )
+
+    async def wait_for(predicate, limit=20 * count + 500):
+        for _ in range(limit):
+            await RisingEdge(tb.clock)
+            if predicate():
+                return
+        raise AssertionError("line-rate run did not finish")
+
+    # Network tasks (wholly local, local range) to the kernel.
+    tb.issued.clear()
+    for _ in range(count):
+        tb.network.outbound.append((gp.TASK, gp.encode(task(mine[0], local_row, 1))))
+    await wait_for(lambda: len(tb.issued) >= count)
+    rates["network task -> kernel"] = _rate([cycle for cycle, _ in tb.issued])
+
+    # Spawned tasks to the kernel, then spawned tasks split off to the network.
+    for name, row in (("spawned task -> kernel", local_row), ("spawned task -> network", remote_row)):
+        for address in range(count):
+            entry = gp.encode(task(mine[0], row, NODE), sealed=False)
+            tb.sources["spawn_load"].send_nowait(address | entry << tb.spawn_bits)
+        await tb.sources["spawn_load"].wait_idle()
+        tb.issued.clear()
+        tb.network.received.clear()
+        await tb.write("task_id", TASK_ID)
+        await tb.write("spawn_first", 0)
+        await tb.write("spawn_count", count)
+        await tb.write("CTRL", 1)
+        if row == local_row:
+            await wait_for(lambda: len(tb.issued) >= count)
+            rates[name] = _rate([cycle for cycle, _ in tb.issued])
+        else:
+            await wait_for(lambda: len(tb.network.received) >= count)
+            rates[name] = _rate([cycle for cycle, vc, _ in tb.network.received if vc == gp.TASK])
+        await tb.cycles(20)
+
+    # RDMA requests of one line each to data replies.
+    tb.network.received.clear()
+    for index in range(count):
+        first, lines = config.range_lines(mine[index % len(mine)])
+        line = first + index % lines
+        tb.network.outbound.append(
+            (
+                gp.RDMA,
+                gp.encode(
+                    gp.Packet(
+                        gp.RDMA,
+                        task_id=TASK_ID,
+                        dst=NODE,
+                        src=1,
+                        range=mine[index % len(mine)],
+                        first=line,
+                        lines=1,
+                    )
+                ),
+            )
+        )
+    await wait_for(lambda: len(tb.network.received) >= count)
+    rates["RDMA request -> data reply"] = _rate(
+        [cycle for cycle, vc, _ in tb.network.received if vc == gp.DATA]
+    )
+
+    # Data replies to the memory: the node fetches remote ranges; the testbench answers at once.
+    def on_receive(vc, word):
+        if vc == gp.RDMA:
+            replies = serve(gp.decode(word), gp.decode(word).dst, config, workload.memory)
+            tb.network.outbound.extend((gp.DATA, reply) for reply in replies)
+
+    tb.network.on_receive = on_receive
+    tb.issued.clear()
+    tb.written.clear()
+    write_cycles = []
+    wanted = sum(config.range_lines(index)[1] for index in others)
+    for index in others:
+        tb.network.outbound.append((gp.TASK, gp.encode(task(index, local_row, 1))))
+
+    async def watch():
+        while True:
+            await RisingEdge(tb.clock)
+            if int(dut.mem_wr__valid.value) and int(dut.mem_wr__ready.value):
+                write_cycles.append(tb.cycle)
+
+    watcher = cocotb.start_soon(watch())
+    await wait_for(lambda: len(tb.issued) >= len(others))
+    watcher.cancel()
+    assert len(write_cycles) == wanted
+    rates["data reply -> memory"] = _rate(write_cycles)
+    dut._log.info("line rate (packets per cycle): %s", rates)
+    if "NEARTRAIN_BENCH_OUT" in os.environ:
+        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
+            json.dump(rates, out)
+
+
 def test_runtime_node():
-    run_cocotb("runtime_node", __name__, params={"spawn_depth": 256, "queue_depth": 4, "tx_credits": 3})
+    run_cocotb(
+        "runtime_node",
+        __name__,
+        params=NODE_PARAMS,
+        testcase=["node_in_a_cluster", "arrival_to_issue", "reset_mid_packet", "line_rate"],
+    )
+
+
+NODE_PARAMS = {"spawn_depth": 256, "queue_depth": 4, "tx_credits": 3}

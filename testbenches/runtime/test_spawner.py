@@ -10,10 +10,10 @@ import cocotb
 
 from golden.runtime import packet as gp
 from golden.runtime.protocol import spawn
-from testbenches import knobs
-from testbenches.harness import run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, random_task, set_config
-from testbenches.tb import Scoreboard
 
 DEPTH = 64
 

@@ -3,10 +3,10 @@
 import cocotb
 
 from golden.runtime import packet as gp
-from testbenches import knobs
-from testbenches.harness import run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import RuntimeTB, drain
-from testbenches.tb import Scoreboard
 
 
 def send(tb, rng, count):

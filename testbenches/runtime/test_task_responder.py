@@ -12,8 +12,9 @@ import cocotb
 from golden.runtime import packet as gp
 from golden.runtime.protocol import respond
 from rtl.runtime.task_responder import RESPONDER_DROPS
-from testbenches import knobs
-from testbenches.harness import run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import (
     PulseCounter,
     RuntimeTB,
@@ -22,7 +23,6 @@ from testbenches.runtime.tb import (
     random_task,
     set_config,
 )
-from testbenches.tb import Scoreboard
 
 DEFAULT_TASKS = 300
 INPUTS = ("spawned", "network")

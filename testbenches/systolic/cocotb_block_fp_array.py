@@ -17,7 +17,7 @@ import cocotb
 import numpy as np
 
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
-from testbenches import knobs
+from scripts.sim import knobs
 from testbenches.systolic.cocotb_block_fp_encoder import EDGES
 from testbenches.systolic.cocotb_os_array import TB, random_accumulator, reset_mid_job, shapes, tile_streams
 from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits

@@ -11,11 +11,11 @@ import numpy as np
 from cocotb.triggers import with_timeout
 
 from golden.systolic import from_block_fp, to_block_fp
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.systolic.cocotb_block_fp_encoder import random_blocks, reset_mid_blocks
-from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_BLOCKS = 400
 BAD_EXPONENTS = [-256, -200, -127, 128, 200, 255]

@@ -9,11 +9,11 @@ import numpy as np
 from cocotb.triggers import with_timeout
 
 from golden.systolic import to_block_fp
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.systolic.commands import reset_then_clean
-from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_BLOCKS = 400
 

@@ -14,7 +14,7 @@ import cocotb
 import numpy as np
 
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
-from testbenches import knobs
+from scripts.sim import knobs
 from testbenches.systolic.cocotb_block_fp_array import random_operand, tie_operands
 from testbenches.systolic.cocotb_os_array import random_accumulator
 from testbenches.systolic.cocotb_ws_array import TB, bad_ws_commands, reset_mid_job

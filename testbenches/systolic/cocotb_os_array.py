@@ -17,12 +17,12 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.systolic import gemm, gemm_cycles
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean, size_limits
 from testbenches.systolic.schedule import array_schedule
-from testbenches.tb import ClockedTB, Scoreboard
 
 DEFAULT_GEMMS = 4
 

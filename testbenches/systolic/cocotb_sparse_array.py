@@ -17,10 +17,10 @@ import numpy as np
 from cocotb.triggers import with_timeout
 
 from golden.systolic import choose_pe_kind, gemm, padded_csr, plan_tile_rows, sparse_gemm
-from testbenches import knobs
+from scripts.sim import knobs
+from scripts.sim.tb import Scoreboard
 from testbenches.systolic.cocotb_os_array import TB, random_accumulator, random_matrix
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean, size_limits
-from testbenches.tb import Scoreboard
 
 DEFAULT_GEMMS = 4
 DENSITIES = (0.001, 0.01, 0.05, 0.2, 0.5)

@@ -14,13 +14,13 @@ import numpy as np
 from cocotb.triggers import with_timeout
 
 from golden.systolic import gemm, gemm_cycle_terms
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB
 from testbenches.systolic.cocotb_os_array import random_accumulator, random_matrix, signed_zero_operands
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean
 from testbenches.systolic.schedule import array_schedule
-from testbenches.tb import ClockedTB
 
 DEFAULT_GEMMS = 4
 

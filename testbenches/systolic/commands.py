@@ -13,9 +13,9 @@ runs to the golden result, bit for bit, within its cycle bound.
 import cocotb
 from cocotb.triggers import RisingEdge, with_timeout
 
-from testbenches import knobs
-from testbenches.harness import resolved_params_from_env
-from testbenches.tb import CLOCK_PERIOD_NS
+from scripts.sim import knobs
+from scripts.sim.runner import resolved_params_from_env
+from scripts.sim.tb import CLOCK_PERIOD_NS
 
 
 def size_limits(sizes):

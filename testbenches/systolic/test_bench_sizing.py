@@ -1,4 +1,4 @@
-"""The sizing arithmetic of ``scripts/bench_systolic.py sizing`` on synthetic sweeps with known costs.
+"""The sizing arithmetic of ``bench_systolic.py sizing`` on synthetic sweeps with known costs.
 
 The committed sizing tables (docs/systolic.md, Section 6.4) come from least-squares fits of measured
 sweep points and a search for the largest square-ish array inside each board budget. These tests
@@ -10,7 +10,7 @@ binding resource are the ones a hand calculation gives.
 import numpy as np
 import pytest
 
-from scripts.bench_systolic import SIZING_RESOURCES, _features, _fit, _largest, _predict
+from testbenches.systolic.bench_systolic import SIZING_RESOURCES, _features, _fit, _largest, _predict
 
 COSTS = {  # per PE, per edge element (rows + cols), fixed
     "LUT": (100.0, 20.0, 500.0), "FF": (150.0, 30.0, 800.0), "CARRY": (4.0, 2.0, 10.0),

@@ -16,7 +16,7 @@ import pytest
 
 from golden.systolic import block_fp_exact as oracle
 from golden.systolic.block_fp import block_fp_gemm, to_block_fp
-from testbenches import knobs
+from scripts.sim import knobs
 
 # (block, mantissa_bits): the narrowest mantissa, single-element blocks, blocks longer than K,
 # 24-bit mantissas (block sums past 2^46, conversions that round).

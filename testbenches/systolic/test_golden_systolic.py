@@ -6,7 +6,7 @@ import softfloatpy as sf
 
 from golden.systolic.block_fp import block_fp_error_bound, block_fp_gemm, from_block_fp, to_block_fp
 from golden.systolic.numerics import CANONICAL_NAN_F32, f32_from_bits, gemm, gemm_error_bound
-from testbenches import knobs
+from scripts.sim import knobs
 
 FLOAT_ELEMENTS = ("f16", "bf16", "f32")
 

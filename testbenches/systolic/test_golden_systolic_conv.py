@@ -13,7 +13,7 @@ from golden.systolic.conv import (
     im2col,
 )
 from golden.systolic.numerics import f32_from_bits, gemm, gemm_error_bound
-from testbenches import knobs
+from scripts.sim import knobs
 
 # (height, width, kernel, stride, padding): stride 1 and 2, ragged strides, ResNet's 7x7/2 pad 3.
 GEOMETRIES = [(7, 7, 3, 1, 1), (8, 9, 3, 2, 1), (9, 6, 1, 2, 0), (11, 11, 7, 2, 3), (7, 8, 3, 3, 0),

@@ -9,7 +9,7 @@ from golden.systolic.dpt_tables import TABLE3_RESNET50, TABLE3_RESNET50_FIT
 from golden.systolic.networks import resnet50
 from golden.systolic.numerics import gemm
 from golden.systolic.partition import TEST_CASES, SystemModel, baseline_cycles, partition_sweep
-from testbenches import knobs
+from scripts.sim import knobs
 
 OS, WS = "output_stationary", "weight_stationary"
 

@@ -14,7 +14,7 @@ from golden.systolic.sparse import (
     plan_tile_rows,
     sparse_gemm,
 )
-from testbenches import knobs
+from scripts.sim import knobs
 
 DENSITIES = (0.001, 0.01, 0.1, 0.5)
 

@@ -11,7 +11,7 @@ from golden.systolic import gemm_cycles
 from golden.systolic.block_fp import block_fp_gemm_cycles
 from rtl.registry import get_block
 from rtl.systolic.block_fp_ws_array import BlockFloatWeightStationaryArray
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 from testbenches.systolic.schedule import block_fp_schedule
 
 MODULE = "testbenches.systolic.cocotb_block_fp_ws_array"

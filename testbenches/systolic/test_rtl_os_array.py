@@ -14,7 +14,7 @@ from rtl.systolic.sparse_array import SparseTensorArray
 from rtl.systolic.tensor_array import TensorArray
 from rtl.systolic.tiled_gemm import TiledGemm
 from rtl.systolic.ws_array import WeightStationaryArray
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 from testbenches.systolic.schedule import array_schedule
 
 MODULE = "testbenches.systolic.cocotb_os_array"

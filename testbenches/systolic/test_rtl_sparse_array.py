@@ -3,7 +3,7 @@
 import pytest
 
 from rtl.systolic.sparse_array import SparseTensorArray
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.systolic.cocotb_sparse_array"
 

@@ -12,8 +12,8 @@ import pytest
 from golden.systolic import gemm, gemm_cycle_terms, gemm_cycles
 from golden.systolic.array_sim import ScheduleHazard, simulate_output_stationary
 from rtl.systolic.tensor_array import TensorArray
-from testbenches import knobs
-from testbenches.harness import run_cocotb
+from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.systolic.cocotb_os_array"
 

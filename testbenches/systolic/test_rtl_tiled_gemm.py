@@ -9,7 +9,7 @@ import json
 import pytest
 
 from golden.systolic import gemm_cycle_terms
-from testbenches.harness import BUILD_ROOT, run_cocotb
+from scripts.sim.runner import BUILD_ROOT, run_cocotb
 from testbenches.systolic.schedule import array_schedule
 
 MODULE = "testbenches.systolic.cocotb_tiled_gemm"

@@ -6,7 +6,7 @@ it; these add random gaps on every input stream (and backpressure on ``c``).
 
 import pytest
 
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.systolic.cocotb_ws_array"
 

@@ -23,10 +23,10 @@ from cocotb.triggers import with_timeout
 from golden.fp import FLAG_INEXACT, FLAG_INVALID, FLAG_OVERFLOW, FLAG_UNDERFLOW, convert, mul
 from golden.fp.vectors import random_operand_tuples, special_values
 from golden.systolic.numerics import decode_to_f32, f32_bits
-from testbenches import knobs
-from testbenches.harness import component_from_env, params_from_env, run_cocotb
-from testbenches.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from testbenches.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 
 PAUSE = 0.3
 DEFAULT_RANDOM = 2000

@@ -1,6 +1,6 @@
 """Throughput of the AXI4 DMA engines with nothing stalling; writes the tables in ``docs/bus_axi.md``.
 
-Run: ``.venv/bin/python -m scripts.bench_axi [--beats N]``. Each point runs the cocotb test
+Run: ``.venv/bin/python -m testbenches.bus.bench_axi [--beats N]``. Each point runs the cocotb test
 ``throughput_without_stalls`` of the reader or writer on Verilator against cocotbext-axi's
 ``AxiRam`` (no pause generators) and counts clock cycles: for the reader from the first to
 the last beat on ``data``, for the writer from the first to the last W transfer. No
@@ -21,10 +21,10 @@ import tempfile
 
 from rtl.registry import get_block
 from scripts.docs import write_table
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 DOC = "bus_axi.md"
-COMMAND = ".venv/bin/python -m scripts.bench_axi"
+COMMAND = ".venv/bin/python -m testbenches.bus.bench_axi"
 BEATS = 4096
 POINTS = [
     ("axi_burst_reader", {"data_width": 512, "max_burst": 64, "max_outstanding": 4}),

@@ -1,6 +1,6 @@
 """Throughput of the stream blocks with neither side stalling; writes the table in ``docs/bus.md``.
 
-Run: ``.venv/bin/python -m scripts.bench_bus [--transfers N]``. Each point runs the cocotb test
+Run: ``.venv/bin/python -m testbenches.bus.bench_bus [--transfers N]``. Each point runs the cocotb test
 ``throughput_without_stalls`` on Verilator and counts clock cycles between the first and
 the last output transfer (no wall-clock timing is involved). The rows go to
 ``docs/data/bus-throughput.json`` and the table between the ``bus-throughput`` markers
@@ -15,7 +15,7 @@ import pathlib
 import tempfile
 
 from scripts.docs import write_table
-from testbenches.harness import run_cocotb
+from scripts.sim.runner import run_cocotb
 
 MODULE = "testbenches.bus.cocotb_stream_blocks"
 TRANSFERS = 4096
@@ -50,7 +50,7 @@ def main(argv=None):
         rows.append([block, ", ".join(f"{k}={v}" for k, v in params.items()), result["transfers"],
                      result["cycles"], f"{result['transfers_per_cycle']:.3f}"])
         print(rows[-1], flush=True)
-    command = "python -m scripts.bench_bus" + (f" --transfers {args.transfers}"
+    command = "python -m testbenches.bus.bench_bus" + (f" --transfers {args.transfers}"
                                                if args.transfers != TRANSFERS else "")
     write_table("bus.md", "bus-throughput", HEADERS, rows, f".venv/bin/{command}", colalign=COLALIGN,
                 disable_numparse=True)

@@ -1,6 +1,6 @@
 """Area, latency, issue rate and Fmax of every FP unit; writes the table in ``docs/fp.md``.
 
-Run: ``.venv/bin/python -m scripts.bench_fp [--no-fmax] [--no-issue-rate]``.
+Run: ``.venv/bin/python -m testbenches.fp.bench_fp [--no-fmax] [--no-issue-rate]``.
 
 * Resources: ``scripts.synth`` (Yosys ``synth_xilinx -family xcup -flatten`` and
   ``synth_ecp5``), every registered ``fp`` unit in f32, f16 and bf16.
@@ -64,7 +64,7 @@ def _synthesize_point(point):
 
 
 def _issue_rate(name, overrides):
-    from testbenches.harness import run_cocotb
+    from scripts.sim.runner import run_cocotb
 
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         run_cocotb(name, "testbenches.fp.cocotb_fp_unit", params=overrides,
@@ -116,7 +116,7 @@ def main(argv=None):
                      *_cells(result["ecp5"], "ecp5"), fmax_text])
         print(rows[-1], flush=True)
 
-    command = ".venv/bin/python -m scripts.bench_fp" + (" --no-fmax" if args.no_fmax else "") + (
+    command = ".venv/bin/python -m testbenches.fp.bench_fp" + (" --no-fmax" if args.no_fmax else "") + (
         " --no-issue-rate" if args.no_issue_rate else "")
     write_table("fp.md", "fp-units", headers, rows, command,
                 colalign=("left", "left") + ("right",) * (len(headers) - 2), disable_numparse=True)

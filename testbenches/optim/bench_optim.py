@@ -1,4 +1,4 @@
-"""``python -m scripts.bench_optim``: throughput of the Adam updater kernel, in cycles from cocotb.
+"""``python -m testbenches.optim.bench_optim``: throughput of the Adam updater kernel, in cycles from cocotb.
 
 For each lane count and port mode the kernel runs one Adam step (binary32 gradient,
 bf16 parameter copy: the 30 bytes per element of docs/optim.md) on Verilator under
@@ -34,15 +34,13 @@ import sys
 
 import numpy as np
 
-__all__ = ["run_point", "memory_bound", "main", "SMART_INFINITY"]
+from boards.references import SMART_INFINITY
+
+__all__ = ["run_point", "memory_bound", "main"]
 
 # Bytes per element on each AXI channel of a port: (read, write). Adam with an f32 gradient
 # and a 16-bit copy reads 4 x 4 bytes and writes 3 x 4 + 2 bytes per element.
 _PORT_BYTES = {"param": (4, 4), "grad": (4, 0), "exp_avg": (4, 4), "exp_avg_sq": (4, 4), "param16": (0, 2)}
-
-# Smart-Infinity Table III (Adam updater, KU15P): share of 522K LUT, 984 BRAM36, 128 URAM, 1968 DSP.
-SMART_INFINITY = {"LUT": (0.3366, 522_000), "BRAM": (0.2713, 984), "URAM": (0.3438, 128),
-                  "DSP48E2": (0.1103, 1968)}
 
 
 def memory_bound(ports, data_width, stall):
@@ -63,8 +61,8 @@ def run_point(lanes, ports, stalls, elements, *, arithmetic, data_width=512, see
     fixed cost of filling and draining the pipeline. Returns a list of result dicts.
     """
     from golden.optim.host import reference_update
-    from testbenches.optim import device
-    from testbenches.optim.cocotb_optim_vectors import f32_tensor
+    from golden.optim.vectors import f32_tensor
+    from scripts.sim import updater_device as device
 
     rng = np.random.default_rng(seed)
     hyper = {"step": 3, "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01,
@@ -190,7 +188,7 @@ def main(argv=None):
     print("\n## Adam updater throughput (cycles from cocotb on Verilator)\n")
     print(format_table(rows))
     if rows and (args.stalls, args.elements) == (defaults.stalls, defaults.elements):
-        command = ".venv/bin/python -m scripts.bench_optim" + (" --timing" if args.timing else "")
+        command = ".venv/bin/python -m testbenches.optim.bench_optim" + (" --timing" if args.timing else "")
         write_doc_table(rows, command)
         print(f"wrote docs/optim.md ({TABLE})")
 

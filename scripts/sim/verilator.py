@@ -1,5 +1,5 @@
 """How NearTrain runs Verilator: the one list of warning waivers, shared by the
-simulations (``testbenches.harness``) and ``make lint``.
+simulations (``scripts.sim.runner``) and ``make lint``.
 
 Verilator treats warnings as fatal. Every other warning stays fatal; only these are
 waived, because they describe the shape of Amaranth's generated Verilog rather than a

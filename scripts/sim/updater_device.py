@@ -12,7 +12,7 @@ From Python (pytest, scripts) use :func:`run_jobs`, or :func:`update` and
 returns NumPy arrays (:func:`run_session` instead runs a coroutine of the caller's own,
 for loops that alternate host work and kernel runs, such as ``neartrain demo train``)::
 
-    from testbenches.optim import device
+    from scripts.sim import updater_device as device
     result = device.update("adam", param, grad, {"exp_avg": m, "exp_avg_sq": v},
                            hyper=dict(step=1, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                                       weight_decay=0.0), lanes=2, copy_format="bf16")
@@ -25,6 +25,7 @@ cocotb test, :class:`UpdaterDevice` offers the same operations as coroutines.
 
 import dataclasses
 import logging
+import os
 import pathlib
 import pickle
 import tempfile
@@ -38,10 +39,11 @@ from cocotbext.axi.sparse_memory import SparseMemory
 from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES, run_flags, scalar_bits
 from rtl.bus.axi import PAGE_BYTES
 from rtl.optim.gradient_statistics import BUCKETS
-from testbenches import knobs
-from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
+from scripts.sim import knobs
+from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 
-__all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "run_session", "update", "statistics", "JOB_ENV",
+__all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "run_session", "open_session", "close_session",
+           "update", "statistics", "JOB_ENV",
            "SESSION_ENV", "MEMORY_SIZE",
            "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
 
@@ -119,7 +121,7 @@ class UpdaterDevice:
     ----------
     dut : cocotb handle of the kernel's top level
     component : UpdaterKernel
-        The Python object of the simulated kernel (``testbenches.harness.component_from_env``).
+        The Python object of the simulated kernel (``scripts.sim.runner.component_from_env``).
     clock : cocotb handle
     stall : float
         Probability of a pause on every AXI channel of the memory model (0: full rate).
@@ -423,31 +425,30 @@ def run_jobs(optimizer, jobs, **kernel_params):
     -------
     list of DeviceResult
     """
-    from testbenches.harness import run_cocotb
+    from scripts.sim.runner import run_cocotb
 
     with tempfile.TemporaryDirectory(prefix="neartrain-device-") as folder:
         job_file = pathlib.Path(folder) / "jobs.pickle"
         job_file.write_bytes(pickle.dumps(jobs))
-        run_cocotb(f"{optimizer}_updater", "testbenches.optim.cocotb_device_job", params=kernel_params,
+        run_cocotb(f"{optimizer}_updater", "scripts.sim.updater_job", params=kernel_params,
                    testcase="run_jobs", extra_env={JOB_ENV: str(job_file)})
         return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
 
 
-def run_session(optimizer, function, payload, **kernel_params):
-    """Run ``await function(device, payload)`` inside a simulation of the ``<optimizer>_updater`` kernel.
+def run_session(optimizer, module, payload, **kernel_params):
+    """Run the cocotb test ``session`` of ``module`` on the ``<optimizer>_updater`` kernel.
 
     For work that must alternate host computation and kernel runs (a training loop: the
     next gradient depends on the parameters the kernel just wrote), which :func:`run_jobs`
-    cannot express because its jobs are fixed in advance. The simulation is the one
-    :func:`run_jobs` uses (same cocotb module, so the same cached Verilator build).
+    cannot express because its jobs are fixed in advance. The module's ``session`` test
+    calls :func:`open_session` for the device and ``payload``, and :func:`close_session`
+    with its result. It shares :func:`run_jobs`'s Verilator build.
 
     Parameters
     ----------
     optimizer : {"adam", "sgd", "adagrad"}
-    function : str
-        ``"module:function"`` naming an ``async def function(device, payload)``; ``device``
-        is an :class:`UpdaterDevice` after reset. It runs in the simulator's Python process,
-        so it must be importable there (a module of this repository).
+    module : str
+        The dotted name of the cocotb module holding the ``session`` test.
     payload : object
         Any picklable argument.
     **kernel_params
@@ -456,21 +457,39 @@ def run_session(optimizer, function, payload, **kernel_params):
     Returns
     -------
     object
-        ``function``'s return value (pickled back from the simulation).
+        What the session passed to :func:`close_session` (pickled back from the simulation).
 
     Raises
     ------
     pytest.fail.Exception
-        If ``function`` raises, or the AXI burst monitors saw a protocol violation.
+        If the session raises, or the AXI burst monitors saw a protocol violation.
     """
-    from testbenches.harness import run_cocotb
+    from scripts.sim.runner import run_cocotb
 
     with tempfile.TemporaryDirectory(prefix="neartrain-session-") as folder:
         session_file = pathlib.Path(folder) / "session.pickle"
-        session_file.write_bytes(pickle.dumps({"function": function, "payload": payload}))
-        run_cocotb(f"{optimizer}_updater", "testbenches.optim.cocotb_device_job", params=kernel_params,
-                   testcase="run_session", extra_env={SESSION_ENV: str(session_file)})
+        session_file.write_bytes(pickle.dumps(payload))
+        run_cocotb(f"{optimizer}_updater", module, params=kernel_params, testcase="session",
+                   extra_env={SESSION_ENV: str(session_file)}, build_name="updater_job")
         return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
+
+
+async def open_session(dut):
+    """Inside a session's cocotb test: ``(device, payload)``, the device after reset."""
+    from scripts.sim.runner import component_from_env
+    from scripts.sim.tb import ClockedTB
+
+    payload = pickle.loads(pathlib.Path(os.environ[SESSION_ENV]).read_bytes())
+    tb = ClockedTB(dut)
+    device = UpdaterDevice(dut, component_from_env(), tb.clock, rng=knobs.rng(5))
+    await tb.reset()
+    return device, payload
+
+
+def close_session(device, result):
+    """Inside a session's cocotb test: check the bus monitors, then hand ``result`` back."""
+    assert not device.violations, device.violations[:5]
+    (pathlib.Path(os.environ[SESSION_ENV]).parent / "results.pickle").write_bytes(pickle.dumps(result))
 
 
 def update(optimizer, param, grad, states, hyper, *, grad_format="f32", copy_format="none", stall=0.0,

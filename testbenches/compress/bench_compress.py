@@ -1,6 +1,6 @@
 """Scatter rate of ``topk_scatter`` against the lane count, and measured fused-mode DRAM traffic.
 
-Run: ``.venv/bin/python -m scripts.bench_compress`` (``--quick`` for L = 1 and 4 only, docs left
+Run: ``.venv/bin/python -m testbenches.compress.bench_compress`` (``--quick`` for L = 1 and 4 only, docs left
 unchanged). Each scatter point runs the cocotb test ``throughput`` on Verilator: one chunk of pairs
 at full rate, no stalls, cycles counted in simulation (no wall clock); the output is checked
 bit-exact as always. The fused-mode traffic rows run the cocotb test ``traffic`` of
@@ -23,15 +23,15 @@ import tempfile
 
 from golden.compress import dram_traffic
 from scripts.docs import DATA, write_table
+from scripts.sim.runner import run_cocotb
 from testbenches.compress.test_rtl_decompressor import AXI_PARAMS
-from testbenches.harness import run_cocotb
 
 DOC = "compress.md"
 MODULE = "testbenches.compress.cocotb_scatter_engine"
 CHUNK_SIZE = 8192
 KINDS = ("random", "shuffled", "consecutive", "same_bank", "same_index")
 LANES = (1, 4, 8, 16)
-COMMAND = ".venv/bin/python -m scripts.bench_compress"
+COMMAND = ".venv/bin/python -m testbenches.compress.bench_compress"
 
 
 def engine_params(lanes):

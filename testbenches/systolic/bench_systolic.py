@@ -1,6 +1,6 @@
 """Systolic arrays: resources (Yosys, xcup), cycles and MAC utilisation; prints Markdown tables.
 
-Run ``.venv/bin/python -m scripts.bench_systolic <part>``, part one of:
+Run ``.venv/bin/python -m testbenches.systolic.bench_systolic <part>``, part one of:
 
 ``synth``
     Resources of one PE of each kind and element, and of small whole arrays, through
@@ -44,7 +44,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "bench"
 OS, WS = "output_stationary", "weight_stationary"
 DOC = "systolic.md"
-COMMAND = ".venv/bin/python -m scripts.bench_systolic"
+COMMAND = ".venv/bin/python -m testbenches.systolic.bench_systolic"
 
 ELEMENTS = ("f32", "f16", "bf16", "int8")
 
@@ -408,7 +408,7 @@ RESNET50_POINTS = [  # (array, GEMM, pass)
 
 
 def rtl(args):
-    from testbenches.harness import run_cocotb
+    from scripts.sim.runner import run_cocotb
 
     OUT.mkdir(parents=True, exist_ok=True)
     results, rows = [], []

@@ -17,7 +17,6 @@ latency from the Python object rather than from Amaranth's internal signal names
 
 import fcntl
 import hashlib
-import importlib
 import importlib.metadata
 import json
 import os
@@ -229,7 +228,8 @@ def check_results(results_xml, names):
     return outcomes
 
 
-def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, timescale="1ns/1ps"):
+def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, timescale="1ns/1ps",
+               build_name=None):
     """Elaborate ``block`` with ``params`` and run the cocotb tests in ``module`` on it.
 
     Parameters
@@ -245,6 +245,10 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
         variants (see :func:`selection_filter`). Every name must run at least one test.
     extra_env : dict, optional
         More environment variables for the simulation (``NEARTRAIN_*`` knobs pass through).
+    build_name : str, optional
+        The folder under ``build/sim/`` that groups this run's builds (default: the last
+        component of ``module``). The Verilator build does not depend on the cocotb module,
+        so modules that run the same block may share one build by naming the same folder.
 
     Returns
     -------
@@ -267,7 +271,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
     if not _PRUNED[0]:
         _PRUNED[0] = True
         prune_builds()
-    module_short = module.rsplit(".", 1)[-1]
+    module_short = build_name or module.rsplit(".", 1)[-1]
     flags = " ".join(LINT_FLAGS + tuple(_MAKE_ARGS))
     digest = hashlib.sha256((verilog_text + flags).encode()).hexdigest()[:10]
     name = reference.rsplit(":", 1)[-1]
@@ -332,14 +336,17 @@ def resolved_params_from_env():
     return get_block(os.environ[_ENV_BLOCK]).resolve(params_from_env())
 
 
-def component_from_env():
-    """Rebuild the component under simulation, for its layouts and declared latency."""
+def component_from_env(constructor=None):
+    """Rebuild the component under simulation, for its layouts and declared latency.
+
+    A registered block is looked up by name. A block the runner was given as a class (not
+    registered, e.g. a board top or a test fixture) must be named here by the cocotb module,
+    which imports it: the simulator never imports code by a name found in the environment.
+    """
     reference = os.environ[_ENV_BLOCK]
     params = params_from_env()
     if ":" in reference:
-        module_name, qualname = reference.split(":")
-        constructor = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            constructor = getattr(constructor, part)
+        if constructor is None or reference != f"{constructor.__module__}:{constructor.__qualname__}":
+            raise ValueError(f"the simulated block is {reference}: pass that class to component_from_env")
         return constructor(**params)
     return get_block(reference).build(params)
