@@ -58,8 +58,9 @@ class AggregationPipeline(wiring.Component):
     (D); B read (S1); weighted only: ``value * B[col]``, ``features`` binary32 multipliers
     (:class:`~rtl.fp.multiplier.FloatMultiplier`, 7 cycles); hazard check and OUT read (H);
     the OUT rows registered (R, R2); ``features`` binary32 adders
-    (:class:`~rtl.fp.adder.FloatAdder`, 6 cycles) then the write-back. Weighted mode rounds twice (product, then sum); the multiplier sits before
-    the hazard check, so only the adder is inside the read-modify-write loop.
+    (:class:`~rtl.fp.adder.FloatAdder`, 6 cycles) then the write-back. Weighted mode rounds
+    twice (product, then sum); the multiplier sits before the hazard check, so only the adder
+    is inside the read-modify-write loop.
 
     **Read-after-write.** A row read at H is written back ``hazard_window - 1`` = 8 cycles
     later. Each lane keeps a scoreboard of the rows it issued in the last 8 cycles; a packet
