@@ -37,7 +37,7 @@ from .verilator import LINT_FLAGS, environment_with_verilator
 __all__ = ["BUILD_ROOT", "run_cocotb", "prune_builds", "component_from_env", "params_from_env",
            "selection_filter", "count_results", "check_results", "SimulationError", "tests_executed"]
 
-BUILD_ROOT = pathlib.Path(__file__).resolve().parent.parent / "build"
+BUILD_ROOT = pathlib.Path(__file__).resolve().parents[2] / "build"
 
 _ENV_BLOCK = "NEARTRAIN_BLOCK"
 _ENV_PARAMS = "NEARTRAIN_PARAMS"

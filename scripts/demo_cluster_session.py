@@ -1,0 +1,355 @@
+"""The FCsN host API (the seed's Table 4.1) driving the simulated cluster, and the demo's cocotb test.
+
+:class:`FCsNHost` is the host side of ``rtl.runtime.cluster.Cluster`` in a cocotb simulation. Its
+methods are Table 4.1's verbs, with the table's arguments and handles:
+
+=========================================================  ======================================
+``overlay = await System_init(node_num)``                  reset the cluster, check its size
+``await Board_init(overlay, bit_file)``                    node ids and count, check every node idle
+``status = await Check_Kernel(overlay)``                   per-node quiet bit and counters; ``done``
+                                                           once every node is quiet and every packet
+                                                           sent has been received
+``handler = Host_data_preprocess(data)``                   cut ``A @ B`` into tasks and data lines
+``await Board_MEM_init(overlay, handler)``                  data lines to their owners, ownership map
+``await Board_MEM_init(overlay, handler.tasks)``           task-carrying data into each Spawn_MEM
+``await Kernel_Start(overlay, task_id, argv)``             ``ap_start`` on every node
+``out = await Sync_to_Host(overlay, handler)``             output rows from their home nodes
+``await System_Finalize(overlay)``                         reset the cluster, close the overlay
+=========================================================  ======================================
+
+The control path is cocotbext-axi's ``AxiLiteMaster`` on the cluster's AXI4-Lite port (node *i*
+at ``i * 0x1000``, registers as ``rtl.runtime.runtime_node.RuntimeNode.register_map``); the
+memory path is the cluster's host load and read streams.
+
+This module is imported by the cocotb simulation of ``scripts/demo_cluster.py`` (test
+``run_session``) and by the cluster tests; it never imports ``testbenches``.
+"""
+
+import json
+import logging
+import os
+import pathlib
+import pickle
+from dataclasses import dataclass, field
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+
+from golden.runtime.kernels import line_words, words_line
+from golden.runtime.workload import Workload, sparse_dense_workload
+from rtl.runtime.cluster import HOST_DATA, HOST_OUT, HOST_SPAWN
+from rtl.runtime.runtime_node import COUNTERS, RuntimeNode
+
+__all__ = ["FCsNHost", "prepare", "run_job", "Overlay", "DataHandler", "TaskData", "KernelStatus",
+           "SESSION_ENV",
+           "NODE_STRIDE"]
+
+SESSION_ENV = "NEARTRAIN_CLUSTER_SESSION"
+NODE_STRIDE = 0x1000
+CLOCK_NS = 10
+_TRAFFIC = ("tx_task", "tx_rdma", "tx_data", "rx_task", "rx_rdma", "rx_data")
+_CLASSIFIER_DROPS = ("drop_check", "drop_type", "drop_node", "drop_task_id")
+
+
+@dataclass
+class Overlay:
+    """``Overlay_handler``: the initialised cluster."""
+
+    nodes: int
+    bit_file: str = None
+    open: bool = True
+    config: object = None
+
+
+@dataclass
+class TaskData:
+    """Task-carrying data: each node's Spawn_MEM entries."""
+
+    spawn: list
+
+
+@dataclass
+class DataHandler:
+    """``Data_handler``: the workload as the host cut it (data lines, tasks, configuration)."""
+
+    workload: Workload
+    tasks: TaskData = field(init=False)
+
+    def __post_init__(self):
+        self.tasks = TaskData(self.workload.spawn)
+
+    @property
+    def config(self):
+        return self.workload.config
+
+
+@dataclass
+class KernelStatus:
+    """What ``Check_Kernel`` reads: per node the ``quiet`` bit and every counter."""
+
+    quiet: list
+    counters: list
+    done: bool
+    cycle: int
+
+
+def _register_offsets():
+    node = RuntimeNode()
+    offsets = {entry["name"]: entry["offset"] for entry in node.register_map()}
+    node._MustUse__silence = True
+    return offsets
+
+
+class FCsNHost:
+    """The host of a simulated cluster (``dut`` is the ``runtime_cluster`` top level).
+
+    Parameters
+    ----------
+    dut : cocotb handle
+    nodes : int
+        The cluster's node count (its elaboration parameter).
+    start_clock : bool
+        Start the 100 MHz clock (False when a testbench already drives it).
+    """
+
+    def __init__(self, dut, nodes, *, start_clock=True):
+        self.dut, self.nodes = dut, nodes
+        self.clock = dut.clk
+        if start_clock:
+            Clock(dut.clk, CLOCK_NS, unit="ns").start()
+        dut.rst.value = 1
+        dut.host_load__valid.value = 0
+        dut.host_read__valid.value = 0
+        dut.host_read_data__ready.value = 0
+        self.master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control_"), dut.clk, dut.rst)
+        for interface in (self.master.write_if, self.master.read_if):  # they log every access at INFO
+            interface.log.setLevel(logging.WARNING)
+        self.offsets = _register_offsets()
+        self.cycle = 0
+        cocotb.start_soon(self._count())
+
+    async def _count(self):
+        while True:
+            await RisingEdge(self.clock)
+            self.cycle += 1
+
+    # ------------------------------------------------------------------ registers
+    async def write_register(self, node, name, value):
+        await self.master.write_dword(node * NODE_STRIDE + self.offsets[name], int(value))
+
+    async def read_register(self, node, name):
+        return await self.master.read_dword(node * NODE_STRIDE + self.offsets[name])
+
+    async def read_counters(self, node, names=COUNTERS):
+        return {name: await self.read_register(node, name) for name in names}
+
+    # ------------------------------------------------------------------ host memory port
+    async def _load(self, items):
+        """Host writes ``(node, target, address, data)``, one per cycle while the cluster is ready."""
+        dut = self.dut
+        for node, target, address, value in items:
+            dut.host_load__payload.value = node | target << 4 | address << 6 | value << 30
+            dut.host_load__valid.value = 1
+            while True:
+                await RisingEdge(self.clock)
+                if int(dut.host_load__ready.value):
+                    break
+        dut.host_load__valid.value = 0
+
+    async def _read_rows(self, requests):
+        """Read output rows ``(node, row)`` one at a time; returns their 448-bit values."""
+        dut = self.dut
+        values = []
+        dut.host_read_data__ready.value = 1
+        for node, row in requests:
+            dut.host_read__payload.value = node | row << 4
+            dut.host_read__valid.value = 1
+            while True:
+                await RisingEdge(self.clock)
+                if int(dut.host_read__ready.value):
+                    break
+            dut.host_read__valid.value = 0
+            while True:
+                await RisingEdge(self.clock)
+                if int(dut.host_read_data__valid.value):
+                    values.append(int(dut.host_read_data__payload.value))
+                    break
+        dut.host_read_data__ready.value = 0
+        return values
+
+    # ------------------------------------------------------------------ Table 4.1
+    async def System_init(self, node_num):  # noqa: N802  (the seed's names)
+        """FCsN multi-node environment set-up: reset the cluster; returns the ``Overlay_handler``."""
+        if node_num != self.nodes:
+            raise ValueError(f"the simulated cluster has {self.nodes} nodes, not {node_num}")
+        self.dut.rst.value = 1
+        await ClockCycles(self.clock, 4)
+        self.dut.rst.value = 0
+        await RisingEdge(self.clock)
+        return Overlay(nodes=node_num)
+
+    async def Board_init(self, overlay, bit_file="runtime_cluster"):  # noqa: N802
+        """Configure the network function (node ids, node count) and check every board is idle."""
+        self._check_open(overlay)
+        overlay.bit_file = bit_file
+        for node in range(overlay.nodes):
+            await self.write_register(node, "node", node)
+            await self.write_register(node, "nodes", overlay.nodes)
+            control = await self.read_register(node, "CTRL")
+            if not control >> 2 & 1:
+                raise RuntimeError(f"node {node} is not idle after Board_init (CTRL {control:#x})")
+
+    def Host_data_preprocess(self, data):  # noqa: N802
+        """Cut ``data`` (a dict: ``adjacency``, ``dense`` and the options of
+        :func:`golden.runtime.workload.sparse_dense_workload`) into a ``Data_handler``."""
+        if isinstance(data, Workload):
+            return DataHandler(data)
+        options = dict(data)
+        adjacency, dense = options.pop("adjacency"), options.pop("dense")
+        return DataHandler(sparse_dense_workload(adjacency, dense, nodes=self.nodes, **options))
+
+    async def Board_MEM_init(self, overlay, handler):  # noqa: N802
+        """Sync data to the chips: a ``Data_handler`` loads the data lines and the ownership map;
+        ``Task_carrying_data`` (``handler.tasks``) fills every Spawn_MEM. Returns the handle."""
+        self._check_open(overlay)
+        if isinstance(handler, TaskData):
+            items = [(node, HOST_SPAWN, index, entry) for node, entries in enumerate(handler.spawn)
+                     for index, entry in enumerate(entries)]
+            await self._load(items)
+            return handler
+        config = handler.config
+        if config.nodes != overlay.nodes:
+            raise ValueError(f"the data was cut for {config.nodes} nodes, the overlay has {overlay.nodes}")
+        overlay.config = config
+        for node in range(overlay.nodes):
+            for name, value in (("home_shift", config.home_shift), ("range_shift", config.range_shift),
+                                ("rows", config.rows), ("ranges", config.ranges)):
+                await self.write_register(node, name, value)
+        await self._load([(node, HOST_DATA, line, value) for node in range(overlay.nodes)
+                          for line, value in handler.workload.node_lines(node)])
+        return handler
+
+    async def clear_outputs(self, overlay, rows, values=None):
+        """Write every output row of every node (zeros, or ``values[row]`` words) at its home."""
+        config = overlay.config
+        items = []
+        for row in range(rows):
+            value = 0 if values is None else words_line(values[row])
+            items.append((config.home(row), HOST_OUT, row, value))
+        await self._load(items)
+
+    async def Kernel_Start(self, overlay, task_id, argv=None):  # noqa: N802
+        """Start kernel ``task_id`` on every node: ``argv`` maps a node to its Spawn_MEM window
+        ``(first, count)`` (every node's whole list by default); a flush of fetched data first."""
+        self._check_open(overlay)
+        for node in range(overlay.nodes):
+            first, count = argv[node] if argv is not None else (0, self._spawned[node])
+            await self.write_register(node, "flush", 1)
+            await self.write_register(node, "flush", 0)
+            await self.write_register(node, "task_id", task_id)
+            await self.write_register(node, "spawn_first", first)
+            await self.write_register(node, "spawn_count", count)
+        for node in range(overlay.nodes):
+            await self.write_register(node, "CTRL", 1)
+
+    async def Check_Kernel(self, overlay):  # noqa: N802
+        """Read every node's ``quiet`` bit; when all are set, the traffic counters: done when every
+        packet sent was received (or dropped by a classifier) and all are still quiet."""
+        self._check_open(overlay)
+        quiet = [await self.read_register(node, "quiet") for node in range(overlay.nodes)]
+        counters = []
+        done = False
+        if all(quiet):
+            counters = [await self.read_counters(node) for node in range(overlay.nodes)]
+            sent = sum(c[name] for c in counters for name in ("tx_task", "tx_rdma", "tx_data"))
+            received = sum(c[name] for c in counters for name in ("rx_task", "rx_rdma", "rx_data")
+                           + _CLASSIFIER_DROPS)
+            again = [await self.read_register(node, "quiet") for node in range(overlay.nodes)]
+            done = sent == received and all(again)
+        return KernelStatus(quiet, counters, done, self.cycle)
+
+    async def wait_kernel(self, overlay, *, timeout_cycles, poll_cycles=64):
+        """Poll ``Check_Kernel`` until done; raise ``TimeoutError`` after ``timeout_cycles``."""
+        start = self.cycle
+        reported = start
+        while True:
+            status = await self.Check_Kernel(overlay)
+            if status.done:
+                return status
+            if self.cycle - reported >= 20_000:
+                reported = self.cycle
+                self.dut._log.info("waiting for the kernel: %d cycles, quiet %s", self.cycle - start,
+                                   status.quiet)
+            if self.cycle - start > timeout_cycles:
+                counters = [await self.read_counters(node) for node in range(overlay.nodes)]
+                busy = {node: {name: value for name, value in counts.items() if value}
+                        for node, counts in enumerate(counters)}
+                raise TimeoutError(f"the kernel did not finish within {timeout_cycles} cycles "
+                                   f"(quiet {status.quiet}; counters {busy})")
+            await ClockCycles(self.clock, poll_cycles)
+
+    async def Sync_to_Host(self, overlay, handler):  # noqa: N802
+        """Read every output row from its home node: an ``rows x features`` uint32 array."""
+        self._check_open(overlay)
+        config = handler.config
+        values = await self._read_rows([(config.home(row), row) for row in range(config.rows)])
+        return np.array([line_words(value, handler.workload.features) for value in values], dtype=np.uint32)
+
+    async def System_Finalize(self, overlay):  # noqa: N802
+        """Free the overlay: hold the cluster in reset."""
+        self._check_open(overlay)
+        self.dut.rst.value = 1
+        await ClockCycles(self.clock, 2)
+        overlay.open = False
+
+    # ------------------------------------------------------------------ helpers
+    def _check_open(self, overlay):
+        if not overlay.open:
+            raise RuntimeError("the overlay was finalised")
+
+    async def load_tasks(self, overlay, handler):
+        """``Board_MEM_init`` with the task-carrying data, remembering each node's count."""
+        self._spawned = [len(entries) for entries in handler.tasks.spawn]
+        return await self.Board_MEM_init(overlay, handler.tasks)
+
+    _spawned = ()
+
+
+async def prepare(host, nodes, data):
+    """``System_init``, ``Board_init``, ``Host_data_preprocess``, both ``Board_MEM_init`` and zero
+    outputs; returns ``(overlay, handler)``."""
+    overlay = await host.System_init(nodes)
+    await host.Board_init(overlay, "runtime_cluster")
+    handler = host.Host_data_preprocess(data)
+    await host.Board_MEM_init(overlay, handler)
+    await host.load_tasks(overlay, handler)
+    await host.clear_outputs(overlay, handler.config.rows)
+    return overlay, handler
+
+
+async def run_job(host, job):
+    """One demo job: the Table 4.1 sequence for ``job`` (a dict); returns outputs, counters, cycles."""
+    overlay, handler = await prepare(host, job["nodes"], job["data"])
+    results = []
+    for task_id in job["kernels"]:
+        start = host.cycle
+        await host.Kernel_Start(overlay, task_id)
+        status = await host.wait_kernel(overlay, timeout_cycles=job.get("timeout", 2_000_000))
+        results.append({"task_id": task_id, "cycles": status.cycle - start, "counters": status.counters})
+    out = await host.Sync_to_Host(overlay, handler)
+    await host.System_Finalize(overlay)
+    return {"out": out, "runs": results}
+
+
+@cocotb.test(skip=SESSION_ENV not in os.environ)
+async def run_session(dut):
+    """Run the job in the session file through the host API; pickle the result beside it."""
+    session_file = pathlib.Path(os.environ[SESSION_ENV])
+    job = pickle.loads(session_file.read_bytes())
+    params = json.loads(os.environ["NEARTRAIN_PARAMS"])
+    host = FCsNHost(dut, params["nodes"])
+    result = await run_job(host, job)
+    (session_file.parent / "results.pickle").write_bytes(pickle.dumps(result))

@@ -1,0 +1,358 @@
+"""Measurements of the FCsN runtime for ``docs/runtime.md``: each part writes its table(s) there.
+
+Run: ``.venv/bin/python -m testbenches.runtime.bench_runtime <part>`` with ``part`` one of
+
+* ``packet``: the header and payload field tables, from :mod:`golden.runtime.packet`;
+* ``rate``: packets per cycle through each path of one node (cocotb test ``line_rate``);
+* ``latency``: cycles from a task's arrival to its issue, local and remote range (``arrival_to_issue``);
+* ``flood``: the deadlock flood at 4, 8 and 16 nodes (``deadlock_flood``): cycles and the bound;
+* ``scaling``: the distributed aggregation of the Cora-like (and, with ``--pubmed``, Pubmed-like)
+  graph at 2, 4, 8 and 16 nodes through the host API, every run bit-exact with the golden and its
+  counters equal to the golden's; writes the table and ``docs/runtime_scaling.png``;
+* ``area``: ``runtime_node`` on Yosys xcup and ECP5, and its ECP5 Fmax (nextpnr).
+
+Simulated cycles only; nothing is timed on the wall clock.
+"""
+
+import argparse
+import json
+import logging
+import pathlib
+import tempfile
+
+import numpy as np
+
+from golden.runtime import packet as gp
+from scripts.docs import DOCS, write_table
+from scripts.sim.runner import run_cocotb
+
+DOC = "runtime.md"
+COMMAND = ".venv/bin/python -m testbenches.runtime.bench_runtime"
+RATE_PARAMS = {"spawn_depth": 256, "queue_depth": 8, "tx_credits": 8}
+FLOOD_NODES = (4, 8, 16)
+SCALING_NODES = (2, 4, 8, 16)
+AREA_POINTS = (
+    ("defaults", {}),
+    ("cluster scale", {"spawn_depth": 4096, "ranges": 1024, "queue_depth": 16}),
+)
+# Table 4.2's hardware runtime row, in the xcup columns (its 717 BRAM18K are 358.5 BRAM36).
+TABLE_4_2 = {"LUT": 64089, "FF": 87813, "DSP48E2": 0, "BRAM": "358.5 (717 BRAM18K)"}
+
+
+def _bench_json(block, module, params, testcase, extra_env=None):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        run_cocotb(
+            block,
+            module,
+            params=params,
+            testcase=testcase,
+            extra_env={"NEARTRAIN_BENCH_OUT": out.name, **(extra_env or {})},
+        )
+        return json.loads(pathlib.Path(out.name).read_text())
+
+
+def packet(args):
+    header = [[name, offset, width, _HEADER_MEANING[name]] for name, offset, width in gp.HEADER_FIELDS]
+    write_table(
+        DOC,
+        "runtime-packet-header",
+        ["field", "bit", "width", "meaning"],
+        header,
+        f"{COMMAND} packet",
+        colalign=("left", "right", "right", "left"),
+    )
+    rows = []
+    for kind, fields in (("task", gp.TASK_FIELDS), ("RDMA", gp.RDMA_FIELDS), ("data", gp.DATA_FIELDS)):
+        for name, offset, width in fields:
+            rows.append([kind, name, gp.HEADER_BITS + offset, width, _PAYLOAD_MEANING[kind, name]])
+        if kind == "task":
+            for slot in range(gp.ITEMS):
+                for name, offset, width in gp.ITEM_FIELDS:
+                    start = gp.HEADER_BITS + gp.ITEM_OFFSET + slot * gp.ITEM_BITS + offset
+                    rows.append(["task", f"slot {slot}.{name}", start, width, _PAYLOAD_MEANING["item", name]])
+    write_table(
+        DOC,
+        "runtime-packet-payloads",
+        ["type", "field", "bit", "width", "meaning"],
+        rows,
+        f"{COMMAND} packet",
+        colalign=("left", "left", "right", "right", "left"),
+    )
+
+
+_HEADER_MEANING = {
+    "ptype": "0 task, 1 RDMA request, 2 data reply (3 invalid)",
+    "task_id": "kernel id, Table 4.1: 0 conv2d, 1 GEMM, 2 sparse x dense, 3 sparse x sparse, 4 norm, "
+    "5 activation, 6 aggregation (7 invalid)",
+    "dst": "destination node",
+    "src": "source node (the requester of an RDMA request)",
+    "range": "needed data range (task), requested range (RDMA), carried range (data)",
+    "remote": "remote-data field: the range is owned by another node than dst",
+    "check": "integrity: the XOR of the 64 bytes is 0",
+}
+_PAYLOAD_MEANING = {
+    ("task", "mask"): "occupied slots (never 0)",
+    ("item", "row"): "output row: the item executes at the row's home node",
+    ("item", "col"): "row of the dense operand read (inside the range)",
+    ("item", "value"): "32-bit value (float32 or integer by kernel)",
+    ("RDMA", "first"): "first line of the requested range",
+    ("RDMA", "lines"): "lines requested",
+    ("data", "line"): "global line address",
+    ("data", "last"): "the range's final line",
+    ("data", "data"): "the line (14 words of 32 bits)",
+}
+
+
+def rate(args):
+    result = _bench_json("runtime_node", "testbenches.runtime.test_runtime_node", RATE_PARAMS, "line_rate")
+    params = ", ".join(f"{key}={value}" for key, value in RATE_PARAMS.items())
+    rows = [[path, f"{value:.3f}"] for path, value in result.items()]
+    write_table(
+        DOC,
+        "runtime-line-rate",
+        [f"path (runtime_node, {params})", "packets per cycle"],
+        rows,
+        f"{COMMAND} rate",
+        colalign=("left", "right"),
+        disable_numparse=True,
+    )
+
+
+def latency(args):
+    result = _bench_json(
+        "runtime_node", "testbenches.runtime.test_runtime_node", RATE_PARAMS, "arrival_to_issue"
+    )
+    rows = [
+        ["range owned by the node", result["local"]],
+        ["range on another node (RDMA fetch of 20 lines)", result["remote"]],
+    ]
+    write_table(
+        DOC,
+        "runtime-latency",
+        ["task", "cycles from net_in to kernel_task"],
+        rows,
+        f"{COMMAND} latency",
+        colalign=("left", "right"),
+    )
+
+
+def flood(args):
+    from testbenches.runtime.test_cluster import CLUSTER
+
+    rows = []
+    for nodes in args.nodes or FLOOD_NODES:
+        params = {"nodes": nodes, **CLUSTER, "queue_depth": 2, "switch_depth": 2}
+        result = _bench_json("runtime_cluster", "testbenches.runtime.test_cluster", params, "deadlock_flood")
+        rows.append(
+            [
+                nodes,
+                result["spawned"],
+                result["network_packets"],
+                result["rdma_requests"],
+                result["cycles"],
+                result["bound"],
+            ]
+        )
+        print(rows[-1], flush=True)
+    write_table(
+        DOC,
+        "runtime-flood",
+        [
+            "nodes",
+            "tasks spawned",
+            "packets on the network",
+            "RDMA requests",
+            "cycles to done",
+            "bound (flood_bound)",
+        ],
+        rows,
+        f"{COMMAND} flood",
+    )
+
+
+def scaling(args):
+    from golden.runtime import kernels as gk
+    from golden.runtime.protocol import Cluster
+    from scripts.demo_cluster import TRAFFIC, build_job, run_session
+
+    graphs = ["cora"] + (["pubmed"] if args.pubmed else [])
+    data_path = DOCS / "data" / "runtime-scaling-points.json"
+    points = json.loads(data_path.read_text()) if data_path.exists() else {}
+    for graph in graphs:
+        for nodes in args.nodes or SCALING_NODES:
+            key = f"{graph}-{nodes}"
+            if key in points and not args.again:
+                continue
+            adjacency, dense, workload = _job(graph, nodes, build_job)
+            config = workload.config
+            golden = Cluster(config, workload.memory).run(workload.spawn, gk.AGGREGATION)
+            out = gk.execute(golden.issued, workload.memory, rows=config.rows, features=workload.features)
+            expected = np.array([out[config.home(row)][row] for row in range(config.rows)], dtype=np.uint32)
+            session = run_session(workload)
+            run = session["runs"][0]
+            if not np.array_equal(session["out"], expected):
+                raise AssertionError(f"{key}: the result differs from the golden")
+            counters = run["counters"]
+            for node in range(nodes):
+                for name in TRAFFIC:
+                    if counters[node][name] != golden.counters[node][name]:
+                        raise AssertionError(
+                            f"{key}: node {node} {name} {counters[node][name]} != "
+                            f"{golden.counters[node][name]}"
+                        )
+            network = sum(c["tx_task"] + c["tx_rdma"] + c["tx_data"] for c in counters)
+            handled = sum(c["rx_task"] + c["rx_rdma"] + c["rx_data"] + c["spawned"] for c in counters)
+            points[key] = {
+                "graph": graph,
+                "nodes": nodes,
+                "rows": config.rows,
+                "nonzeros": int(adjacency.nnz),
+                "tasks": workload.packets,
+                "cycles": run["cycles"],
+                "network_packets": network,
+                "handled": handled,
+                "rdma_requests": sum(c["tx_rdma"] for c in counters),
+                "max_node_items": max(
+                    sum(1 for task in tasks for s in task.slots if s is not None) for tasks in golden.issued
+                ),
+            }
+            data_path.write_text(json.dumps(points, indent=1) + "\n")
+            print(points[key], flush=True)
+    rows = []
+    for point in sorted(points.values(), key=lambda p: (p["graph"], p["nodes"])):
+        cycles = point["cycles"]
+        rows.append(
+            [
+                point["graph"],
+                point["nodes"],
+                point["nonzeros"],
+                point["tasks"],
+                point["network_packets"],
+                point["rdma_requests"],
+                cycles,
+                f"{point['handled'] / cycles:.3f}",
+                f"{point['handled'] / cycles / point['nodes']:.3f}",
+                point["max_node_items"],
+            ]
+        )
+    write_table(
+        DOC,
+        "runtime-scaling",
+        [
+            "graph",
+            "nodes",
+            "nonzeros",
+            "tasks",
+            "packets on the network",
+            "RDMA requests",
+            "cycles",
+            "packets handled per cycle (all nodes)",
+            "per node",
+            "items on the busiest node",
+        ],
+        rows,
+        f"{COMMAND} scaling" + (" --pubmed" if args.pubmed else ""),
+        disable_numparse=True,
+    )
+    _plot(points)
+
+
+def _job(graph, nodes, build_job):
+    return build_job(nodes=nodes, graph=graph, features=4, placement="next", seed=1)
+
+
+def _plot(points):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for graph in sorted({p["graph"] for p in points.values()}):
+        series = sorted((p["nodes"], p["cycles"]) for p in points.values() if p["graph"] == graph)
+        axis.plot([n for n, _ in series], [c for _, c in series], marker="o", label=f"{graph}-like")
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel("nodes")
+    axis.set_ylabel("cycles, Kernel_Start to done")
+    axis.set_title("Distributed GCN aggregation on the simulated FCsN cluster")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(DOCS / "runtime_scaling.png", dpi=100)
+    print("wrote docs/runtime_scaling.png")
+
+
+def area(args):
+    from boards import reference_board
+    from boards.targets import RESOURCE_COLUMNS
+    from rtl.registry import get_block
+    from scripts.bitstream import measure_bitstream
+    from scripts.synth import synthesize
+
+    rows = []
+    for label, overrides in AREA_POINTS:
+        block = get_block("runtime_node")
+        params = block.resolve(overrides)
+        xcup = synthesize(block.build(overrides), "xcup")
+        ecp5 = synthesize(block.build(overrides), "ecp5")
+        fmax = ""
+        if not args.no_fmax:
+            try:
+                summary = measure_bitstream(block.build(overrides), board=reference_board("ecp5"))
+                fmax = f"{min(clock['achieved'] for clock in summary['fmax'].values()):.1f}"
+            except Exception as error:  # noqa: BLE001 - reported in the table
+                fmax = f"failed: {str(error).splitlines()[0]}"
+        described = ", ".join(f"{key}={params[key]}" for key in ("spawn_depth", "ranges", "queue_depth"))
+        rows.append(
+            [f"{label} ({described})"]
+            + [xcup[column] for column in RESOURCE_COLUMNS["xcup"]]
+            + [ecp5[column] for column in RESOURCE_COLUMNS["ecp5"]]
+            + [fmax]
+        )
+        print(rows[-1], flush=True)
+    rows.append(
+        ["Table 4.2 hardware runtime (U280, Vitis HLS, 294 MHz)"]
+        + [TABLE_4_2.get(column, "") for column in RESOURCE_COLUMNS["xcup"]]
+        + [""] * len(RESOURCE_COLUMNS["ecp5"])
+        + [""]
+    )
+    headers = (
+        ["runtime_node"]
+        + [f"xcup {column}" for column in RESOURCE_COLUMNS["xcup"]]
+        + [f"ECP5 {column}" for column in RESOURCE_COLUMNS["ecp5"]]
+        + ["ECP5 Fmax (MHz)"]
+    )
+    write_table(
+        DOC,
+        "runtime-area",
+        headers,
+        rows,
+        f"{COMMAND} area (neartrain synth runtime_node --target xcup|ecp5)",
+        disable_numparse=True,
+    )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="bench_runtime", description=__doc__.splitlines()[0])
+    parts = parser.add_subparsers(dest="part", required=True)
+    parts.add_parser("packet")
+    parts.add_parser("rate")
+    parts.add_parser("latency")
+    p_flood = parts.add_parser("flood")
+    p_flood.add_argument("--nodes", type=int, action="append", help="node counts (default 4, 8, 16)")
+    p_scaling = parts.add_parser("scaling")
+    p_scaling.add_argument("--nodes", type=int, action="append", help="node counts (default 2, 4, 8, 16)")
+    p_scaling.add_argument("--pubmed", action="store_true", help="also the Pubmed-like graph (hours)")
+    p_scaling.add_argument("--again", action="store_true", help="rerun points already measured")
+    p_area = parts.add_parser("area")
+    p_area.add_argument("--no-fmax", action="store_true", help="skip ECP5 place and route")
+    args = parser.parse_args(argv)
+    logging.disable(logging.INFO)
+    {"packet": packet, "rate": rate, "latency": latency, "flood": flood, "scaling": scaling, "area": area}[
+        args.part
+    ](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""The N-port switch: every routable flit reaches the port of its ``dst``, in order per (input, channel).
+
+The testbench plays N nodes. Each sends random flits (random destinations, channels and gaps)
+only while it holds a credit for the switch's input buffer of that channel, and takes every flit
+the switch sends it, returning each credit after a random delay (its receive queues draining
+slowly: backpressure). Each output must receive exactly the flits addressed to it, and the flits
+of one input on one channel in their order; no output channel ever holds more flits than its
+credits. Flits whose ``dst`` is not a port, or on channel 3, are dropped and counted.
+"""
+
+import cocotb
+import pytest
+from cocotb.triggers import RisingEdge
+
+from golden.runtime import packet as gp
+from scripts.sim import knobs
+from scripts.sim.runner import params_from_env, run_cocotb
+from scripts.sim.tb import ClockedTB
+
+MASK = (1 << 512) - 1
+
+
+class Node:
+    """One attached node: a credit-limited sender and a slow receiver."""
+
+    def __init__(self, tb, port, rng, gaps, slow):
+        self.tb, self.port, self.rng, self.gaps, self.slow = tb, port, rng, gaps, slow
+        self.dut = tb.dut
+        self.depth, self.rx_credits = tb.params["depth"], tb.params["rx_credits"]
+        self.clear()
+        getattr(self.dut, f"p{port}_in__valid").value = 0
+        getattr(self.dut, f"p{port}_out__ready").value = 1
+        getattr(self.dut, f"p{port}_out_credit").value = 0
+        cocotb.start_soon(self._run())
+
+    def clear(self):
+        """Forget everything (reset): the switch's buffers are empty, so every credit is here;
+        credit pulses of the next two cycles were sent before the reset and are ignored."""
+        self.stale = 2
+        self.credits = [self.depth] * 3
+        self.outbound = []  # (vc, word)
+        self.holding = [0] * 3
+        self.returns = []
+        self.received = []  # (vc, word)
+
+    async def _run(self):
+        dut, port = self.dut, self.port
+        while True:
+            await RisingEdge(self.tb.clock)
+            credit = int(getattr(dut, f"p{port}_in_credit").value)
+            if self.stale:
+                self.stale -= 1
+                credit = 0
+            for vc in range(3):
+                self.credits[vc] += credit >> vc & 1
+                assert self.credits[vc] <= self.depth, f"port {port} got too many credits"
+            if int(getattr(dut, f"p{port}_out__valid").value):
+                word = int(getattr(dut, f"p{port}_out__payload").value)
+                vc = word >> 512
+                self.holding[vc] += 1
+                assert self.holding[vc] <= self.rx_credits, f"port {port} channel {vc} overran its credits"
+                self.received.append((vc, word & MASK))
+                delay = int(self.rng.integers(1, 30 if self.slow else 3))
+                self.returns.append((self.tb.cycle + delay, vc))
+            pulses = 0
+            for entry in [entry for entry in self.returns if entry[0] <= self.tb.cycle]:
+                if not pulses >> entry[1] & 1:
+                    pulses |= 1 << entry[1]
+                    self.returns.remove(entry)
+                    self.holding[entry[1]] -= 1
+            getattr(dut, f"p{port}_out_credit").value = pulses
+            getattr(dut, f"p{port}_in__valid").value = 0
+            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
+                vc, word = self.outbound[0]
+                if vc == 3 or self.credits[vc]:
+                    self.outbound.pop(0)
+                    if vc < 3:
+                        self.credits[vc] -= 1
+                    getattr(dut, f"p{port}_in__payload").value = word | vc << 512
+                    getattr(dut, f"p{port}_in__valid").value = 1
+
+
+class DropCounter:
+    """Adds up the switch's per-cycle drop count."""
+
+    def __init__(self, signal, clock):
+        self.signal, self.clock, self.counts = signal, clock, {"dropped": 0}
+        cocotb.start_soon(self._run())
+
+    def clear(self):
+        self.counts = {"dropped": 0}
+
+    async def _run(self):
+        while True:
+            await RisingEdge(self.clock)
+            self.counts["dropped"] += int(self.signal.value)
+
+
+class SwitchTB(ClockedTB):
+    def __init__(self, dut, *, gaps, slow, salt):
+        super().__init__(dut)
+        self.params = params_from_env()
+        self.nodes = [
+            Node(self, port, knobs.rng(salt + port), gaps, slow) for port in range(self.params["nodes"])
+        ]
+        self.dropped = DropCounter(dut.dropped, self.clock)
+
+    def send(self, rng, count, bad=True):
+        """Queue ``count`` flits per port; returns the expected flits per output and the drop count."""
+        nodes = self.params["nodes"]
+        expected = [[] for _ in range(nodes)]
+        drops = 0
+        for _ in range(count):
+            for port, node in enumerate(self.nodes):
+                vc = int(rng.integers(0, 3))
+                dst = int(rng.integers(0, nodes))
+                if bad and rng.random() < 0.05:
+                    if nodes < 16 and rng.random() < 0.5:
+                        dst = int(rng.integers(nodes, 16))
+                    else:
+                        vc = 3
+                    drops += 1
+                word = gp.encode(
+                    gp.Packet(vc if vc < 3 else 0, dst=dst, src=port, range=int(rng.integers(0, 1024)))
+                )
+                word |= int(rng.integers(0, 1 << 60)) << 300  # distinct payloads
+                node.outbound.append((vc, word))
+                if vc < 3 and dst < nodes:
+                    expected[dst].append((port, vc, word))
+        return expected, drops
+
+    async def check(self, expected, drops, cycles):
+        for _ in range(cycles):
+            await RisingEdge(self.clock)
+            if all(len(node.received) >= len(want) for node, want in zip(self.nodes, expected, strict=True)):
+                break
+        await self.cycles(40)
+        for port, (node, want) in enumerate(zip(self.nodes, expected, strict=True)):
+            got = node.received
+            arrived_words = {word for _, word in got}
+            missing = sorted({(s, v) for s, v, word in want if word not in arrived_words})
+            assert len(got) == len(want), (
+                f"port {port}: {len(got)} flits, expected {len(want)}, missing from (input, channel) "
+                f"{missing}, still queued {[len(n.outbound) for n in self.nodes]}; {knobs.describe()}"
+            )
+            assert sorted(word for _, word in got) == sorted(word for _, _, word in want), f"port {port}"
+            for source in range(len(self.nodes)):
+                for vc in range(3):
+                    sent = [word for s, v, word in want if s == source and v == vc]
+                    arrived = [word for v, word in got if v == vc and gp.decode(word).src == source]
+                    assert arrived == sent, f"port {port}: input {source} channel {vc} reordered"
+        assert self.dropped.counts["dropped"] == drops, (
+            f"{self.dropped.counts} != {drops}; {knobs.describe()}"
+        )
+
+
+@cocotb.test()
+@cocotb.parametrize(gaps=[False, True], slow=[False, True])
+async def route_under_backpressure(dut, gaps, slow):
+    salt = 400 + 2 * gaps + slow
+    tb = SwitchTB(dut, gaps=gaps, slow=slow, salt=salt)
+    await tb.reset()
+    expected, drops = tb.send(knobs.rng(salt + 50), knobs.vectors(150))
+    await tb.check(expected, drops, cycles=200_000)
+
+
+@cocotb.test()
+async def reset_mid_packet(dut):
+    tb = SwitchTB(dut, gaps=True, slow=True, salt=420)
+    await tb.reset()
+    rng = knobs.rng(421)
+    tb.send(rng, 50)
+    await tb.reset_mid_transfer(rng, after=(10, 100), drivers=tb.nodes)
+    tb.dropped.clear()
+    expected, drops = tb.send(rng, knobs.vectors(150) // 2)
+    await tb.check(expected, drops, cycles=200_000)
+
+
+@pytest.mark.parametrize("nodes", [2, 4, pytest.param(16, marks=pytest.mark.slow)])
+def test_switch(nodes):
+    run_cocotb("runtime_switch", __name__, params={"nodes": nodes, "depth": 2, "rx_credits": 3})
