@@ -56,7 +56,9 @@ def test_cached_resources_reads_what_synthesis_wrote():
 
     # Not one of WIDTHS: under pytest-xdist this may run while the sweep test expects a cold cache.
     verilog = to_verilog(get_block("skid_buffer").build({"width": 6}))
-    assert cached_resources(verilog, "ecp5") == synthesize_verilog(verilog, "ecp5")
+    # Synthesise first: on a cold cache (a fresh CI machine) nothing has been written yet.
+    synthesised = synthesize_verilog(verilog, "ecp5")
+    assert cached_resources(verilog, "ecp5") == synthesised
     assert cached_resources(verilog + "// never synthesised\n", "ecp5") is None
 
 
