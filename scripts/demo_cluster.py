@@ -16,9 +16,6 @@ counters with the golden's.
 """
 
 import dataclasses
-import pathlib
-import pickle
-import tempfile
 
 import numpy as np
 import scipy.sparse as sp
@@ -108,7 +105,6 @@ class DemoResult:
 
 def run_session(workload, kernels=(gk.AGGREGATION,), **cluster_options):
     """Run ``workload`` through the host API in a simulation; returns the session's result dict."""
-    from scripts.demo_cluster_session import SESSION_ENV
     from scripts.sim.runner import run_cocotb
 
     job = {
@@ -117,17 +113,13 @@ def run_session(workload, kernels=(gk.AGGREGATION,), **cluster_options):
         "kernels": list(kernels),
         "timeout": 40 * sum(len(entries) for entries in workload.spawn) * 4 + 50_000,
     }
-    with tempfile.TemporaryDirectory(prefix="neartrain-cluster-") as folder:
-        session = pathlib.Path(folder) / "session.pickle"
-        session.write_bytes(pickle.dumps(job))
-        run_cocotb(
-            "runtime_cluster",
-            "scripts.demo_cluster_session",
-            params=cluster_params(workload, **cluster_options),
-            testcase="run_session",
-            extra_env={SESSION_ENV: str(session)},
-        )
-        return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
+    return run_cocotb(
+        "runtime_cluster",
+        "scripts.demo_cluster_session",
+        params=cluster_params(workload, **cluster_options),
+        testcase="run_session",
+        job=job,
+    ).reply
 
 
 def run_demo(*, nodes=4, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1):

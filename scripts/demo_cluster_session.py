@@ -25,11 +25,7 @@ This module is imported by the cocotb simulation of ``scripts/demo_cluster.py`` 
 ``run_session``) and by the cluster tests; it never imports ``testbenches``.
 """
 
-import json
 import logging
-import os
-import pathlib
-import pickle
 from dataclasses import dataclass, field
 
 import cocotb
@@ -42,12 +38,11 @@ from golden.runtime.kernels import line_words, words_line
 from golden.runtime.workload import Workload, sparse_dense_workload
 from rtl.runtime.cluster import HOST_DATA, HOST_OUT, HOST_SPAWN
 from rtl.runtime.runtime_node import COUNTERS, RuntimeNode
+from scripts.sim import channel
 
 __all__ = ["FCsNHost", "prepare", "run_job", "Overlay", "DataHandler", "TaskData", "KernelStatus",
-           "SESSION_ENV",
            "NODE_STRIDE"]
 
-SESSION_ENV = "NEARTRAIN_CLUSTER_SESSION"
 NODE_STRIDE = 0x1000
 CLOCK_NS = 10
 _TRAFFIC = ("tx_task", "tx_rdma", "tx_data", "rx_task", "rx_rdma", "rx_data")
@@ -344,12 +339,11 @@ async def run_job(host, job):
     return {"out": out, "runs": results}
 
 
-@cocotb.test(skip=SESSION_ENV not in os.environ)
+@cocotb.test(skip=not channel.has_job())
 async def run_session(dut):
-    """Run the job in the session file through the host API; pickle the result beside it."""
-    session_file = pathlib.Path(os.environ[SESSION_ENV])
-    job = pickle.loads(session_file.read_bytes())
-    params = json.loads(os.environ["NEARTRAIN_PARAMS"])
+    """Run the caller's job through the host API; reply with the result."""
+    job = channel.job()
+    params = channel.params()
     host = FCsNHost(dut, params["nodes"])
     result = await run_job(host, job)
-    (session_file.parent / "results.pickle").write_bytes(pickle.dumps(result))
+    channel.reply(result)

@@ -25,9 +25,6 @@ graph, the hidden width (16) and the 7 classes are Cora's. docs/aggregate.md giv
 """
 
 import dataclasses
-import pathlib
-import pickle
-import tempfile
 import time
 
 import numpy as np
@@ -120,15 +117,11 @@ def pipeline_params(spawned, lanes, width):
 
 def _session(block, params, testcase, job):
     """Run one cocotb session of :mod:`scripts.demo_gcn_session`; returns its results and wall time."""
-    from scripts.demo_gcn_session import JOB_ENV
     from scripts.sim.runner import run_cocotb
 
-    with tempfile.TemporaryDirectory(prefix="neartrain-gcn-") as folder:
-        path = pathlib.Path(folder) / "job.pickle"
-        path.write_bytes(pickle.dumps(job))
-        start = time.perf_counter()
-        run_cocotb(block, SESSION_MODULE, params=params, testcase=testcase, extra_env={JOB_ENV: str(path)})
-        return pickle.loads((path.parent / "results.pickle").read_bytes()), time.perf_counter() - start
+    start = time.perf_counter()
+    reply = run_cocotb(block, SESSION_MODULE, params=params, testcase=testcase, job=job).reply
+    return reply, time.perf_counter() - start
 
 
 def _bits(array):

@@ -4,26 +4,22 @@
 counters) and :class:`GemmDevice` a ``tiled_gemm`` (one GEMM: command, A and B element by
 element, result rows placed back); the testbench of the pipeline uses the same driver.
 
-The runner (:func:`scripts.demo_gcn.run_session`) writes a pickled job to the file named by
-``NEARTRAIN_GCN_JOB`` and selects ``gemm_session`` or ``aggregate_session``; the session pickles
-its results beside the job (``results.pickle``). Each session is skipped when no job is given.
+The caller (:func:`scripts.demo_gcn.run_demo`) passes a job through :mod:`scripts.sim.channel`
+and selects ``gemm_session`` or ``aggregate_session``, which replies with its results. Each
+session is skipped when no job is given.
 """
-
-import os
-import pathlib
-import pickle
 
 import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 
+from scripts.sim import channel
 from scripts.sim.runner import component_from_env
 from scripts.sim.stream import StreamSink, StreamSource, stream_layout
 from scripts.sim.tb import ClockedTB
 
-__all__ = ["AggregationDevice", "GemmDevice", "JOB_ENV", "MODE_RUN"]
+__all__ = ["AggregationDevice", "GemmDevice", "MODE_RUN"]
 
-JOB_ENV = "NEARTRAIN_GCN_JOB"
 MODE_RUN = 1  # rtl.aggregate.aggregation_pipeline.Mode.RUN
 COUNTERS = ("packet_count", "nonzero_count", "stall_cycles", "header_errors", "range_errors", "bank_errors")
 _NS_PER_CYCLE = 10
@@ -167,15 +163,10 @@ class GemmDevice:
         return out[:, :n_size]
 
 
-def _job():
-    path = pathlib.Path(os.environ[JOB_ENV])
-    return path, pickle.loads(path.read_bytes())
-
-
-@cocotb.test(skip=JOB_ENV not in os.environ)
+@cocotb.test(skip=not channel.has_job())
 async def gemm_session(dut):
     """Every GEMM of the job (``{"gemms": [(a_bits, b_bits), ...], "params": {...}}``), in order."""
-    path, job = _job()
+    job = channel.job()
     tb = ClockedTB(dut)
     device = GemmDevice(dut, component_from_env(), tb.clock, job["params"])
     await tb.reset()
@@ -184,13 +175,13 @@ async def gemm_session(dut):
         start = tb.cycle
         results.append({"c": await device.gemm(a_bits, b_bits), "cycles": tb.cycle - start,
                         "compute_cycles": int(dut.cycles.value)})
-    (path.parent / "results.pickle").write_bytes(pickle.dumps(results))
+    channel.reply(results)
 
 
-@cocotb.test(skip=JOB_ENV not in os.environ)
+@cocotb.test(skip=not channel.has_job())
 async def aggregate_session(dut):
     """One aggregation: load B, stream the packets, drain (``{"b", "words", "n_rows", "relu"}``)."""
-    path, job = _job()
+    job = channel.job()
     tb = ClockedTB(dut)
     device = AggregationDevice(dut, component_from_env(), tb.clock)
     await tb.reset()
@@ -203,4 +194,4 @@ async def aggregate_session(dut):
     cycles = device.transfer_cycles
     result = {"out": out, "counters": device.counters(), "cycles": tb.cycle - start,
               "stream_cycles": cycles[-1] - cycles[0] + 1 if cycles else 0}
-    (path.parent / "results.pickle").write_bytes(pickle.dumps(result))
+    channel.reply(result)

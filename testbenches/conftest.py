@@ -3,6 +3,7 @@
 import pytest
 
 from scripts.sim import knobs
+from scripts.sim.runner import SimulationError
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -12,3 +13,13 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed:
         report.sections.append(("NearTrain reproduction", knobs.describe()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    # The runner's one-line reason (module, selection, build folder, knobs) is the report; the
+    # traceback through the runner would only bury it.
+    try:
+        return (yield)
+    except SimulationError as failure:
+        pytest.fail(str(failure), pytrace=False)

@@ -31,20 +31,20 @@ def _forget_empty_results(failure):
 
 def test_unknown_selection_fails():
     expected = r"no cocotb test executed \(selection: no_such_test"
-    with pytest.raises(pytest.fail.Exception, match=expected) as failure:
+    with pytest.raises(SimulationError, match=expected) as failure:
         run_cocotb("skid_buffer", MODULE, params=SMALL, testcase="no_such_test", extra_env=FEW)
     _forget_empty_results(failure)
 
 
 def test_one_unknown_name_among_known_ones_fails():
-    with pytest.raises(pytest.fail.Exception, match="the selection names no_such_test, which did not run"):
+    with pytest.raises(SimulationError, match="the selection names no_such_test, which did not run"):
         run_cocotb("skid_buffer", MODULE, params=SMALL, extra_env=FEW,
                    testcase=["throughput_without_stalls", "no_such_test"])
 
 
 def test_bare_name_runs_every_parametrized_variant():
     outcomes = run_cocotb("skid_buffer", MODULE, params=SMALL, testcase="stream_order_under_stalls",
-                          extra_env=FEW)
+                          extra_env=FEW).outcomes
     assert sorted(outcomes) == sorted(
         f"stream_order_under_stalls/idle={idle}/backpressure={backpressure}"
         for idle in (False, True) for backpressure in (False, True))
@@ -103,3 +103,22 @@ def test_prune_builds_deletes_least_recently_used_first(tmp_path):
     assert sorted(p.name for p in (tmp_path / "cocotb_x").iterdir()) == ["busy", "newest"]
     assert (tmp_path / "_verilator_runtime" / "k" / "verilated.o").exists()
     assert prune_builds(tmp_path, cap_bytes=10_000) == 0
+
+
+def test_a_simulation_replies_through_the_channel():
+    reply = run_cocotb("skid_buffer", MODULE, params=SMALL, testcase="throughput_without_stalls",
+                       extra_env=FEW).reply
+    assert reply["transfers"] == 50 and reply["cycles"] >= 50
+
+
+def test_channel_round_trip(tmp_path, monkeypatch):
+    from scripts.sim import channel
+
+    assert not channel.has_job()  # outside a simulation
+    environment = channel.open_channel(tmp_path, block="skid_buffer", params={"width": 1}, job=[1, "a"])
+    monkeypatch.setenv(*next(iter(environment.items())))
+    assert channel.has_job() and channel.job() == [1, "a"]
+    assert channel.block() == "skid_buffer" and channel.params() == {"width": 1}
+    channel.reply({"x": 2})
+    assert channel.close_channel(tmp_path) == {"x": 2}
+    assert list(tmp_path.iterdir()) == []

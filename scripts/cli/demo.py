@@ -10,9 +10,8 @@ __all__ = ["register"]
 def command_demo_train(args):
     import logging
 
-    import pytest
-
     from scripts import demo_train
+    from scripts.sim.runner import SimulationError
 
     options = {"optimizer": args.optimizer, "steps": args.steps, "lanes": args.lanes, "seed": args.seed,
                "ratio": args.topk, "error_feedback": args.error_feedback, "compare": args.compare,
@@ -26,7 +25,7 @@ def command_demo_train(args):
     logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
     try:
         result = demo_train.run_demo(**options)
-    except pytest.fail.Exception as failure:
+    except SimulationError as failure:
         print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
         return 1
     finally:
@@ -38,9 +37,8 @@ def command_demo_train(args):
 def command_demo_gcn(args):
     import logging
 
-    import pytest
-
     from scripts import demo_gcn
+    from scripts.sim.runner import SimulationError
 
     options = {"graph": args.graph, "features": args.features, "hidden": args.hidden, "lanes": args.lanes,
                "seed": args.seed}
@@ -53,7 +51,7 @@ def command_demo_gcn(args):
     logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
     try:
         result = demo_gcn.run_demo(**options)
-    except pytest.fail.Exception as failure:
+    except SimulationError as failure:
         print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
         return 1
     finally:
@@ -106,9 +104,8 @@ def _register_gcn(demos):
 def command_demo_cluster(args):
     import logging
 
-    import pytest
-
     from scripts import demo_cluster
+    from scripts.sim.runner import SimulationError
 
     options = {"nodes": args.nodes, "graph": args.graph, "features": args.features,
                "placement": args.placement, "seed": args.seed}
@@ -121,7 +118,7 @@ def command_demo_cluster(args):
     logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
     try:
         result = demo_cluster.run_demo(**options)
-    except pytest.fail.Exception as failure:
+    except SimulationError as failure:
         print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
         return 1
     finally:

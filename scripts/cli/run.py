@@ -122,15 +122,13 @@ def _quiet_cocotb(function):
 
 
 def _smoke_simulation():
-    import pytest
-
-    from scripts.sim.runner import run_cocotb
+    from scripts.sim.runner import SimulationError, run_cocotb
 
     saved = os.environ.get("NEARTRAIN_VECTORS")
     os.environ["NEARTRAIN_VECTORS"] = str(SMOKE_TRANSFERS)
     try:
         _quiet_cocotb(lambda: run_cocotb(SMOKE_BLOCK, SMOKE_MODULE, testcase="stream_order_under_stalls"))
-    except pytest.fail.Exception as failure:
+    except SimulationError as failure:
         return f"FAILED: {failure}"
     finally:
         if saved is None:
@@ -159,16 +157,16 @@ def _adam_inputs(n, seed=1, specials=0.1):
 def _bit_exact_update():
     """One AdamW step through the 1-lane kernel, against golden.optim; returns a line of text."""
     import numpy as np
-    import pytest
 
     from golden.optim.host import reference_update
     from scripts.sim import updater_device as device
+    from scripts.sim.runner import SimulationError
 
     tensors, states, hyper = _adam_inputs(CHECK_ELEMENTS)
     try:
         result = _quiet_cocotb(lambda: device.update("adam", tensors["param"], tensors["grad"], states, hyper,
                                                      copy_format="bf16", **CHECK_PARAMS))
-    except pytest.fail.Exception as failure:
+    except SimulationError as failure:
         return f"FAILED: {failure}"
     expected = reference_update("adam", param=tensors["param"], grad=tensors["grad"], states=states,
                                 hyper=hyper, copy_format="bf16")
@@ -183,9 +181,8 @@ def _bit_exact_update():
 
 def _throughput():
     """Elements per cycle of the 16-lane kernel (timing build), shared and separate ports."""
-    import pytest
-
     from scripts.sim import updater_device as device
+    from scripts.sim.runner import SimulationError
 
     tensors, states, hyper = _adam_inputs(THROUGHPUT_ELEMENTS, seed=2, specials=0.0)
     lines = []
@@ -195,7 +192,7 @@ def _throughput():
         try:
             result = _quiet_cocotb(lambda ports=ports, job=job: device.run_jobs(
                 "adam", [job], ports=ports, arithmetic=False, **ACCELERATOR_PARAMS)[0])
-        except pytest.fail.Exception as failure:
+        except SimulationError as failure:
             return f"FAILED: {failure}"
         if result.error:
             return f"FAILED: error register {result.error:#x}"

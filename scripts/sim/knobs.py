@@ -8,6 +8,10 @@
     Each test names its own default, sized for the fast suite.
 ``WAVES``
     ``WAVES=1`` makes the cocotb runs write FST waves into their build folder.
+
+Two more knobs are read by :mod:`.runner` when it builds: ``NEARTRAIN_SIM_CAP_GB`` (the size
+``build/sim`` is pruned to, default 8) and ``NEARTRAIN_MODEL_OPT`` (the model's C++ optimisation,
+default ``-O0``). Data passed by code never travels in the environment: see :mod:`.channel`.
 """
 
 import os

@@ -10,37 +10,48 @@ cocotb-test and Verilator:
   are skipped when sources and parameters are unchanged;
 * a lock file per build folder makes concurrent pytest-xdist workers safe.
 
-Inside the cocotb module, :func:`component_from_env` rebuilds the same component (it is
-not simulated, only inspected) so that a testbench can read payload layouts and the
+Data crosses into the simulation and back only through :mod:`.channel` (``job=`` in, the
+returned :class:`Simulation`'s ``reply`` out). Inside the cocotb module,
+:func:`component_from_env` rebuilds the same component (it is constructed, not elaborated
+again: only the runner elaborates) so that a testbench can read payload layouts and the
 latency from the Python object rather than from Amaranth's internal signal names.
+
+Every failure (a cocotb test failed, no test executed, a selected name did not run, the
+build broke) raises :class:`SimulationError`, with the module, the selection, the build
+folder and the reproduction knobs in its one-line message.
 """
 
 import fcntl
 import hashlib
 import importlib.metadata
-import json
 import os
 import pathlib
 import re
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
-
-import pytest
+from typing import Any, NamedTuple
 
 from rtl.elaborate import TOP_NAME, to_verilog
 from rtl.registry import get_block
 
-from . import knobs
+from . import channel, knobs
 from .verilator import LINT_FLAGS, environment_with_verilator
 
-__all__ = ["BUILD_ROOT", "run_cocotb", "prune_builds", "component_from_env", "params_from_env",
+__all__ = ["BUILD_ROOT", "run_cocotb", "Simulation", "prune_builds", "component_from_env", "params_from_env",
            "selection_filter", "count_results", "check_results", "SimulationError", "tests_executed"]
 
 BUILD_ROOT = pathlib.Path(__file__).resolve().parents[2] / "build"
 
-_ENV_BLOCK = "NEARTRAIN_BLOCK"
-_ENV_PARAMS = "NEARTRAIN_PARAMS"
+
+
+class Simulation(NamedTuple):
+    """What :func:`run_cocotb` returns."""
+
+    #: Outcome per cocotb test that ran ("passed", "failed" or "skipped").
+    outcomes: dict
+    #: What the simulation handed back through :func:`.channel.reply` (``None`` if nothing).
+    reply: Any
 
 
 def _resolve(block, params):
@@ -228,8 +239,8 @@ def check_results(results_xml, names):
     return outcomes
 
 
-def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, timescale="1ns/1ps",
-               build_name=None):
+def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env=None,
+               timescale="1ns/1ps", build_name=None):
     """Elaborate ``block`` with ``params`` and run the cocotb tests in ``module`` on it.
 
     Parameters
@@ -243,8 +254,11 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
     testcase : str or list of str, optional
         Run only the cocotb tests of these exact names, each with all its parametrized
         variants (see :func:`selection_filter`). Every name must run at least one test.
+    job : object, optional
+        Anything picklable the simulation reads with :func:`.channel.job`.
     extra_env : dict, optional
-        More environment variables for the simulation (``NEARTRAIN_*`` knobs pass through).
+        Overrides of the user's knobs for this run (``NEARTRAIN_VECTORS``, ``NEARTRAIN_SEED``);
+        data goes through ``job``, not here.
     build_name : str, optional
         The folder under ``build/sim/`` that groups this run's builds (default: the last
         component of ``module``). The Verilator build does not depend on the cocotb module,
@@ -252,12 +266,12 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
 
     Returns
     -------
-    dict
-        Outcome per cocotb test that ran (see :func:`count_results`).
+    Simulation
+        The outcome per cocotb test that ran (see :func:`count_results`) and the reply.
 
     Raises
     ------
-    pytest.fail.Exception
+    SimulationError
         When any cocotb test fails, or when the run executed no test, or none of a selected
         name; the message names the module and the selection and carries the reproduction knobs.
     """
@@ -279,7 +293,6 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
     build_dir.mkdir(parents=True, exist_ok=True)
 
     env = environment_with_verilator()
-    env.update({_ENV_BLOCK: reference, _ENV_PARAMS: json.dumps(params, sort_keys=True)})
     env.update(extra_env or {})
     # One results file per build folder, at a fixed name (the folder lock serialises its users),
     # so that every run leaves its evidence and a stale file is never read as this run's.
@@ -293,6 +306,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
         if not verilog_path.exists() or verilog_path.read_text() != verilog_text:
             verilog_path.write_text(verilog_text)
         results_xml.unlink(missing_ok=True)
+        env.update(channel.open_channel(build_dir, block=reference, params=params, job=job))
         where = f"cocotb {module} on {name} {params}"
         saved_environ = dict(os.environ)
         # cocotb-test copies os.environ into the simulation after its own extra_env,
@@ -316,10 +330,11 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
             )
             outcomes = check_results(results_xml, names)
             _EXECUTED[0] += sum(outcome != "skipped" for outcome in outcomes.values())
-            return outcomes
+            return Simulation(outcomes, channel.close_channel(build_dir))
         except (SystemExit, SimulationError) as failure:
-            pytest.fail(f"{where}: {failure}; reproduce with "
-                        f"{knobs.describe()} (build folder {build_dir})", pytrace=False)
+            # cocotb-test raises SystemExit for a failed test or a broken build.
+            raise SimulationError(f"{where}: {failure}; reproduce with "
+                                  f"{knobs.describe()} (build folder {build_dir})") from None
         finally:
             os.environ.clear()
             os.environ.update(saved_environ)
@@ -328,12 +343,12 @@ def run_cocotb(block, module, *, params=None, testcase=None, extra_env=None, tim
 
 def params_from_env():
     """The parameter dict the runner passed to this simulation."""
-    return json.loads(os.environ[_ENV_PARAMS])
+    return channel.params()
 
 
 def resolved_params_from_env():
     """The runner's parameters completed with the registry defaults (registry blocks only)."""
-    return get_block(os.environ[_ENV_BLOCK]).resolve(params_from_env())
+    return get_block(channel.block()).resolve(params_from_env())
 
 
 def component_from_env(constructor=None):
@@ -343,7 +358,7 @@ def component_from_env(constructor=None):
     registered, e.g. a board top or a test fixture) must be named here by the cocotb module,
     which imports it: the simulator never imports code by a name found in the environment.
     """
-    reference = os.environ[_ENV_BLOCK]
+    reference = channel.block()
     params = params_from_env()
     if ":" in reference:
         if constructor is None or reference != f"{constructor.__module__}:{constructor.__qualname__}":

@@ -25,10 +25,6 @@ cocotb test, :class:`UpdaterDevice` offers the same operations as coroutines.
 
 import dataclasses
 import logging
-import os
-import pathlib
-import pickle
-import tempfile
 
 import cocotb
 import numpy as np
@@ -39,16 +35,13 @@ from cocotbext.axi.sparse_memory import SparseMemory
 from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES, run_flags, scalar_bits
 from rtl.bus.axi import PAGE_BYTES
 from rtl.optim.gradient_statistics import BUCKETS
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 
 __all__ = ["DeviceResult", "UpdaterDevice", "run_jobs", "run_session", "open_session", "close_session",
-           "update", "statistics", "JOB_ENV",
-           "SESSION_ENV", "MEMORY_SIZE",
+           "update", "statistics", "MEMORY_SIZE",
            "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
 
-JOB_ENV = "NEARTRAIN_DEVICE_JOB"
-SESSION_ENV = "NEARTRAIN_DEVICE_SESSION"
 MEMORY_SIZE = 1 << 32
 # Buffers live at ADDRESS_BASE + offset so that the upper address bits are exercised (the
 # RAM model wraps addresses modulo MEMORY_SIZE).
@@ -427,12 +420,8 @@ def run_jobs(optimizer, jobs, **kernel_params):
     """
     from scripts.sim.runner import run_cocotb
 
-    with tempfile.TemporaryDirectory(prefix="neartrain-device-") as folder:
-        job_file = pathlib.Path(folder) / "jobs.pickle"
-        job_file.write_bytes(pickle.dumps(jobs))
-        run_cocotb(f"{optimizer}_updater", "scripts.sim.updater_job", params=kernel_params,
-                   testcase="run_jobs", extra_env={JOB_ENV: str(job_file)})
-        return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
+    return run_cocotb(f"{optimizer}_updater", "scripts.sim.updater_job", params=kernel_params,
+                      testcase="run_jobs", job=jobs).reply
 
 
 def run_session(optimizer, module, payload, **kernel_params):
@@ -461,17 +450,13 @@ def run_session(optimizer, module, payload, **kernel_params):
 
     Raises
     ------
-    pytest.fail.Exception
+    scripts.sim.runner.SimulationError
         If the session raises, or the AXI burst monitors saw a protocol violation.
     """
     from scripts.sim.runner import run_cocotb
 
-    with tempfile.TemporaryDirectory(prefix="neartrain-session-") as folder:
-        session_file = pathlib.Path(folder) / "session.pickle"
-        session_file.write_bytes(pickle.dumps(payload))
-        run_cocotb(f"{optimizer}_updater", module, params=kernel_params, testcase="session",
-                   extra_env={SESSION_ENV: str(session_file)}, build_name="updater_job")
-        return pickle.loads((pathlib.Path(folder) / "results.pickle").read_bytes())
+    return run_cocotb(f"{optimizer}_updater", module, params=kernel_params, testcase="session",
+                      job=payload, build_name="updater_job").reply
 
 
 async def open_session(dut):
@@ -479,7 +464,7 @@ async def open_session(dut):
     from scripts.sim.runner import component_from_env
     from scripts.sim.tb import ClockedTB
 
-    payload = pickle.loads(pathlib.Path(os.environ[SESSION_ENV]).read_bytes())
+    payload = channel.job()
     tb = ClockedTB(dut)
     device = UpdaterDevice(dut, component_from_env(), tb.clock, rng=knobs.rng(5))
     await tb.reset()
@@ -489,7 +474,7 @@ async def open_session(dut):
 def close_session(device, result):
     """Inside a session's cocotb test: check the bus monitors, then hand ``result`` back."""
     assert not device.violations, device.violations[:5]
-    (pathlib.Path(os.environ[SESSION_ENV]).parent / "results.pickle").write_bytes(pickle.dumps(result))
+    channel.reply(result)
 
 
 def update(optimizer, param, grad, states, hyper, *, grad_format="f32", copy_format="none", stall=0.0,

@@ -25,8 +25,6 @@ Each writes its tables with :func:`scripts.docs.write_table` and keeps its raw f
 import argparse
 import json
 import pathlib
-import pickle
-import tempfile
 import time
 
 import numpy as np
@@ -147,14 +145,9 @@ def rtl_params(lanes, nodes):
 def _run_graphs(lanes, jobs, capacity):
     """Run ``jobs`` (name, packets, n_rows) on one build; returns the cocotb test's results."""
     from scripts.sim.runner import run_cocotb
-    from testbenches.aggregate.test_aggregation_pipeline import BENCH_ENV
 
-    with tempfile.TemporaryDirectory(prefix="neartrain-aggregate-") as folder:
-        path = pathlib.Path(folder) / "jobs.pickle"
-        path.write_bytes(pickle.dumps(jobs))
-        run_cocotb("aggregation_pipeline", MODULE, params=rtl_params(lanes, capacity), testcase="graph_bench",
-                   extra_env={BENCH_ENV: str(path)})
-        return json.loads((path.parent / "results.json").read_text())
+    return run_cocotb("aggregation_pipeline", MODULE, params=rtl_params(lanes, capacity),
+                      testcase="graph_bench", job=jobs).reply
 
 
 def rtl(args):

@@ -5,10 +5,6 @@ equal :func:`golden.aggregate.execute` on the same packets (and, for spawner str
 stall count its cycle model predicts: none).
 """
 
-import json
-import os
-import pathlib
-import pickle
 
 import cocotb
 import numpy as np
@@ -16,7 +12,7 @@ import pytest
 from cocotb.triggers import with_timeout
 
 from golden.aggregate import Packets, gcn_normalise, seed_rule, with_self_loops
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import run_cocotb
 from testbenches.aggregate.tb import TB, small_graph, special_features
 
@@ -199,14 +195,11 @@ async def relu_and_clear(dut):
                  100 * len(spawned.packets) + 20 * nodes + 5000)
 
 
-BENCH_ENV = "NEARTRAIN_AGGREGATE_BENCH"
-
-
-@cocotb.test(skip=BENCH_ENV not in os.environ)
+@cocotb.test(skip=not channel.has_job())
 async def graph_bench(dut):
-    """The bench's packet streams (whole graphs): bits, counters and stalls checked, cycles kept."""
-    path = pathlib.Path(os.environ[BENCH_ENV])
-    jobs = pickle.loads(path.read_bytes())
+    """The bench's packet streams (whole graphs, the caller's job): bits, counters and stalls
+    checked; replies with the cycles."""
+    jobs = channel.job()
     tb = TB(dut)
     await tb.reset()
     rng = knobs.rng(60)
@@ -220,7 +213,7 @@ async def graph_bench(dut):
                        | {"packets": len(packets), "cycles": last - first + 1, "bit_exact": True,
                           "stall_cycles": counters["stall_cycles"]})
         dut._log.info("%s", results[-1])
-    (path.parent / "results.json").write_text(json.dumps(results))
+    channel.reply(results)
 
 
 # ---- pytest runners ----

@@ -8,11 +8,8 @@ the last output transfer (no wall-clock timing is involved). The rows go to
 """
 
 import argparse
-import json
 import logging
 import os
-import pathlib
-import tempfile
 
 from scripts.docs import write_table
 from scripts.sim.runner import run_cocotb
@@ -32,10 +29,8 @@ COLALIGN = ("left", "left", "right", "right", "right")
 
 
 def measure(block, params, transfers=TRANSFERS):
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        run_cocotb(block, MODULE, params=params, testcase="throughput_without_stalls",
-                   extra_env={"NEARTRAIN_BENCH_OUT": out.name, "NEARTRAIN_VECTORS": str(transfers)})
-        return json.loads(pathlib.Path(out.name).read_text())
+    return run_cocotb(block, MODULE, params=params, testcase="throughput_without_stalls",
+                      extra_env={"NEARTRAIN_VECTORS": str(transfers)}).reply
 
 
 def main(argv=None):

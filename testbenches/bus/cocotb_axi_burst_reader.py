@@ -11,12 +11,10 @@ clean finish with a done pulse. Reset (shared with the RAM) and ``cancel`` (the 
 on) cut random transfers with a burst open; the next commands must read right.
 """
 
-import json
-import os
 
 import cocotb
 
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import params_from_env
 from scripts.sim.stream import StreamSink, stream_layout
 from scripts.sim.tb import Scoreboard
@@ -157,9 +155,7 @@ async def throughput_without_stalls(dut):
     result = {"beats": length, "cycles": cycles, "beats_per_cycle": length / cycles,
               "command_to_done_cycles": tb.cycle - start, "peak_outstanding": tb.monitor.peak_outstanding}
     dut._log.info("throughput: %s", result)
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(result, out)
+    channel.reply(result)
 
 
 

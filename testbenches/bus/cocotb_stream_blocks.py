@@ -5,8 +5,6 @@ FIFO). Each run pushes random payloads through with random idle cycles on ``vali
 random backpressure on ``ready`` and checks that nothing is lost, duplicated or reordered.
 """
 
-import json
-import os
 
 import cocotb
 from amaranth.hdl import Shape
@@ -14,7 +12,7 @@ from amaranth.lib import data
 from cocotb.triggers import with_timeout
 
 from golden.bus import random_words, regroup
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
@@ -62,7 +60,7 @@ async def run_test(dut, idle, backpressure, salt):
     expected = regroup(words, input_width=tb.input_width, output_width=tb.output_width,
                        element_width=tb.element_width())
     narrow_transfers = max(len(words), len(expected))
-    scoreboard = Scoreboard(f"{os.environ['NEARTRAIN_BLOCK']} o")
+    scoreboard = Scoreboard(f"{channel.block()} o")
     scoreboard.expect_many(expected)
     tb.source.send_many(words)
 
@@ -107,9 +105,7 @@ async def throughput_without_stalls(dut):
     rate = (len(expected) - 1) * narrow_per_output / max(1, cycles - 1)
     result = {"transfers": narrow, "cycles": cycles, "transfers_per_cycle": rate}
     dut._log.info("throughput: %s", result)
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(result, out)
+    channel.reply(result)
 
 
 @cocotb.test()
@@ -128,7 +124,7 @@ async def reset_mid_transfer(dut):
     await tb.reset()
     narrow = min(tb.input_width, tb.output_width)
     words_for = max(1, RESET_TRANSFERS * narrow // tb.input_width)
-    scoreboard = Scoreboard(f"{os.environ['NEARTRAIN_BLOCK']} o after reset")
+    scoreboard = Scoreboard(f"{channel.block()} o after reset")
     for _ in range(RESET_ROUNDS):
         before = random_words(rng, words_for, tb.input_width)
         sent = tb.source.sent

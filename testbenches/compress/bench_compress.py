@@ -18,8 +18,6 @@ and ``compress-traffic`` tables of ``docs/compress.md`` (:func:`scripts.docs.wri
 import argparse
 import json
 import logging
-import pathlib
-import tempfile
 
 from golden.compress import dram_traffic
 from scripts.docs import DATA, write_table
@@ -41,11 +39,8 @@ def engine_params(lanes):
 
 
 def measure(params, kind, pairs):
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        run_cocotb("topk_scatter", MODULE, params=params, testcase="throughput",
-                   extra_env={"NEARTRAIN_BENCH_OUT": out.name, "NEARTRAIN_BENCH_KIND": kind,
-                              "NEARTRAIN_VECTORS": str(pairs)})
-        return json.loads(pathlib.Path(out.name).read_text())
+    return run_cocotb("topk_scatter", MODULE, params=params, testcase="throughput", job=kind,
+                      extra_env={"NEARTRAIN_VECTORS": str(pairs)}).reply
 
 
 SCATTER_HEADERS = ["L", "banks", "pattern", "pairs", "steady cycles", "steady pairs/cycle", "per lane",
@@ -73,11 +68,9 @@ TRAFFIC_CHUNKS = 16  # chunks of AXI_PARAMS["chunk_size"] in the measured shard
 
 def measured_fused_rows():
     """Rows of the fused mode measured by counting AXI beats (``traffic`` test), with the model beside."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        run_cocotb("topk_axi_decompressor", "testbenches.compress.cocotb_axi_decompressor", params=AXI_PARAMS,
-                   testcase="traffic", extra_env={"NEARTRAIN_BENCH_OUT": out.name,
-                                                  "NEARTRAIN_VECTORS": str(TRAFFIC_CHUNKS)})
-        results = json.loads(pathlib.Path(out.name).read_text())
+    results = run_cocotb("topk_axi_decompressor", "testbenches.compress.cocotb_axi_decompressor",
+                         params=AXI_PARAMS, testcase="traffic",
+                         extra_env={"NEARTRAIN_VECTORS": str(TRAFFIC_CHUNKS)}).reply
     rows = []
     for r in results:
         model = dram_traffic("fused", ratio=r["pairs"] / r["size"], param_copy_bytes=4,
@@ -109,11 +102,8 @@ def dram_scatter_params(lanes):
 
 def measure_dram_scatter(lanes, size=DRAM_SIZE):
     """Run the ``measure_traffic`` test of ``topk_dram_scatter`` with ``lanes``; return its results."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        run_cocotb("topk_dram_scatter", DRAM_MODULE, params=dram_scatter_params(lanes),
-                   testcase="measure_traffic",
-                   extra_env={"NEARTRAIN_BENCH_OUT": out.name, "NEARTRAIN_VECTORS": str(size)})
-        return json.loads(pathlib.Path(out.name).read_text())
+    return run_cocotb("topk_dram_scatter", DRAM_MODULE, params=dram_scatter_params(lanes),
+                      testcase="measure_traffic", extra_env={"NEARTRAIN_VECTORS": str(size)}).reply
 
 
 DRAM_HEADERS = ["L", "ratio", "pairs", "zero-fill + scatter cycles", "scatter cycles",

@@ -10,9 +10,7 @@ stream and that nothing is written, i.e. that no dense gradient goes through DRA
 writes its counts for ``testbenches/compress/bench_compress.py``.
 """
 
-import json
 import logging
-import os
 
 import cocotb
 import numpy as np
@@ -21,7 +19,7 @@ from cocotbext.axi.constants import AxiResp
 
 from golden.compress import chunk_count, scatter_stream
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB, Scoreboard
@@ -209,7 +207,7 @@ async def traffic(dut):
     """Measured DRAM bytes per parameter of fused-mode decompression at 0.1 %, 1 % and 10 %.
 
     One shard of ``NEARTRAIN_VECTORS`` chunks (default 16) per ratio, sorted Top-K pairs; results to
-    ``NEARTRAIN_BENCH_OUT`` when set.
+    the reply.
     """
     tb = AxiDecompressorTB(dut)
     rng = knobs.rng(41)
@@ -225,9 +223,7 @@ async def traffic(dut):
                         cycles=tb.cycle - start, bytes_per_param=measured["read_bytes"] / size)
         results.append(measured)
         dut._log.info("traffic: %s", measured)
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(results, out)
+    channel.reply(results)
 
 
 @cocotb.test()

@@ -12,9 +12,7 @@ per whole region beat, one for a partial last beat and one per accepted pair. ``
 measurements for ``testbenches/compress/bench_compress.py``.
 """
 
-import json
 import logging
-import os
 import types
 
 import cocotb
@@ -25,7 +23,7 @@ from cocotbext.axi.constants import AxiResp
 from golden.compress import encode_pairs, scatter_stream, topk_compress
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from rtl.compress.dram_scatter import traffic_layout
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB
@@ -325,7 +323,7 @@ async def axi_fault(dut, where):
 async def measure_traffic(dut):
     """Pairs per cycle and DRAM bytes per parameter at 0.1 %, 1 %, 10 % (random sorted indices), no stalls.
 
-    Shard size ``NEARTRAIN_VECTORS`` (default 16384); results to ``NEARTRAIN_BENCH_OUT`` when set.
+    Shard size ``NEARTRAIN_VECTORS`` (default 16384); the results are the reply.
     """
     tb = DramScatterTB(dut)
     rng = knobs.rng(41)
@@ -344,9 +342,7 @@ async def measure_traffic(dut):
         results.append(measured)
         dut._log.info("bench: %s", measured)
     await tb.finish()
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(results, out)
+    channel.reply(results)
 
 
 @cocotb.test()

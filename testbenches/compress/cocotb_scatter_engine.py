@@ -7,15 +7,13 @@ its chunk bit for bit. ``throughput`` counts clock cycles for one long chunk at 
 benchmark ``testbenches/compress/bench_compress.py`` reads its result).
 """
 
-import json
-import os
 
 import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import adversarial_indices
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.tb import Scoreboard
 
 from .cocotb_compress_common import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
@@ -109,13 +107,13 @@ async def chunks_bit_exact(dut, idle, backpressure):
 
 @cocotb.test()
 async def throughput(dut):
-    """Cycles for one chunk of pairs at full rate; NEARTRAIN_BENCH_KIND picks the pattern.
+    """Cycles for one chunk of pairs at full rate; the caller's job names the pattern (default random).
 
     The steady rate counts pairs over the cycles from the first to the last accepted pair beat; the
     total rate also includes the pipeline latency up to the chunk's first output beat.
     """
     tb = EngineTB(dut)
-    kind = os.environ.get("NEARTRAIN_BENCH_KIND", "random")
+    kind = channel.job() or "random"
     rng = knobs.rng(11)
     await tb.reset()
     await tb.wait_ready()
@@ -153,9 +151,7 @@ async def throughput(dut):
               "steady_cycles": steady_cycles, "steady_rate": pairs / steady_cycles,
               "total_cycles": first_output - accepted[0], "total_rate": pairs / (first_output - accepted[0])}
     dut._log.info("throughput: %s", result)
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(result, out)
+    channel.reply(result)
 
 
 @cocotb.test()

@@ -13,8 +13,6 @@ stream, every write burst in the parameter, a state or the copy, the pair stream
 once, and the ``read_beats``/``write_beats`` registers equal the beats the monitors saw.
 """
 
-import json
-import os
 
 import cocotb
 import numpy as np
@@ -26,7 +24,7 @@ from golden.optim.vectors import f32_tensor, random_hyper
 from rtl.compress.chunk_parser import ERROR_NAMES
 from rtl.compress.topk_updater_kernel import ERROR_PAIRS_READ, ERROR_PAIRS_RESP_SHIFT
 from rtl.optim.updater_kernel import ERROR_READ
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env
 from scripts.sim.tb import ClockedTB
 from scripts.sim.topk_device import TopKUpdaterDevice
@@ -195,14 +193,15 @@ async def bus_errors_end_cleanly(dut):
                             variant=run, label={"after": buffer})
 
 
-@cocotb.test(skip="NEARTRAIN_BENCH_OUT" not in os.environ)
+@cocotb.test(skip=not channel.has_job())
 async def traffic(dut):
-    """One Adam step on 16384 elements at 1 %: the bytes each buffer moved (to ``NEARTRAIN_BENCH_OUT``)."""
+    """One Adam step on 16384 elements at each ratio the caller passes as the job: the bytes each
+    buffer moved (the reply)."""
     tb = TB(dut)
     await tb.reset()
     rng = knobs.rng(91)
     n, results = 16384, []
-    for ratio in (0.001, 0.01, 0.1):
+    for ratio in channel.job():
         words = topk_words(rng, n, tb.chunk, ratio, tb.value_format, True)
         result = await tb.check_step(rng, n, words, True, variant=0, label={"ratio": ratio},
                                      copy_format=TRAFFIC_COPY)
@@ -210,8 +209,7 @@ async def traffic(dut):
                         "read_beats": result.read_beats, "write_beats": result.write_beats,
                         "beat_bytes": tb.params["data_width"] // 8, "traffic": result.traffic})
         dut._log.info("traffic: %s", results[-1])
-    with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-        json.dump(results, out)
+    channel.reply(results)
 
 
 @cocotb.test()

@@ -7,9 +7,6 @@ and the traffic measurement: one Adam step on 16384 elements at 0.1 %, 1 % and 1
 """
 
 import gc
-import json
-import pathlib
-import tempfile
 
 import numpy as np
 import pytest
@@ -53,11 +50,8 @@ def measure_traffic():
     from golden.optim.vectors import f32_tensor, gradient_tensor, random_hyper
     from scripts.sim import updater_device as device
 
-    with tempfile.TemporaryDirectory(prefix="neartrain-topk-traffic-") as folder:
-        out = pathlib.Path(folder) / "traffic.json"
-        run_cocotb("topk_updater", MODULE, params={"optimizer": "adam", **TRAFFIC}, testcase="traffic",
-                   extra_env={"NEARTRAIN_BENCH_OUT": str(out)})
-        fused = json.loads(out.read_text())
+    fused = run_cocotb("topk_updater", MODULE, params={"optimizer": "adam", **TRAFFIC}, testcase="traffic",
+                       job=(0.001, 0.01, 0.1)).reply
     rng = knobs.rng(92)
     n = fused[0]["n"]
     jobs = []

@@ -16,11 +16,8 @@ The rows go to ``docs/data/fp-units.json`` and the ``fp-units`` table of ``docs/
 
 import argparse
 import concurrent.futures
-import json
 import logging
 import os
-import pathlib
-import tempfile
 
 from boards.targets import RESOURCE_COLUMNS
 from rtl.registry import blocks
@@ -66,10 +63,8 @@ def _synthesize_point(point):
 def _issue_rate(name, overrides):
     from scripts.sim.runner import run_cocotb
 
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        run_cocotb(name, "testbenches.fp.cocotb_fp_unit", params=overrides,
-                   testcase="one_operation_per_cycle", extra_env={"NEARTRAIN_BENCH_OUT": out.name})
-        return json.loads(pathlib.Path(out.name).read_text())["operations_per_cycle"]
+    return run_cocotb(name, "testbenches.fp.cocotb_fp_unit", params=overrides,
+                      testcase="one_operation_per_cycle").reply["operations_per_cycle"]
 
 
 def _fmax(point):

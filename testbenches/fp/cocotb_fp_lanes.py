@@ -7,14 +7,13 @@ gaps on ``i.valid`` and random backpressure on ``o.ready``. Packing and the comp
 expected and actual bits and flags, and the knobs that reproduce it.
 """
 
-import os
 
 import cocotb
 import numpy as np
 from cocotb.triggers import with_timeout
 
 import golden.fp as gfp
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, random_pauses
 from scripts.sim.tb import ClockedTB
@@ -88,7 +87,7 @@ async def golden_match_parallel(dut):
     tb.set_backpressure_generator(random_pauses(knobs.rng(202), STALL_PROBABILITY))
     await tb.reset()
 
-    if os.environ.get("NEARTRAIN_FP_EXHAUSTIVE") == "1":
+    if channel.job() == "exhaustive":
         operands = exhaustive_operands(tb.binding)
     else:
         operands = operand_vectors(tb.binding, knobs.rng(0), knobs.vectors(DEFAULT_RANDOM_VECTORS))
@@ -127,6 +126,4 @@ async def golden_match_parallel(dut):
             f"reproduce with {knobs.describe(DEFAULT_RANDOM_VECTORS)}")
     dut._log.info("%s: %d vectors match golden.fp in bits and flags (%d lanes, %d cycles)",
                   tb.block, count, tb.lanes, tb.cycle)
-    if "NEARTRAIN_FP_LANES_LOG" in os.environ:
-        with open(os.environ["NEARTRAIN_FP_LANES_LOG"], "a") as log:
-            log.write(f"{tb.block} {params_from_env()['unit_params']} vectors={count} mismatches=0\n")
+    channel.reply({"block": tb.block, "unit_params": params_from_env()["unit_params"], "vectors": count})

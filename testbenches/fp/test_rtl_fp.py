@@ -88,7 +88,7 @@ def test_parallel_fixture():
 def test_exhaustive_16_bit_unary_fast(block, params):
     """Every f16/bf16 encoding through a unary unit (the rest of the set is in the slow suite)."""
     run_cocotb(ParallelUnits, LANES_MODULE, params=_lanes_params(block, params, 4),
-               extra_env={"NEARTRAIN_FP_EXHAUSTIVE": "1"})
+               job="exhaustive")
 
 
 @pytest.mark.slow
@@ -96,7 +96,7 @@ def test_exhaustive_16_bit_unary_fast(block, params):
 def test_exhaustive_16_bit_unary(block, params):
     """All 65,536 inputs of every unary f16/bf16 operation: sqrt and every conversion."""
     run_cocotb(ParallelUnits, LANES_MODULE, params=_lanes_params(block, params, MILLION_LANES),
-               extra_env={"NEARTRAIN_FP_EXHAUSTIVE": "1"})
+               job="exhaustive")
 
 
 @pytest.mark.slow

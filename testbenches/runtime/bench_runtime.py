@@ -17,8 +17,6 @@ Simulated cycles only; nothing is timed on the wall clock.
 import argparse
 import json
 import logging
-import pathlib
-import tempfile
 
 import numpy as np
 
@@ -40,15 +38,7 @@ TABLE_4_2 = {"LUT": 64089, "FF": 87813, "DSP48E2": 0, "BRAM": "358.5 (717 BRAM18
 
 
 def _bench_json(block, module, params, testcase, extra_env=None):
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        run_cocotb(
-            block,
-            module,
-            params=params,
-            testcase=testcase,
-            extra_env={"NEARTRAIN_BENCH_OUT": out.name, **(extra_env or {})},
-        )
-        return json.loads(pathlib.Path(out.name).read_text())
+    return run_cocotb(block, module, params=params, testcase=testcase, extra_env=extra_env).reply
 
 
 def packet(args):

@@ -18,8 +18,6 @@ recursive-summation bound of ``scipy.sparse`` in float64.
   counted; a later valid start still runs.
 """
 
-import json
-import os
 
 import cocotb
 import numpy as np
@@ -30,7 +28,7 @@ from golden.runtime import kernels as gk
 from golden.runtime.protocol import Cluster
 from golden.runtime.workload import sparse_dense_workload
 from scripts.demo_cluster_session import FCsNHost, prepare
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 
 COUNTERS_CHECKED = (
@@ -193,12 +191,10 @@ async def deadlock_flood(dut):
     cycles, _ = await run_and_check(dut, workload, [gk.SPMM], timeout_cycles=bound)
     dut._log.info("deadlock flood: %d packets, %d cycles (bound %d)", workload.packets, cycles[0], bound)
     assert cycles[0] <= bound
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        network = sum(c["tx_task"] + c["tx_rdma"] + c["tx_data"] for c in result.counters)
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump({"nodes": params["nodes"], "spawned": workload.packets, "network_packets": network,
-                       "rdma_requests": sum(c["tx_rdma"] for c in result.counters), "cycles": cycles[0],
-                       "bound": bound}, out)
+    network = sum(c["tx_task"] + c["tx_rdma"] + c["tx_data"] for c in result.counters)
+    channel.reply({"nodes": params["nodes"], "spawned": workload.packets, "network_packets": network,
+                   "rdma_requests": sum(c["tx_rdma"] for c in result.counters), "cycles": cycles[0],
+                   "bound": bound})
 
 
 @cocotb.test()

@@ -12,12 +12,10 @@ the host reads every counter through AXI4-Lite at the end: each must equal the g
 
 ``arrival_to_issue`` measures (without stalls) the cycles from a task's arrival on ``net_in`` to
 its issue on ``kernel_task``, for a task whose range is local and one that needs an RDMA fetch;
-the bench writes them into ``docs/runtime.md`` when ``NEARTRAIN_BENCH_OUT`` names a file.
+it replies with them (:mod:`scripts.sim.channel`) for the bench to write into ``docs/runtime.md``.
 """
 
-import json
 import logging
-import os
 
 import cocotb
 import numpy as np
@@ -29,7 +27,7 @@ from golden.runtime import packet as gp
 from golden.runtime.protocol import Cluster, detect_request, respond, serve, spawn, split
 from golden.runtime.workload import sparse_dense_workload
 from rtl.runtime.runtime_node import COUNTERS
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import Scoreboard
@@ -349,9 +347,7 @@ async def arrival_to_issue(dut):
         await tb.cycles(20)
     dut._log.info("arrival to issue: %s", results)
     assert results["remote"] > results["local"] > 0
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(results, out)
+    channel.reply(results)
 
 
 @cocotb.test()
@@ -499,9 +495,7 @@ async def line_rate(dut):
     assert len(write_cycles) == wanted
     rates["data reply -> memory"] = _rate(write_cycles)
     dut._log.info("line rate (packets per cycle): %s", rates)
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(rates, out)
+    channel.reply(rates)
 
 
 def test_runtime_node():

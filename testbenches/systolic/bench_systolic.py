@@ -413,11 +413,9 @@ def rtl(args):
     OUT.mkdir(parents=True, exist_ok=True)
     results, rows = [], []
     for params, shape, *gemm_pass in RESNET50_POINTS if args.resnet50 else RTL_POINTS:
-        out = OUT / "systolic_rtl_point.json"
         full = {**params, "max_m": shape[0], "max_k": shape[1], "max_n": shape[2]}
-        run_cocotb("tiled_gemm", "testbenches.systolic.cocotb_tiled_gemm", params=full, testcase="large_gemm",
-                   extra_env={"NEARTRAIN_GEMM": ",".join(map(str, shape)), "NEARTRAIN_BENCH_OUT": str(out)})
-        result = json.loads(out.read_text())
+        result = run_cocotb("tiled_gemm", "testbenches.systolic.cocotb_tiled_gemm", params=full,
+                            testcase="large_gemm", job=tuple(shape)).reply
         results.append({"params": params, **result})
         name = f"{params['dataflow'][:1].upper()}S {params['rows']}x{params['cols']} {params['element']}" + (
             f" T={params['slots']}" if params["dataflow"] == OS else "")

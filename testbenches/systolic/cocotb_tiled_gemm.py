@@ -6,15 +6,13 @@ The compute phase must take exactly :func:`golden.systolic.gemm_cycles` cycles w
 is not backpressured (gaps on the fill streams only slow the fill phase).
 """
 
-import json
-import os
 
 import cocotb
 import numpy as np
 from cocotb.triggers import with_timeout
 
 from golden.systolic import gemm, gemm_cycle_terms
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
@@ -160,12 +158,13 @@ async def bad_commands_rejected(dut):
     await reject_then_run(tb, tb.sources["cmd"], commands, lambda: tb.run_gemm(a, b, d, exact_cycles=True))
 
 
-@cocotb.test(skip="NEARTRAIN_GEMM" not in os.environ)
+@cocotb.test(skip=not channel.has_job())
 async def large_gemm(dut):
-    """One GEMM named by NEARTRAIN_GEMM="M,K,N" (the utilisation benchmark): bits and cycles exact."""
+    """One GEMM of the shape ``(M, K, N)`` the caller passes as the job (the utilisation
+    benchmark): bits and cycles exact; replies with the cycles and the utilisation."""
     tb = TB(dut)
     await tb.reset()
-    m_size, k_size, n_size = (int(x) for x in os.environ["NEARTRAIN_GEMM"].split(","))
+    m_size, k_size, n_size = channel.job()
     rng = knobs.rng(99)
     a = random_matrix(rng, (m_size, k_size), tb.element)
     b = random_matrix(rng, (k_size, n_size), tb.element)
@@ -174,9 +173,7 @@ async def large_gemm(dut):
     result = {"M": m_size, "K": k_size, "N": n_size, "cycles": measured, "model": terms.total,
               "utilisation": terms.macs / (tb.rows * tb.cols * measured)}
     dut._log.info("large GEMM: %s", result)
-    if "NEARTRAIN_BENCH_OUT" in os.environ:
-        with open(os.environ["NEARTRAIN_BENCH_OUT"], "w") as out:
-            json.dump(result, out)
+    channel.reply(result)
 
 
 @cocotb.test()

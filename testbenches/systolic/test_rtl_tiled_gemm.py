@@ -4,12 +4,11 @@
 cycles equal the cycle model and that the MAC utilisation is at least 90 %.
 """
 
-import json
 
 import pytest
 
 from golden.systolic import gemm_cycle_terms
-from scripts.sim.runner import BUILD_ROOT, run_cocotb
+from scripts.sim.runner import run_cocotb
 from testbenches.systolic.schedule import array_schedule
 
 MODULE = "testbenches.systolic.cocotb_tiled_gemm"
@@ -55,11 +54,7 @@ def test_large_gemm_utilisation(dataflow):
     slots = 6 if dataflow == OS else 1
     params = {"rows": 4, "cols": 4, "element": "f16", "slots": slots, "dataflow": dataflow,
               "max_m": shape[0], "max_k": shape[1], "max_n": shape[2]}
-    out = BUILD_ROOT / "bench" / f"systolic_large_gemm_{dataflow}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    run_cocotb("tiled_gemm", MODULE, params=params, testcase="large_gemm",
-               extra_env={"NEARTRAIN_GEMM": ",".join(map(str, shape)), "NEARTRAIN_BENCH_OUT": str(out)})
-    result = json.loads(out.read_text())
+    result = run_cocotb("tiled_gemm", MODULE, params=params, testcase="large_gemm", job=shape).reply
     schedule = array_schedule("f16", dataflow, slots)
     terms = gemm_cycle_terms(*shape, rows=4, cols=4, dataflow=dataflow, **schedule)
     assert result["cycles"] == terms.total
