@@ -11,13 +11,39 @@ from .common import build_component, format_resource_table, lookup_block, parse_
 __all__ = ["register", "generate_verilog"]
 
 
+def block_files(registered):
+    """``{name: (rtl file, [test files])}``, paths relative to the repository.
+
+    The tests of a block are the ``testbenches/**/test_*.py`` files that name it in quotes (as
+    ``run_cocotb("name", ...)`` or a parametrization does), its class or its rtl module; they are
+    read as text, never imported.
+    """
+    import inspect
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    texts = {path.relative_to(root).as_posix(): path.read_text()
+             for path in sorted((root / "testbenches").rglob("test_*.py"))}
+    files = {}
+    for name, block in registered.items():
+        source = pathlib.Path(inspect.getsourcefile(block.component)).resolve()
+        module, cls = re.escape(block.component.__module__), block.component.__name__
+        quoted = re.compile(rf"[\"']{re.escape(name)}[\"']|\b{cls}\b|{module}\b")
+        files[name] = (source.relative_to(root).as_posix(),
+                       [path for path, text in texts.items() if quoted.search(text)])
+    return files
+
+
 def command_list(args):
     from rtl.registry import blocks
 
     registered = blocks()
+    files = block_files(registered)
     if args.json:
         print(json.dumps({name: {
             "family": block.family, "summary": block.summary,
+            "rtl": files[name][0], "tests": files[name][1],
             "params": [{"name": p.name, "type": p.type.__name__, "default": p.default,
                         "range": p.describe_range(), "help": p.help} for p in block.params],
         } for name, block in registered.items()}, indent=1))
@@ -28,6 +54,8 @@ def command_list(args):
             if block.family != family:
                 continue
             print(f"  {name:<22} {block.summary}")
+            print(f"      {'rtl':<20} {files[name][0]}")
+            print(f"      {'tests':<20} {', '.join(files[name][1]) or 'none'}")
             for p in block.params:
                 print(f"      {p.name:<20} {p.type.__name__:<5} default={p.default!s:<8} "
                       f"range={p.describe_range():<16} {p.help}")
