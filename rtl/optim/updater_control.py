@@ -101,9 +101,8 @@ def run_control(m, control, stats, *, lanes, data_width):
     n = args.n
     statistics_mode = args.mode[0]
     transfers = Signal(32)
-    # The beat counts and tail strobes are unnamed (`$signal...` in the Verilog), as they have
-    # always been: the tracer named none of them, and a name would change every kernel's text.
-    beats32, beats16, strobe32, strobe16 = (Signal(width) for width in (32, 32, dw // 8, dw // 8))
+    beats32, beats16 = Signal(32), Signal(32)
+    strobe32, strobe16 = Signal(dw // 8), Signal(dw // 8)
     last_mask = Signal(lanes)
     begin = Signal()        # one-cycle pulse that starts every sub-block
     running = Signal()

@@ -10,7 +10,7 @@ from scripts.docs import write_table
 __all__ = ["ROOT", "OUT", "OS", "WS", "DOC", "COMMAND", "print_table", "write_json", "pe_latencies",
            "schedule"]
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository: build/ is at its top
 OUT = ROOT / "build" / "bench"
 OS, WS = "output_stationary", "weight_stationary"
 DOC = "systolic.md"
