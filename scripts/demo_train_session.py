@@ -10,7 +10,7 @@ import numpy as np
 
 from golden.optim.host import STATE_NAMES, reference_update
 from scripts.demo_train import _GradientPipeline, _initial_states, _problem
-from scripts.sim.updater_device import close_session, open_session
+from scripts.sim.updater_driver import close_session, open_session
 
 __all__ = ["rtl_session"]
 

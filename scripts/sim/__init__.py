@@ -6,6 +6,6 @@ Amaranth blocks in cocotb on Verilator.
 :mod:`.verilator` (the one list of warning waivers), :mod:`.knobs` (``NEARTRAIN_SEED``,
 ``NEARTRAIN_VECTORS``, ``WAVES``), :mod:`.stream` (stream drivers), :mod:`.tb` (``ClockedTB``,
 ``Scoreboard``), :mod:`.axi` (AXI fault models and a burst monitor), and the host-side device
-models of the kernels: :mod:`.updater_device` (with its cocotb side :mod:`.updater_job`) and
-:mod:`.topk_device`. Nothing here imports ``testbenches/``.
+models of the kernels: :mod:`.updater_device` (with its cocotb side: :mod:`.updater_driver` and
+:mod:`.updater_job`) and :mod:`.topk_device`. Nothing here imports ``testbenches/``.
 """

@@ -9,7 +9,7 @@ import cocotb
 from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env
 from scripts.sim.tb import ClockedTB
-from scripts.sim.updater_device import UpdaterDevice
+from scripts.sim.updater_driver import UpdaterDevice
 
 
 @cocotb.test()

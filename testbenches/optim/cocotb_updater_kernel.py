@@ -2,7 +2,7 @@
 
 The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port (pause
 generators on every channel in the stalled variants) and ``AxiLiteMaster`` as the host,
-through :class:`scripts.sim.updater_device.UpdaterDevice`. Checked against
+through :class:`scripts.sim.updater_driver.UpdaterDevice`. Checked against
 ``golden.optim`` (via ``golden.optim.host``), on raw bits:
 
 * update mode: random tensors, hyper-parameters, element counts (not multiples of the
@@ -26,7 +26,7 @@ from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env
 from scripts.sim.tb import ClockedTB
-from scripts.sim.updater_device import UpdaterDevice
+from scripts.sim.updater_driver import UpdaterDevice
 
 DEFAULT_VECTORS = 8  # chunks' worth of elements per run, at most
 

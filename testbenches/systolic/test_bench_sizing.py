@@ -10,7 +10,7 @@ binding resource are the ones a hand calculation gives.
 import numpy as np
 import pytest
 
-from testbenches.systolic.bench_systolic import SIZING_RESOURCES, _features, _fit, _largest, _predict
+from testbenches.systolic.bench_systolic_sizing import SIZING_RESOURCES, _features, _fit, _largest, _predict
 
 COSTS = {  # per PE, per edge element (rows + cols), fixed
     "LUT": (100.0, 20.0, 500.0), "FF": (150.0, 30.0, 800.0), "CARRY": (4.0, 2.0, 10.0),
