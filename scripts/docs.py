@@ -99,13 +99,24 @@ def write_table(doc, name, headers, rows, command, **options):
     _spec_path(name).write_text(json.dumps(spec, indent=1) + "\n")
 
 
+_SPEC_KEYS = ("doc", "command", "headers", "rows")
+
+
 def _specs():
     return {path.stem: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}
 
 
+def _is_table(spec):
+    return isinstance(spec, dict) and all(key in spec for key in _SPEC_KEYS)
+
+
 def check():
     """The list of problems (stale, orphaned or missing tables); empty when the docs are current."""
-    problems, specs, seen = [], _specs(), set()
+    specs, seen = _specs(), set()
+    # A bench's own rows belong under build/, not beside the tables.
+    problems = [f"docs/data/{name}.json is not a table (it needs {', '.join(_SPEC_KEYS)})"
+                for name, spec in specs.items() if not _is_table(spec)]
+    specs = {name: spec for name, spec in specs.items() if _is_table(spec)}
     for path in sorted(DOCS.glob("*.md")):
         try:
             found = blocks_in(path.read_text())
@@ -135,6 +146,8 @@ def regenerate():
     """
     written = []
     for name, spec in _specs().items():
+        if not _is_table(spec):
+            continue
         path = DOCS / spec["doc"]
         text = path.read_text() if path.exists() else ""
         if name not in blocks_in(text):

@@ -46,3 +46,14 @@ def test_check_catches_a_stale_an_orphaned_and_a_missing_table(tmp_path, monkeyp
     assert any("differs from what `make it` wrote" in problem for problem in docs.check())
     assert docs.regenerate() == ["t"]
     assert len(docs.check()) == 2
+
+
+def test_a_data_file_that_is_not_a_table_is_one_problem(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(docs, "DOCS", tmp_path)
+    monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "points.json").write_text(json.dumps({"cora-2": {"cycles": 1}}))
+    assert docs.check() == ["docs/data/points.json is not a table (it needs doc, command, headers, rows)"]
+    assert docs.regenerate() == []

@@ -22,7 +22,7 @@ import numpy as np
 
 from golden.runtime import packet as gp
 from scripts.docs import DOCS, write_table
-from scripts.sim.runner import run_cocotb
+from scripts.sim.runner import BUILD_ROOT, run_cocotb
 
 DOC = "runtime.md"
 COMMAND = ".venv/bin/python -m testbenches.runtime.bench_runtime"
@@ -166,7 +166,8 @@ def scaling(args):
     from scripts.demo_cluster import TRAFFIC, build_job, run_session
 
     graphs = ["cora"] + (["pubmed"] if args.pubmed else [])
-    data_path = DOCS / "data" / "runtime-scaling-points.json"
+    data_path = BUILD_ROOT / "bench" / "runtime-scaling-points.json"
+    data_path.parent.mkdir(parents=True, exist_ok=True)
     points = json.loads(data_path.read_text()) if data_path.exists() else {}
     for graph in graphs:
         for nodes in args.nodes or SCALING_NODES:
