@@ -20,7 +20,7 @@ from cocotbext.axi.constants import AxiResp
 
 from rtl.bus.axi import PAGE_BYTES, Burst
 
-__all__ = ["FaultyAxiRam", "BurstMonitor", "random_pauses_all", "RAM_SIZE"]
+__all__ = ["FaultyAxiRam", "BurstMonitor", "random_pauses_all", "RAM_SIZE", "write_register", "read_register"]
 
 # The default size of a FaultyAxiRam; the model wraps addresses modulo its size.
 RAM_SIZE = 1 << 22
@@ -176,3 +176,19 @@ class BurstMonitor:
                 if self.outstanding > self.max_outstanding:
                     self.violations.append(f"{self.outstanding} bursts in flight at cycle {self.cycle}, "
                                            f"more than max_outstanding={self.max_outstanding}")
+
+
+async def write_register(host, entry, value):
+    """Write ``value`` to a register of a kernel's ``register_map()`` through an ``AxiLiteMaster``;
+    a register wider than 32 bits takes two words, low word first (as the Vitis map lays it out)."""
+    await host.write_dword(entry["offset"], int(value) & 0xFFFF_FFFF)
+    if entry["width"] > 32:
+        await host.write_dword(entry["offset"] + 4, int(value) >> 32)
+
+
+async def read_register(host, entry):
+    """Read a register of a kernel's ``register_map()`` (two words when wider than 32 bits)."""
+    value = await host.read_dword(entry["offset"])
+    if entry["width"] > 32:
+        value |= await host.read_dword(entry["offset"] + 4) << 32
+    return value

@@ -17,7 +17,7 @@ from cocotbext.axi.sparse_memory import SparseMemory
 from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES, run_flags, scalar_bits
 from rtl.bus.axi import PAGE_BYTES
 from rtl.optim.gradient_statistics import BUCKETS
-from scripts.sim import channel, knobs
+from scripts.sim import axi, channel, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 
 __all__ = ["DeviceResult", "UpdaterDevice", "open_session", "close_session", "MEMORY_SIZE",
@@ -247,17 +247,10 @@ class UpdaterDevice:
 
     # ---------------------------------------------------------------- registers
     async def write_register(self, name, value):
-        entry = self.registers[name]
-        await self.host.write_dword(entry["offset"], int(value) & 0xFFFF_FFFF)
-        if entry["width"] > 32:
-            await self.host.write_dword(entry["offset"] + 4, int(value) >> 32)
+        await axi.write_register(self.host, self.registers[name], value)
 
     async def read_register(self, name):
-        entry = self.registers[name]
-        value = await self.host.read_dword(entry["offset"])
-        if entry["width"] > 32:
-            value |= await self.host.read_dword(entry["offset"] + 4) << 32
-        return value
+        return await axi.read_register(self.host, self.registers[name])
 
     async def _start_and_wait(self, timeout_cycles):
         await self.host.write_dword(_GIE, 1)

@@ -16,7 +16,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
 from golden.aggregate import PacketFormat, execute, gcn_normalise, spawn, with_self_loops
-from scripts.sim import knobs
+from scripts.sim import axi, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, resolved_params_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
@@ -63,17 +63,10 @@ class KernelTB(ClockedTB):
             monitor.clear()
 
     async def write_register(self, name, value):
-        entry = self.registers[name]
-        await self.host.write_dword(entry["offset"], int(value) & 0xFFFF_FFFF)
-        if entry["width"] > 32:
-            await self.host.write_dword(entry["offset"] + 4, int(value) >> 32)
+        await axi.write_register(self.host, self.registers[name], value)
 
     async def read_register(self, name):
-        entry = self.registers[name]
-        value = await self.host.read_dword(entry["offset"])
-        if entry["width"] > 32:
-            value |= await self.host.read_dword(entry["offset"] + 4) << 32
-        return value
+        return await axi.read_register(self.host, self.registers[name])
 
     async def start(self, packets, features, out_rows, *, relu=False):
         """Write B, the packets and the arguments, and set ap_start (without waiting)."""
