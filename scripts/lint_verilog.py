@@ -4,7 +4,9 @@ The only waivers are the ones listed, with their reasons, in
 :mod:`scripts.sim.verilator`; every other warning fails the lint.
 
 A block whose Verilog (and lint flags) hash the same as at its last clean lint is not linted
-again: ``build/lint/<block>.ok`` holds that hash. Blocks are linted in parallel on every core.
+again: ``build/lint/<block>.ok`` holds that hash. Blocks are elaborated (through the cache of
+:mod:`scripts.elaboration`, which ``make run`` and the tests share) and linted in parallel
+processes, one per core.
 """
 
 import hashlib
@@ -12,17 +14,19 @@ import os
 import pathlib
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 
-from rtl.elaborate import to_verilog
-from rtl.registry import blocks
+from rtl.registry import blocks, get_block
+from scripts.elaboration import registered_verilog
 from scripts.sim.verilator import LINT_FLAGS, environment_with_verilator, verilator_executable
 
 OUTPUT = pathlib.Path(__file__).resolve().parent.parent / "build" / "lint"
 
 
-def _lint(name, verilog):
+def _lint(name):
     """Lint one block's Verilog unless its clean lint is on record; returns (status, messages)."""
+    block = get_block(name)
+    verilog = registered_verilog(name, block.resolve(), block.build)
     path, stamp = OUTPUT / f"{name}.v", OUTPUT / f"{name}.ok"
     digest = hashlib.sha256((verilog + " ".join(LINT_FLAGS)).encode()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and path.exists() and path.read_text() == verilog:
@@ -40,10 +44,9 @@ def _lint(name, verilog):
 def main():
     OUTPUT.mkdir(parents=True, exist_ok=True)
     failures = []
-    # Elaboration holds the GIL; Verilator runs as a subprocess, so threads overlap those runs.
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        pending = [(name, pool.submit(_lint, name, to_verilog(block.build())))
-                   for name, block in blocks().items()]
+    # Elaboration is single-threaded Python, so each block gets a process.
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        pending = [(name, pool.submit(_lint, name)) for name in blocks()]
         for name, future in pending:
             status, messages = future.result()
             print(f"verilator lint {name:<24} {status}", flush=True)

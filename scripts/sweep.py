@@ -63,14 +63,15 @@ def one_line(error):
 
 def _synthesise_point(block_name, params, target):
     """Worker: elaborate and synthesise one point; never raises, reports instead."""
-    from rtl.elaborate import to_verilog
     from rtl.registry import get_block
+    from scripts.elaboration import registered_verilog
     from scripts.synth import cached_resources, synthesize_verilog
 
     started = time.monotonic()
     outcome = {"params": params, "status": "failed", "reason": "", "resources": {}, "cached": False}
     try:
-        verilog_text = to_verilog(get_block(block_name).build(params))
+        block = get_block(block_name)
+        verilog_text = registered_verilog(block_name, block.resolve(params), lambda: block.build(params))
     except Exception as error:  # noqa: BLE001 - any elaboration error fails this point only
         outcome["reason"] = "elaboration: " + one_line(error)
     else:

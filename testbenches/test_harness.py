@@ -3,6 +3,7 @@
 import pathlib
 import re
 
+import cocotb
 import pytest
 
 from scripts.sim.runner import SimulationError, check_results, prune_builds, run_cocotb, selection_filter
@@ -76,6 +77,23 @@ def test_results_missing_a_selected_name_fail(tmp_path):
     assert check_results(path, ("a",)) == {"a/x=1": "passed", "b": "skipped"}
     with pytest.raises(SimulationError, match="the selection names b, which did not run"):
         check_results(path, ("a", "b"))
+
+
+def test_results_with_a_failed_test_fail(tmp_path):
+    path = _xml(tmp_path, ("a", ""), ("b/x=1", "<failure/>"))
+    with pytest.raises(SimulationError, match=r"failed: b/x=1 \(1 of 2 tests\)"):
+        check_results(path, ())
+
+
+@cocotb.test()
+async def deliberately_fails(dut):
+    """Fails, so that the runner's report of a failed cocotb test is itself tested."""
+    assert dut.rst.value == dut.rst.value + 1, "this test fails on purpose"
+
+
+def test_a_failed_cocotb_test_fails_the_run():
+    with pytest.raises(SimulationError, match="failed: deliberately_fails"):
+        run_cocotb("skid_buffer", __name__, params=SMALL, testcase="deliberately_fails", extra_env=FEW)
 
 
 def test_missing_results_file_fails(tmp_path):

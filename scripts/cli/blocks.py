@@ -78,14 +78,14 @@ def _manifest(block, params, component):
 
 def generate_verilog(name, folder, overrides=None):
     """Write ``<name>.v`` and its JSON manifest into ``folder``; returns the Verilog's path."""
-    from rtl.elaborate import to_verilog
+    from scripts.elaboration import registered_verilog
 
     block = lookup_block(name)
     overrides = dict(overrides or {})
     component = build_component(block, overrides)
     folder = writable_folder(folder)
     verilog_path = folder / f"{block.name}.v"
-    verilog_path.write_text(to_verilog(component))
+    verilog_path.write_text(registered_verilog(block.name, block.resolve(overrides), lambda: component))
     manifest = _manifest(block, block.resolve(overrides), component)
     (folder / f"{block.name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return verilog_path

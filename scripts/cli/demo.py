@@ -22,7 +22,7 @@ def command_demo_train(args):
         raise UsageError(str(error)) from None
     print("neartrain demo train: simulating the updater kernel (the first run builds it with Verilator, "
           "minutes; then a few seconds per step at most)", flush=True)
-    logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
+    logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
     try:
         result = demo_train.run_demo(**options)
     except SimulationError as failure:
@@ -48,7 +48,7 @@ def command_demo_gcn(args):
         raise UsageError(str(error)) from None
     print("neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run builds both "
           "with Verilator, many minutes; then a minute or two per layer)", flush=True)
-    logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
+    logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
     try:
         result = demo_gcn.run_demo(**options)
     except SimulationError as failure:
@@ -115,7 +115,7 @@ def command_demo_cluster(args):
         raise UsageError(str(error)) from None
     print(f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL switch (the first "
           "run builds them with Verilator, minutes)", flush=True)
-    logging.disable(logging.INFO)  # cocotb-test logs every compiler and simulator line at INFO
+    logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
     try:
         result = demo_cluster.run_demo(**options)
     except SimulationError as failure:

@@ -113,7 +113,7 @@ def _generate_cached(folder, function, required, sources, extra=""):
 
 
 def _quiet_cocotb(function):
-    """Run ``function()``; cocotb-test logs every compiler and simulator line at INFO."""
+    """Run ``function()``; cocotb's runner logs every command it runs at INFO."""
     logging.disable(logging.INFO)
     try:
         return function()

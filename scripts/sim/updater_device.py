@@ -98,7 +98,7 @@ def run_session(optimizer, module, payload, **kernel_params):
     from scripts.sim.runner import run_cocotb
 
     return run_cocotb(f"{optimizer}_updater", module, params=kernel_params, testcase="session",
-                      job=payload, build_name="updater_job").reply
+                      job=payload).reply
 
 
 def update(optimizer, param, grad, states, hyper, *, grad_format="f32", copy_format="none", stall=0.0,

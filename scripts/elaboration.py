@@ -1,0 +1,61 @@
+"""The Verilog of a registered block, elaborated once per source tree and parameter set.
+
+Elaboration is single-threaded Python and takes from a second to half a minute per design;
+``make run`` writes every block's Verilog, then simulates some of the same designs, and a
+test suite simulates the same design from several tests. So the text is kept in
+``build/elaboration/<sources>/``, keyed by the block, its full parameters and the tool
+versions, where ``<sources>`` is the hash of every file under ``rtl/``: editing any of them
+starts a new folder, and the folders of other source trees are deleted when it is made.
+"""
+
+import functools
+import os
+import shutil
+import tempfile
+
+from rtl.elaborate import TOP_NAME, source_hash, to_verilog, tool_versions
+
+from .cache import BUILD, Cache
+
+__all__ = ["registered_verilog"]
+
+_ROOT = BUILD / "elaboration"
+
+
+@functools.cache
+def _cache():
+    """This source tree's cache (computed once per process: sources do not change under a run)."""
+    sources = source_hash()[:16]
+    cache = Cache(f"elaboration/{sources}")
+    if _ROOT.is_dir():
+        for folder in _ROOT.iterdir():
+            if folder.name != sources:
+                shutil.rmtree(folder, ignore_errors=True)
+    return cache
+
+
+def registered_verilog(name, params, build):
+    """The Verilog text (top module ``top``) of registered block ``name`` with ``params``.
+
+    Parameters
+    ----------
+    name : str
+        The registry name.
+    params : dict
+        The block's full parameters (defaults resolved), which ``build()`` constructs it with.
+    build : callable
+        Returns the component; called only when the text is not cached.
+    """
+    cache = _cache()
+    key = Cache.key(name, sorted(params.items()), tool_versions(), TOP_NAME)
+    path = cache.path(name, key, suffix=".v")
+    if path.exists():
+        return path.read_text()
+    text = to_verilog(build(), name=TOP_NAME)
+    cache.folder.mkdir(parents=True, exist_ok=True)
+    # Written aside and renamed, so that a concurrent reader never sees half a file.
+    handle, staging = tempfile.mkstemp(dir=cache.folder, suffix=".partial")
+    with os.fdopen(handle, "w") as out:
+        out.write(text)
+    os.replace(staging, path)
+    return text
