@@ -23,4 +23,16 @@ def test_list_prints_the_files(capsys):
     assert main(["list", "--json"]) in (0, None)
     listed = json.loads(capsys.readouterr().out)
     assert listed["skid_buffer"]["rtl"] == "rtl/bus/skid_buffer.py"
-    assert "testbenches/bus/test_bus.py" in listed["skid_buffer"]["tests"]
+    assert "testbenches/bus/test_skid_buffer.py" in listed["skid_buffer"]["tests"]
+
+
+def test_each_block_is_tested_one_hop_from_its_rtl_module():
+    """rtl/<family>/<module>.py is tested in testbenches/<family>/test_<module>.py, which names the block
+    and runs its cocotb tests (the file holds the cocotb bodies and the pytest runner)."""
+    far = []
+    for name, (rtl, tests) in block_files(blocks()).items():
+        family, module = pathlib.PurePosixPath(rtl).parts[1], pathlib.PurePosixPath(rtl).stem
+        expected = f"testbenches/{family}/test_{module}.py"
+        if expected not in tests or "run_cocotb" not in (ROOT / expected).read_text():
+            far.append(f"{name}: {expected}")
+    assert not far, f"blocks whose tests are not one hop from the rtl module: {far}"

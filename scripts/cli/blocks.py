@@ -5,6 +5,7 @@ available everywhere without changes here.
 """
 
 import json
+import warnings
 
 from .common import build_component, format_resource_table, lookup_block, parse_sets, writable_folder
 
@@ -78,6 +79,8 @@ def _manifest(block, params, component):
 
 def generate_verilog(name, folder, overrides=None):
     """Write ``<name>.v`` and its JSON manifest into ``folder``; returns the Verilog's path."""
+    from amaranth.hdl import UnusedElaboratable
+
     from scripts.elaboration import registered_verilog
 
     block = lookup_block(name)
@@ -85,9 +88,14 @@ def generate_verilog(name, folder, overrides=None):
     component = build_component(block, overrides)
     folder = writable_folder(folder)
     verilog_path = folder / f"{block.name}.v"
-    verilog_path.write_text(registered_verilog(block.name, block.resolve(overrides), lambda: component))
-    manifest = _manifest(block, block.resolve(overrides), component)
+    params = block.resolve(overrides)
+    verilog_path.write_text(registered_verilog(block.name, params, lambda built=component: built))
+    manifest = _manifest(block, params, component)
     (folder / f"{block.name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    # With the Verilog from the cache, the component (built for its ports) is never elaborated.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        del component
     return verilog_path
 
 

@@ -20,13 +20,12 @@ The main job shows the whole flow in a few minutes:
    the cache (synthesising it takes about 45 minutes on a 2-core machine, so the job does not
    start it; ``neartrain synth adam_updater --set lanes=16 --target xcup`` fills the cache).
 
-Verilator builds and synthesis results are cached (``build/sim/``, ``build/synth/``), and
-the Verilog of step 1 is reused while nothing under ``rtl/`` changes (a stamp with the
-sources' hash): the first run spends most of its time elaborating and compiling, later
-runs are quick.
+Steps 1 and 2 share one process per core: the accelerator's elaboration starts first, and
+the simulations start as the elaboration frees cores. Verilator builds, elaborated Verilog
+and synthesis results are cached (``build/sim/``, ``build/elaboration/``, ``build/synth/``):
+the first run spends most of its time elaborating and compiling, later runs are quick.
 """
 
-import hashlib
 import logging
 import os
 import pathlib
@@ -56,6 +55,27 @@ CHECK_ELEMENTS = 1000
 THROUGHPUT_ELEMENTS = 16384
 
 
+def _submit_elaboration(pool, folder, names, first=()):
+    """Submit ``generate_verilog`` of ``first`` (``(name, folder, overrides)`` each), then of
+    every block in ``names`` with default parameters into ``folder``; returns the futures.
+
+    The long jobs go first so that no core waits at the end for one that started last.
+    """
+    jobs = list(first) + [(name, folder, None) for name in names]
+    return [pool.submit(generate_verilog, *job) for job in jobs]
+
+
+def _wait(futures, description):
+    """Wait for ``futures`` with a progress bar; consuming the results re-raises the first failure."""
+    from concurrent.futures import as_completed
+
+    from tqdm import tqdm
+
+    for future in tqdm(as_completed(futures), total=len(futures), unit="block", desc=description,
+                       leave=False, mininterval=1):
+        future.result()
+
+
 def generate_all(folder, *, jobs=None):
     """Write Verilog and a manifest for every registered block (default parameters) into ``folder``.
 
@@ -67,49 +87,9 @@ def generate_all(folder, *, jobs=None):
     from rtl.registry import blocks
 
     names = list(blocks())
-    jobs = jobs or os.cpu_count() or 1
-    if jobs == 1:
-        for name in names:
-            generate_verilog(name, folder)
-        return names
-    from tqdm import tqdm
-
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        # Consuming the results re-raises the first failure of any block.
-        for _ in tqdm(pool.map(generate_verilog, names, [folder] * len(names)), total=len(names),
-                      unit="block", desc="   elaborating", leave=False, mininterval=1):
-            pass
+    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        _wait(_submit_elaboration(pool, folder, names), "   elaborating")
     return names
-
-
-def _sources_digest():
-    """A hash of everything the generated Verilog depends on: ``rtl/`` sources, the CLI, Amaranth."""
-    import amaranth
-
-    digest = hashlib.sha256(f"{amaranth.__version__}\n".encode())
-    for path in sorted((ROOT / "rtl").rglob("*.py")) + sorted((ROOT / "scripts" / "cli").glob("*.py")):
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
-def _generate_cached(folder, function, required, sources, extra=""):
-    """Run ``function()`` unless ``folder`` holds its output for the current sources.
-
-    Elaborating every block takes minutes; a stamp file with :func:`_sources_digest` lets
-    a repeated ``make run`` reuse the Verilog when nothing under ``rtl/`` changed.
-    ``required`` is a file the output must contain. ``sources`` is :func:`_sources_digest`
-    taken before anything under ``rtl/`` was imported, so that a source edited during the
-    run leaves a stamp that no longer matches. Returns ``(result, reused)``;
-    ``result`` is what ``function`` returned, or what it returned when the stamp was written.
-    """
-    stamp = pathlib.Path(folder) / ".main_job_stamp"
-    digest = hashlib.sha256(f"{sources}\n{extra}".encode()).hexdigest()
-    if stamp.exists() and required.exists() and stamp.read_text().split("\n", 1)[0] == digest:
-        return stamp.read_text().split("\n", 1)[1], True
-    result = function()
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(f"{digest}\n{result}")
-    return str(result), False
 
 
 def _quiet_cocotb(function):
@@ -203,44 +183,52 @@ def _throughput():
     return "\n   ".join(lines)
 
 
-def run_main_job(args):
-    sources = _sources_digest()  # before any rtl import: see _generate_cached
-    from boards.references import SMART_INFINITY
-    from rtl.registry import get_block
+def _simulation_step(function):
+    """Pool worker: run one step of the main job; returns its outcome and the cocotb tests it executed."""
     from scripts.sim.runner import tests_executed
+
+    before = tests_executed()
+    outcome = function()
+    return outcome, tests_executed() - before
+
+
+def run_main_job(args):
+    from concurrent.futures import ProcessPoolExecutor
+
+    from boards.references import SMART_INFINITY
+    from rtl.registry import blocks, get_block
     from scripts.synth import cached_resources, synthesize
 
     started = time.monotonic()
     folder = ROOT / "build" / "verilog"
-    print(f"== 1. Verilog for every registered block -> {folder.relative_to(ROOT)}/", flush=True)
-    count, reused = _generate_cached(folder, lambda: len(generate_all(folder)), folder / f"{ACCELERATOR}.v",
-                                     sources)
-    print(f"   {count} blocks generated{' (unchanged sources: reused)' if reused else ''}")
     label = ACCELERATOR + "".join(f" {k}={v}" for k, v in ACCELERATOR_PARAMS.items())
     accelerator_folder = folder / "accelerator"
     accelerator_path = accelerator_folder / f"{ACCELERATOR}.v"
-    _, reused = _generate_cached(accelerator_folder, lambda: generate_verilog(ACCELERATOR, accelerator_folder,
-                                                                       ACCELERATOR_PARAMS),
-                                 accelerator_path, sources, label)
-    note = " (unchanged sources: reused)" if reused else ""
-    print(f"   default accelerator: {label} -> {accelerator_path.relative_to(ROOT)}{note} "
-          f"({time.monotonic() - started:.0f} s)", flush=True)
-
-    print("== 2. Simulations (cocotb on Verilator)")
-    outcomes = []
     steps = ((f"smoke: {SMOKE_BLOCK}", _smoke_simulation),
              ("Adam kernel, cocotbext-axi AxiRam memory and AxiLiteMaster host", _bit_exact_update),
              (f"{label}, timing build (identical cycles, see docs/optim.md)", _throughput))
-    for title, function in steps:
-        print(f"   {title}:")
-        before = tests_executed()
-        outcome = function()
-        ran = tests_executed() - before
-        if ran == 0 and not outcome.startswith("FAILED"):
-            outcome = "FAILED: no cocotb test executed, so nothing was checked"
-        outcomes.append(outcome)
-        print(f"   {outcome} ({ran} cocotb test{'s' * (ran != 1)} executed, "
-              f"{time.monotonic() - started:.0f} s)", flush=True)
+    names = list(blocks())
+    # One pool for both steps: the simulations start on whichever core the elaboration frees
+    # first, and the accelerator, the longest elaboration, starts first.
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        print(f"== 1. Verilog for every registered block -> {folder.relative_to(ROOT)}/", flush=True)
+        elaboration = _submit_elaboration(pool, folder, names,
+                                          first=[(ACCELERATOR, accelerator_folder, ACCELERATOR_PARAMS)])
+        simulations = [pool.submit(_simulation_step, function) for _, function in steps]
+        _wait(elaboration, "   elaborating")
+        print(f"   {len(names)} blocks generated (kept in build/elaboration/ while rtl/ is unchanged)")
+        print(f"   default accelerator: {label} -> {accelerator_path.relative_to(ROOT)} "
+              f"({time.monotonic() - started:.0f} s)", flush=True)
+
+        print("== 2. Simulations (cocotb on Verilator)")
+        outcomes = []
+        for (title, _), future in zip(steps, simulations, strict=True):
+            outcome, ran = future.result()
+            if ran == 0 and not outcome.startswith("FAILED"):
+                outcome = "FAILED: no cocotb test executed, so nothing was checked"
+            outcomes.append(outcome)
+            print(f"   {title}:\n   {outcome} ({ran} cocotb test{'s' * (ran != 1)} executed, "
+                  f"{time.monotonic() - started:.0f} s)", flush=True)
 
     print("== 3. Resources (Yosys synth_xilinx -family xcup)")
     rows = [(name, synthesize(get_block(name).build(), "xcup")) for name in REPORTED_BLOCKS]

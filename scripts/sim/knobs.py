@@ -7,7 +7,7 @@
     Overrides the number of random vectors (or transfers, or elements) a test uses.
     Each test names its own default, sized for the fast suite.
 ``WAVES``
-    ``WAVES=1`` makes the cocotb runs write FST waves into their build folder.
+    ``WAVES=1`` makes the cocotb runs write VCD waves (``dump.vcd``) into their build folder.
 
 Two more knobs are read by :mod:`.runner` when it builds: ``NEARTRAIN_SIM_CAP_GB`` (the size
 ``build/sim`` is pruned to, default 8) and ``NEARTRAIN_MODEL_OPT`` (the model's C++ optimisation,
