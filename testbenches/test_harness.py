@@ -88,7 +88,7 @@ def test_results_with_a_failed_test_fail(tmp_path):
 @cocotb.test()
 async def deliberately_fails(dut):
     """Fails, so that the runner's report of a failed cocotb test is itself tested."""
-    assert dut.rst.value == dut.rst.value + 1, "this test fails on purpose"
+    assert int(dut.rst.value) == int(dut.rst.value) + 1, "this test fails on purpose"
 
 
 def test_a_failed_cocotb_test_fails_the_run():

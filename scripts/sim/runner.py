@@ -11,7 +11,9 @@ cocotb's own runner (:mod:`cocotb_tools.runner`) and Verilator:
   run (``--skip-identical``), so the C++ build is reused while sources and parameters are
   unchanged; Verilator's own runtime objects are compiled once per toolchain and linked
   from a cache (:func:`_runtime_make_args`);
-* a lock file per build folder makes concurrent pytest-xdist workers safe.
+* a lock file per build folder makes concurrent pytest-xdist workers safe;
+* the build's and the simulation's output go to ``build.log`` and ``sim.log`` in the build
+  folder, and a failure copies the end of the log to stderr.
 
 Data crosses into the simulation and back only through :mod:`.channel` (``job=`` in, the
 returned :class:`Simulation`'s ``reply`` out). Inside the cocotb module,
@@ -31,6 +33,7 @@ import os
 import pathlib
 import re
 import shutil
+import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from typing import Any, NamedTuple
@@ -73,6 +76,13 @@ def _elaborate(reference, constructor, params):
     if ":" in reference:
         return to_verilog(constructor(**params), name=TOP_NAME)
     return registered_verilog(reference, params, lambda: constructor(**params))
+
+
+def _print_tail(log, lines=60):
+    """Copy the end of a failed run's log to stderr (pytest shows it in the failure's report)."""
+    if log.is_file():
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        print(f"--- the last {len(tail)} lines of {log} ---", *tail, sep="\n", file=sys.stderr)
 
 
 def _slug(params):
@@ -336,13 +346,16 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
         # so the knobs must be in os.environ itself while it runs.
         os.environ.clear()
         os.environ.update(env)
+        log = build_dir / "build.log"
         try:
             runner = _VerilatorRunner(_MAKE_ARGS + _runtime_make_args())
             waves = knobs.waves()
-            runner.build(sources=[verilog_path], hdl_toplevel=TOP_NAME, build_dir=build_dir,
+            runner.build(sources=[verilog_path], hdl_toplevel=TOP_NAME, build_dir=build_dir, log_file=log,
                          build_args=list(LINT_FLAGS), timescale=tuple(timescale.split("/")), waves=waves)
+            log = build_dir / "sim.log"
             runner.test(test_module=module, hdl_toplevel=TOP_NAME, test_filter=selection_filter(names),
-                        build_dir=build_dir, test_dir=build_dir, results_xml=str(results_xml), waves=waves)
+                        build_dir=build_dir, test_dir=build_dir, results_xml=str(results_xml), waves=waves,
+                        log_file=log)
             outcomes = check_results(results_xml, names)
             _EXECUTED[0] += sum(outcome != "skipped" for outcome in outcomes.values())
             return Simulation(outcomes, channel.close_channel(build_dir))
@@ -354,6 +367,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
                     check_results(results_xml, names)
                 except SimulationError as named:
                     failure = named
+            _print_tail(log)
             raise SimulationError(f"{where}: {failure}; reproduce with "
                                   f"{knobs.describe()} (build folder {build_dir})") from None
         finally:
