@@ -18,45 +18,18 @@ import numpy as np
 
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
 from scripts.sim import knobs
-from testbenches.systolic.cocotb_block_fp_encoder import EDGES
-from testbenches.systolic.cocotb_os_array import TB, random_accumulator, reset_mid_job, shapes, tile_streams
-from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
+from testbenches.systolic.commands import bad_commands, reject_then_run, reset_mid_os_job, size_limits
 from testbenches.systolic.schedule import block_fp_schedule
+from testbenches.systolic.tb import (
+    OutputStationaryTB,
+    os_shapes,
+    random_accumulator,
+    random_operand,
+    tie_operands,
+    tile_streams,
+)
 
 DEFAULT_GEMMS = 4
-
-
-def random_operand(rng, shape, *, wide, edges):
-    """Finite binary32 values: normals scaled per row, optionally over the whole exponent range.
-
-    ``wide`` draws each row's scale from 2^-75 .. 2^64 (so products overflow to infinity or land
-    in the subnormal range) and spreads elements up to 2^-30 below it (they flush to small or
-    zero mantissas); ``edges`` replaces a quarter of the elements by the encoder bench's edge
-    values (signed zeros, subnormals, the smallest normal, ties, the largest finite value).
-    """
-    if wide:
-        scale = rng.integers(-75, 65, (shape[0], 1)) - rng.integers(0, 30, shape)
-    else:
-        scale = rng.integers(-6, 7, (shape[0], 1)) + np.zeros(shape, int)
-    bits = (rng.standard_normal(shape) * np.exp2(scale.astype(np.float64))).astype(np.float32).view(np.uint32)
-    if edges:
-        mask = rng.random(shape) < 0.25
-        bits = np.where(mask, rng.choice(np.asarray(EDGES, np.uint32), shape), bits)
-    return bits
-
-
-def tie_operands(rng, m_size, n_size, block):
-    """One block whose products are exact ties below the smallest subnormal: ``q 2^-150``, q = 1, 3, 5.
-
-    ``A[i, 0] = ±q 2^-75``, ``B[0, j] = ±2^-75``, the rest of the block 0, so each result is one
-    block sum whose conversion rounds a tie to even: ``2^-150`` to +-0, ``5 2^-150`` to
-    ``2 2^-149`` (a round-half-up converter gives ``2^-149`` and ``3 2^-149``).
-    """
-    a = np.zeros((m_size, block), np.float32)
-    b = np.zeros((block, n_size), np.float32)
-    a[:, 0] = rng.choice([1.0, 3.0, 5.0, -1.0, -5.0], m_size) * 2.0**-75
-    b[0, :] = rng.choice([1.0, -1.0], n_size) * 2.0**-75
-    return a.view(np.uint32), b.view(np.uint32)
 
 
 def signed_zero_operands(rng, m_size, n_size, block):
@@ -74,7 +47,7 @@ def signed_zero_operands(rng, m_size, n_size, block):
     return a.view(np.uint32), b.view(np.uint32), d
 
 
-class BlockTB(TB):
+class BlockTB(OutputStationaryTB):
     """The output-stationary bench with block floating point operands and model."""
 
     def __init__(self, dut):
@@ -137,7 +110,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
     tb.stall(idle, backpressure, salt)
     await tb.reset()
     rng = knobs.rng(salt)
-    gemms = shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS))
+    gemms = os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS))
     # K just past a block boundary, and several whole blocks.
     gemms += [(tb.rows * tb.slots, tb.block + 1, tb.cols), (2, 3 * tb.block, tb.cols + 1)]
     for m_size, k_size, n_size in gemms:
@@ -202,4 +175,4 @@ async def reset_mid_gemm(dut, when):
         d = random_accumulator(rng, (m_size, n_size), "f32", 0.25) if tb.accumulate else None
         return a, b, d
 
-    await reset_mid_job(tb, when, tb.run_block_gemm, operands, k_size=tb.block + 2)
+    await reset_mid_os_job(tb, when, tb.run_block_gemm, operands, k_size=tb.block + 2)

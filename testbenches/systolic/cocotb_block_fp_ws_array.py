@@ -15,16 +15,14 @@ import numpy as np
 
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
 from scripts.sim import knobs
-from testbenches.systolic.cocotb_block_fp_array import random_operand, tie_operands
-from testbenches.systolic.cocotb_os_array import random_accumulator
-from testbenches.systolic.cocotb_ws_array import TB, bad_ws_commands, reset_mid_job
-from testbenches.systolic.commands import reject_then_run
+from testbenches.systolic.commands import bad_ws_commands, reject_then_run, reset_mid_ws_job
 from testbenches.systolic.schedule import block_fp_schedule
+from testbenches.systolic.tb import WeightStationaryTB, random_accumulator, random_operand, tie_operands
 
 DEFAULT_GEMMS = 4
 
 
-class BlockTB(TB):
+class BlockTB(WeightStationaryTB):
     """The weight-stationary bench with block floating point operands and model."""
 
     def __init__(self, dut):
@@ -144,4 +142,4 @@ async def reset_mid_gemm(dut, when):
         d = random_accumulator(rng, (m_size, n_size), "f32", 0.25).view(np.uint32) if tb.accumulate else None
         return a, b, d
 
-    await reset_mid_job(tb, when, tb.run_block_gemm, operands)
+    await reset_mid_ws_job(tb, when, tb.run_block_gemm, operands)

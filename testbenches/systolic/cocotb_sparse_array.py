@@ -19,8 +19,8 @@ from cocotb.triggers import with_timeout
 from golden.systolic import choose_pe_kind, gemm, padded_csr, plan_tile_rows, sparse_gemm
 from scripts.sim import knobs
 from scripts.sim.tb import Scoreboard
-from testbenches.systolic.cocotb_os_array import TB, random_accumulator, random_matrix
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean, size_limits
+from testbenches.systolic.tb import OutputStationaryTB, random_accumulator, random_matrix
 
 DEFAULT_GEMMS = 4
 DENSITIES = (0.001, 0.01, 0.05, 0.2, 0.5)
@@ -60,7 +60,7 @@ def dense_slots(a):
     return {m: [(int(a[m, k]), k) for k in range(a.shape[1])] for m in range(a.shape[0])}
 
 
-class SparseTB(TB):
+class SparseTB(OutputStationaryTB):
     """The output-stationary bench (clock, streams, stamps, stalls) with a load-and-jobs driver."""
 
     async def run_tile_rows(self, slots, widths, b, d, reference, *, exact_cycles):

@@ -16,9 +16,9 @@ from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
-from testbenches.systolic.cocotb_os_array import random_accumulator, random_matrix, signed_zero_operands
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean
 from testbenches.systolic.schedule import array_schedule
+from testbenches.systolic.tb import random_accumulator, random_matrix, signed_zero_operands
 
 DEFAULT_GEMMS = 4
 
