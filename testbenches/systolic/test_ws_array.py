@@ -1,14 +1,20 @@
-"""cocotb tests of :class:`rtl.systolic.ws_array.WeightStationaryArray` against golden.systolic.
+"""ws_array: cocotb tests of :class:`rtl.systolic.ws_array.WeightStationaryArray` against
+golden.systolic, and their pytest runners (at the bottom).
 
 Each GEMM is cut into the array's weight tiles as the block's docstring says and streamed in;
 every result row is checked bit for bit against :func:`golden.systolic.gemm`. Without stalls
 the cycles from the first ``w`` transfer to the last ``c`` transfer must equal
 ``gemm_cycles(..., dataflow="weight_stationary")``.
+
+The tiling sequencer's tests (``test_tiled_gemm.py``) also run this array, but never starve
+it; these add random gaps on every input stream (and backpressure on ``c``).
 """
 
 import cocotb
+import pytest
 
 from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 from testbenches.systolic.commands import bad_ws_commands, reject_then_run, reset_mid_ws_job
 from testbenches.systolic.tb import (
     WeightStationaryTB,
@@ -17,6 +23,7 @@ from testbenches.systolic.tb import (
     signed_zero_operands,
 )
 
+MODULE = __name__
 DEFAULT_GEMMS = 4
 
 
@@ -86,3 +93,23 @@ async def reset_mid_gemm(dut, when):
         return a, b, d
 
     await reset_mid_ws_job(tb, when, tb.run_gemm, operands)
+
+
+CASES = [
+    {"rows": 3, "cols": 3, "element": "int8", "accumulate": True},
+    {"rows": 2, "cols": 1, "element": "f32", "accumulate": True},
+]
+SLOW_CASES = [
+    {"rows": 2, "cols": 3, "element": "f16", "accumulate": True},
+    {"rows": 3, "cols": 2, "element": "f32"},
+]
+
+
+def _id(params):
+    return "-".join(f"{key}={value}" for key, value in params.items())
+
+
+@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
+                         ids=_id)
+def test_ws_array(params):
+    run_cocotb("ws_array", MODULE, params={**params, "max_m": 32, "max_k": 32, "max_tiles": 16})
