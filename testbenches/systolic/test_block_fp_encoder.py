@@ -1,4 +1,5 @@
-"""cocotb tests of :class:`rtl.systolic.block_fp_encoder.BlockFloatEncoder` against golden.systolic.
+"""block_fp_encoder: cocotb tests of :class:`rtl.systolic.block_fp_encoder.BlockFloatEncoder` against
+golden.systolic, and their pytest runner (at the bottom).
 
 Every block is compared, exponent and every mantissa, with :func:`golden.systolic.to_block_fp`
 (``axis=-1``, one block per row); blocks holding inf or NaN must raise ``invalid`` and encode as 0.
@@ -6,14 +7,17 @@ Every block is compared, exponent and every mantissa, with :func:`golden.systoli
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import with_timeout
 
 from golden.systolic import to_block_fp
 from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
 from testbenches.systolic.commands import reset_mid_blocks
 from testbenches.systolic.tb import BlockCodecTB, random_blocks
 
+MODULE = __name__
 DEFAULT_BLOCKS = 400
 # Raw binary32 infinities and NaNs: a block holding one is invalid.
 NON_FINITE = [0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001]
@@ -82,3 +86,10 @@ async def reset_mid_stream(dut, when):
     clean stream equals to_block_fp block for block (inf and NaN blocks invalid)."""
     tb = BlockCodecTB(dut)
     await reset_mid_blocks(tb, when, lambda rng, count: encode(tb, rng, count, True))
+
+
+@pytest.mark.parametrize("params", [{"block": 4, "mantissa_bits": 8}, {"block": 3, "mantissa_bits": 16},
+                                    {"block": 1, "mantissa_bits": 2}],
+                         ids=lambda p: f"block={p['block']}-mantissa_bits={p['mantissa_bits']}")
+def test_block_fp_encoder(params):
+    run_cocotb("block_fp_encoder", MODULE, params=params)

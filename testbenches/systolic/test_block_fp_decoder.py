@@ -1,4 +1,5 @@
-"""cocotb tests of :class:`rtl.systolic.block_fp_decoder.BlockFloatDecoder` against golden.systolic.
+"""block_fp_decoder: cocotb tests of :class:`rtl.systolic.block_fp_decoder.BlockFloatDecoder` against
+golden.systolic, and their pytest runner (at the bottom).
 
 Every element is compared bit for bit with :func:`golden.systolic.from_block_fp`. Inputs are the
 golden encoder's own output for random data, raw exponents and mantissas over the whole input range
@@ -8,14 +9,17 @@ golden encoder's own output for random data, raw exponents and mantissas over th
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import with_timeout
 
 from golden.systolic import from_block_fp, to_block_fp
 from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
 from testbenches.systolic.commands import reset_mid_blocks
 from testbenches.systolic.tb import BlockCodecTB, random_blocks
 
+MODULE = __name__
 DEFAULT_BLOCKS = 400
 BAD_EXPONENTS = [-256, -200, -127, 128, 200, 255]
 
@@ -98,3 +102,10 @@ async def reset_mid_stream(dut, when):
     clean stream equals from_block_fp block for block."""
     tb = BlockCodecTB(dut)
     await reset_mid_blocks(tb, when, lambda rng, count: decode(tb, rng, count))
+
+
+@pytest.mark.parametrize("params", [{"block": 4, "mantissa_bits": 8}, {"block": 3, "mantissa_bits": 24},
+                                    {"block": 2, "mantissa_bits": 2}],
+                         ids=lambda p: f"block={p['block']}-mantissa_bits={p['mantissa_bits']}")
+def test_block_fp_decoder(params):
+    run_cocotb("block_fp_decoder", MODULE, params=params)
