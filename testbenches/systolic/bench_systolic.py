@@ -21,7 +21,7 @@ Run ``.venv/bin/python -m testbenches.systolic.bench_systolic <part>``, part one
 ``model``
     Utilisation of large GEMMs and of the ResNet-50 training GEMMs from
     :func:`golden.systolic.gemm_cycle_terms`. The cycle model equals the RTL's count on every shape
-    the tests run (``testbenches/systolic/test_rtl_*.py`` assert it), so it stands in for
+    the tests run (``testbenches/systolic/test_*.py`` assert it), so it stands in for
     simulations that would take hours.
 
 Results are also written as JSON under ``build/bench/``, and the tables of docs/systolic.md

@@ -102,7 +102,7 @@ def rtl(args):
     results, rows = [], []
     for params, shape, *gemm_pass in RESNET50_POINTS if args.resnet50 else RTL_POINTS:
         full = {**params, "max_m": shape[0], "max_k": shape[1], "max_n": shape[2]}
-        result = run_cocotb("tiled_gemm", "testbenches.systolic.cocotb_tiled_gemm", params=full,
+        result = run_cocotb("tiled_gemm", "testbenches.systolic.test_tiled_gemm", params=full,
                             testcase="large_gemm", job=tuple(shape)).reply
         results.append({"params": params, **result})
         name = f"{params['dataflow'][:1].upper()}S {params['rows']}x{params['cols']} {params['element']}" + (

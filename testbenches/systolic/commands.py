@@ -7,7 +7,9 @@ normally (:func:`reject_then_run`).
 
 Every systolic block with a stream port must survive a reset in the middle of a transfer
 (:func:`reset_then_clean`): after it, nothing from before the reset comes out, and a clean job
-runs to the golden result, bit for bit, within its cycle bound.
+runs to the golden result, bit for bit, within its cycle bound. The array and codec tests mostly
+reach it through :func:`reset_mid_os_job` (output-stationary arrays), :func:`reset_mid_ws_job`
+(weight-stationary arrays) and :func:`reset_mid_blocks` (block floating point encoder, decoder).
 """
 
 import cocotb
@@ -131,3 +133,54 @@ async def reset_then_clean(tb, *, interrupted, clean, drivers, sink, watch, wind
         if hasattr(tb.dut, status):
             assert int(getattr(tb.dut, status).value) == 0, f"{status} set after the reset: {where}"
     await clean()
+
+
+async def reset_mid_os_job(tb, when, run_gemm, operands, k_size):
+    """Reset at a random cycle while a GEMM of four tiles (K = ``k_size``) streams in (or its rows
+    stream out) under random stalls; then nothing comes out and a clean GEMM is exact in bits and
+    cycles. ``run_gemm(a, b, d, exact_cycles=)`` and ``operands(rng, shape)`` are the bench's."""
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    tile_m = tb.rows * tb.slots
+    shape = (2 * tile_m, k_size, 2 * tb.cols)
+    interrupted = operands(rng, shape)
+    clean = operands(rng, (tile_m + 1, k_size - 1, tb.cols + 1))
+    # Four tiles, each at least K T transfers on a and T rows out, at most one per cycle.
+    watch, transfers = (tb.a, 4 * k_size * tb.slots) if when == "inputs" else (tb.c, 4 * tile_m)
+    await reset_then_clean(
+        tb, interrupted=lambda: run_gemm(*interrupted, exact_cycles=False),
+        clean=lambda: run_gemm(*clean, exact_cycles=True), drivers=tb.drivers, sink=tb.c, watch=watch,
+        window=transfers - 2, quiet=tb.model_cycles(*shape) + 20, salt=salt)
+
+
+def bad_ws_commands():
+    """Every bad size of a weight-stationary array's command."""
+    return bad_commands({"m": 1, "k": 1, "n_tiles": 1},
+                        size_limits({"m": "max_m", "k": "max_k", "n_tiles": "max_tiles"}))
+
+
+async def reset_mid_ws_job(tb, when, run_gemm, operands):
+    """Reset at a random cycle while a GEMM of several k-tiles and n-tiles streams in (or its rows
+    stream out) under random stalls; then nothing comes out and a clean GEMM is exact in bits and
+    cycles. ``run_gemm(a, b, d, exact_cycles=)`` and ``operands(rng, shape)`` are the bench's."""
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    m_size, k_size, n_size = 5, 2 * tb.rows + 1, 2 * tb.cols
+    interrupted = operands(rng, (m_size, k_size, n_size))
+    clean = operands(rng, (3, tb.rows + 1, tb.cols + 1))
+    # 3 k-tiles x 2 n-tiles: M rows of A per tile in, M rows of C per n-tile out.
+    watch, transfers = (tb.sources["a"], 6 * m_size) if when == "inputs" else (tb.c, 2 * m_size)
+    await reset_then_clean(
+        tb, interrupted=lambda: run_gemm(*interrupted, exact_cycles=False),
+        clean=lambda: run_gemm(*clean, exact_cycles=True), drivers=tb.drivers, sink=tb.c, watch=watch,
+        window=transfers - 2, quiet=tb.model_cycles(m_size, k_size, n_size) + 20, salt=salt)
+
+
+async def reset_mid_blocks(tb, when, run, count=64):
+    """Reset at a random cycle after the first of ``count`` blocks goes in (or comes out) under random
+    stalls, then check a clean stream; ``run(rng, count)`` streams and checks ``count`` blocks."""
+    salt = 500 + (when == "outputs")
+    rng = knobs.rng(salt + 10)
+    await reset_then_clean(
+        tb, interrupted=lambda: run(rng, count), clean=lambda: run(rng, count), drivers=[tb.source, tb.sink],
+        sink=tb.sink, watch=tb.source if when == "inputs" else tb.sink, window=count - 2, quiet=20, salt=salt)

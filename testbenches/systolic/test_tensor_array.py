@@ -1,9 +1,10 @@
-"""The systolic tensor array (t x t tensor PEs): cocotb on Verilator against golden.systolic; its cycle model.
+"""tensor_array (t x t tensor PEs): cocotb on Verilator against golden.systolic; its cycle model.
 
-The cocotb bench is the output-stationary array's (``cocotb_os_array``), which cuts tiles over the
-``rows t x cols t`` lanes and checks every bit against ``gemm`` and, without stalls, every count
-against ``gemm_cycles(..., tensor=t)``. The pure-Python tests hold the tensor extension of the
-cycle model to the register-level simulator (``simulate_output_stationary(..., tensor=t)``).
+The cocotb tests are the output-stationary array's (:mod:`.test_os_array`, imported by name so
+that cocotb runs them here), which cut tiles over the ``rows t x cols t`` lanes and check every
+bit against ``gemm`` and, without stalls, every count against ``gemm_cycles(..., tensor=t)``. The
+pure-Python tests hold the tensor extension of the cycle model to the register-level simulator
+(``simulate_output_stationary(..., tensor=t)``).
 """
 
 import numpy as np
@@ -14,8 +15,15 @@ from golden.systolic.array_sim import ScheduleHazard, simulate_output_stationary
 from rtl.systolic.tensor_array import TensorArray
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
+from testbenches.systolic.test_os_array import (  # noqa: F401 (cocotb tests, run on this block)
+    bad_commands_rejected,
+    gemm_bits_and_cycles,
+    gemm_under_stalls,
+    reset_mid_gemm,
+    special_values,
+)
 
-MODULE = "testbenches.systolic.cocotb_os_array"
+MODULE = __name__
 
 CASES = [
     {"rows": 2, "cols": 2, "tensor": 2, "element": "int8", "slots": 2, "accumulate": True},

@@ -1,4 +1,6 @@
-"""cocotb tests of :class:`rtl.systolic.block_fp_array.BlockFloatArray` against golden.systolic.
+# amaranth: UnusedElaboratable=no
+"""block_fp_array: cocotb tests of :class:`rtl.systolic.block_fp_array.BlockFloatArray` against
+golden.systolic, and their pytest runners and parameter checks (at the bottom).
 
 Each GEMM's binary32 operands are encoded with :func:`golden.systolic.to_block_fp` along K, cut
 into the array's tiles by the output-stationary bench's ``tile_streams`` (mantissas and the
@@ -11,52 +13,34 @@ With ``accumulate`` every GEMM also streams a random binary32 D (with the output
 specials: NaNs, infinities, signed zeros, subnormals, in the ``exponent_range`` and stall tests) on
 ``d``, and :func:`signed_zero_operands` checks that a D of -0.0 plus a block sum rounding to -0.0
 stays -0.0 (a first block started from +0, or from a neighbour's d, gives +0.0 or garbage).
+
+The Python tests check the parameters, the cycle model's padding of K to whole blocks, the ``d``
+port and ``fill_lead``, and that the latency attributes equal docs/systolic.md's (Section 7c).
 """
 
 import cocotb
 import numpy as np
+import pytest
 
+from golden.systolic import gemm_cycles
 from golden.systolic.block_fp import block_fp_gemm, block_fp_gemm_cycles, to_block_fp
+from rtl.registry import get_block
+from rtl.systolic.block_fp_array import BlockFloatArray
 from scripts.sim import knobs
-from testbenches.systolic.cocotb_block_fp_encoder import EDGES
-from testbenches.systolic.cocotb_os_array import TB, random_accumulator, reset_mid_job, shapes, tile_streams
-from testbenches.systolic.commands import bad_commands, reject_then_run, size_limits
+from scripts.sim.runner import run_cocotb
+from testbenches.systolic.commands import bad_commands, reject_then_run, reset_mid_os_job, size_limits
 from testbenches.systolic.schedule import block_fp_schedule
+from testbenches.systolic.tb import (
+    OutputStationaryTB,
+    os_shapes,
+    random_accumulator,
+    random_operand,
+    tie_operands,
+    tile_streams,
+)
 
+MODULE = __name__
 DEFAULT_GEMMS = 4
-
-
-def random_operand(rng, shape, *, wide, edges):
-    """Finite binary32 values: normals scaled per row, optionally over the whole exponent range.
-
-    ``wide`` draws each row's scale from 2^-75 .. 2^64 (so products overflow to infinity or land
-    in the subnormal range) and spreads elements up to 2^-30 below it (they flush to small or
-    zero mantissas); ``edges`` replaces a quarter of the elements by the encoder bench's edge
-    values (signed zeros, subnormals, the smallest normal, ties, the largest finite value).
-    """
-    if wide:
-        scale = rng.integers(-75, 65, (shape[0], 1)) - rng.integers(0, 30, shape)
-    else:
-        scale = rng.integers(-6, 7, (shape[0], 1)) + np.zeros(shape, int)
-    bits = (rng.standard_normal(shape) * np.exp2(scale.astype(np.float64))).astype(np.float32).view(np.uint32)
-    if edges:
-        mask = rng.random(shape) < 0.25
-        bits = np.where(mask, rng.choice(np.asarray(EDGES, np.uint32), shape), bits)
-    return bits
-
-
-def tie_operands(rng, m_size, n_size, block):
-    """One block whose products are exact ties below the smallest subnormal: ``q 2^-150``, q = 1, 3, 5.
-
-    ``A[i, 0] = ±q 2^-75``, ``B[0, j] = ±2^-75``, the rest of the block 0, so each result is one
-    block sum whose conversion rounds a tie to even: ``2^-150`` to +-0, ``5 2^-150`` to
-    ``2 2^-149`` (a round-half-up converter gives ``2^-149`` and ``3 2^-149``).
-    """
-    a = np.zeros((m_size, block), np.float32)
-    b = np.zeros((block, n_size), np.float32)
-    a[:, 0] = rng.choice([1.0, 3.0, 5.0, -1.0, -5.0], m_size) * 2.0**-75
-    b[0, :] = rng.choice([1.0, -1.0], n_size) * 2.0**-75
-    return a.view(np.uint32), b.view(np.uint32)
 
 
 def signed_zero_operands(rng, m_size, n_size, block):
@@ -74,7 +58,7 @@ def signed_zero_operands(rng, m_size, n_size, block):
     return a.view(np.uint32), b.view(np.uint32), d
 
 
-class BlockTB(TB):
+class BlockTB(OutputStationaryTB):
     """The output-stationary bench with block floating point operands and model."""
 
     def __init__(self, dut):
@@ -137,7 +121,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
     tb.stall(idle, backpressure, salt)
     await tb.reset()
     rng = knobs.rng(salt)
-    gemms = shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS))
+    gemms = os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS))
     # K just past a block boundary, and several whole blocks.
     gemms += [(tb.rows * tb.slots, tb.block + 1, tb.cols), (2, 3 * tb.block, tb.cols + 1)]
     for m_size, k_size, n_size in gemms:
@@ -202,4 +186,89 @@ async def reset_mid_gemm(dut, when):
         d = random_accumulator(rng, (m_size, n_size), "f32", 0.25) if tb.accumulate else None
         return a, b, d
 
-    await reset_mid_job(tb, when, tb.run_block_gemm, operands, k_size=tb.block + 2)
+    await reset_mid_os_job(tb, when, tb.run_block_gemm, operands, k_size=tb.block + 2)
+
+
+CASES = [
+    # beat_len 2 (ceil(6 / 4)): idle beats; one group of two PEs per row.
+    {"rows": 2, "cols": 2, "block": 4, "mantissa_bits": 8, "slots": 1},
+    # D: two groups per row (2 + 1 PEs, the second PE of a group reads its d T + 1 cycles after the
+    # first), two rows, T = 3 (d bank a memory), a 6-bit mantissa; fill_lead -3 (D after the first beat).
+    {"rows": 2, "cols": 3, "block": 2, "mantissa_bits": 6, "slots": 3, "accumulate": True},
+]
+SLOW_CASES = [
+    {"rows": 4, "cols": 4, "block": 8, "mantissa_bits": 8, "slots": 1},
+    {"rows": 3, "cols": 5, "block": 2, "mantissa_bits": 12, "slots": 2},
+    {"rows": 2, "cols": 3, "block": 16, "mantissa_bits": 16, "slots": 1},
+    {"rows": 1, "cols": 3, "block": 2, "mantissa_bits": 6, "slots": 3},
+    # D with fill_lead = 2 (> 0: a tile's D enters before its first beat), groups of 2 + 1, T = 2.
+    {"rows": 5, "cols": 3, "block": 2, "mantissa_bits": 8, "slots": 2, "accumulate": True},
+]
+
+
+def _id(params):
+    return "-".join(f"{key}={value}" for key, value in params.items())
+
+
+@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
+                         ids=_id)
+def test_block_fp_array(params):
+    run_cocotb("block_fp_array", MODULE, params={**params, "max_blocks": 16, "max_tiles": 64})
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("block", 0, "block must be in 1..64, not 0"),
+    ("block", 65, "block must be in 1..64, not 65"),
+    ("mantissa_bits", 1, "mantissa_bits must be in 2..24, not 1"),
+    ("mantissa_bits", 25, "mantissa_bits must be in 2..24, not 25"),
+    ("slots", 0, "slots must be in 1..64, not 0"),
+])
+def test_bad_parameters(name, value, message):
+    """A bad block or mantissa width is a Python error naming the parameter and its range."""
+    with pytest.raises(ValueError, match=message):
+        BlockFloatArray(**{name: value})
+    with pytest.raises(ValueError, match=name):
+        get_block("block_fp_array").resolve({name: value})
+
+
+def test_cycle_model_pads_k_to_blocks():
+    """K rounds up to whole blocks; beat_len = max(T, ceil(6 / block)) sets acc_latency."""
+    array = BlockFloatArray(rows=2, cols=2, block=4, mantissa_bits=8, slots=1)
+    assert (array.acc_latency, array.beat_len) == (2, 2)
+    # docs/systolic.md 7c: L = 6 + 4 + 6 + max off - cols = 17 for 2 x 2, block 4, T = 1.
+    assert block_fp_schedule(rows=2, cols=2, block=4) == {"tile": 1, "mac_latency": 17, "acc_latency": 2}
+    schedule = dict(rows=2, cols=2, tile=1, mac_latency=17, acc_latency=2)
+    assert block_fp_gemm_cycles(5, 5, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
+    assert block_fp_gemm_cycles(5, 8, 3, block=4, **schedule) == gemm_cycles(5, 8, 3, **schedule)
+    assert BlockFloatArray(block=8, slots=1).beat_len == 1  # one MAC per PE per cycle from T = 1
+
+
+def test_accumulate_ports_and_fill_lead():
+    """``accumulate`` adds the d stream; fill_lead = (rows - 1) T - (block - 1) beat_len - 3, 0 without D."""
+    plain = BlockFloatArray(rows=2, cols=3, block=2, mantissa_bits=6, slots=3)
+    assert "d" not in plain.signature.members and plain.fill_lead == 0
+    for (rows, block, slots), lead in [((2, 2, 3), -3), ((5, 2, 2), 2), ((2, 4, 1), -8), ((4, 8, 1), -7)]:
+        array = BlockFloatArray(rows=rows, cols=3, block=block, slots=slots, accumulate=True)
+        assert array.fill_lead == lead == (rows - 1) * slots - (block - 1) * array.beat_len - 3
+        assert array.signature.members["d"].signature.members["payload"].shape.size == 3 * 32
+    # D changes neither the latencies nor the beat length (the cycle model stays the same).
+    accumulating = BlockFloatArray(rows=2, cols=3, block=2, mantissa_bits=6, slots=3, accumulate=True)
+    documented = block_fp_schedule(rows=2, cols=3, block=2, slots=3)
+    for array in (plain, accumulating):
+        latencies = {"tile": 3, "mac_latency": array.mac_latency, "acc_latency": array.acc_latency}
+        assert latencies == documented
+        assert array.beat_len == max(3, documented["acc_latency"])
+    with pytest.raises(ValueError, match="accumulate must be True or False"):
+        BlockFloatArray(accumulate=1)
+
+
+@pytest.mark.parametrize("params", CASES + SLOW_CASES + [{"rows": 3, "cols": 7, "block": 3, "slots": 4}],
+                         ids=_id)
+def test_latency_attributes_are_the_documented_ones(params):
+    """``mac_latency`` / ``acc_latency`` equal Section 7c's formulas (``schedule.block_fp_schedule``),
+    which the cocotb bench gives the cycle model instead of the block's own attributes."""
+    array = BlockFloatArray(**params)
+    expected = block_fp_schedule(rows=params["rows"], cols=params["cols"], block=params["block"],
+                                 slots=params["slots"])
+    latencies = {"tile": params["slots"], "mac_latency": array.mac_latency, "acc_latency": array.acc_latency}
+    assert latencies == expected

@@ -1,4 +1,5 @@
-"""cocotb tests of :class:`rtl.systolic.sparse_array.SparseTensorArray` against golden.systolic.sparse.
+"""sparse_tensor_array: cocotb tests of :class:`rtl.systolic.sparse_array.SparseTensorArray` (padded
+CSR, gathered B) against golden.systolic.sparse, and their pytest runners (at the bottom).
 
 The host side of H-GCN's sparse path runs here: A is converted with
 :func:`golden.systolic.padded_csr` (Algorithm 1 row groups, random ``change_threshold``), cut into
@@ -14,14 +15,18 @@ from functools import partial
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import with_timeout
 
 from golden.systolic import choose_pe_kind, gemm, padded_csr, plan_tile_rows, sparse_gemm
+from rtl.systolic.sparse_array import SparseTensorArray
 from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.systolic.cocotb_os_array import TB, random_accumulator, random_matrix
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean, size_limits
+from testbenches.systolic.tb import OutputStationaryTB, random_accumulator, random_matrix
 
+MODULE = __name__
 DEFAULT_GEMMS = 4
 DENSITIES = (0.001, 0.01, 0.05, 0.2, 0.5)
 PAD = {"value": 0, "index": 0, "valid": 0}
@@ -60,7 +65,7 @@ def dense_slots(a):
     return {m: [(int(a[m, k]), k) for k in range(a.shape[1])] for m in range(a.shape[0])}
 
 
-class SparseTB(TB):
+class SparseTB(OutputStationaryTB):
     """The output-stationary bench (clock, streams, stamps, stalls) with a load-and-jobs driver."""
 
     async def run_tile_rows(self, slots, widths, b, d, reference, *, exact_cycles):
@@ -195,21 +200,11 @@ async def run_sparse(dut, *, idle, backpressure, specials):
     rng = knobs.rng(salt)
     fraction = 0.2 if specials else 0.0
     tile_m = tb.rows * tb.slots
-    shapes = [
-        (1, 1, 1, 0.5),
-        (32, 32, tb.cols + 1, 0.001),
-        (3 * tile_m - 1, 20, 2, 0.01),
-        (5, 7, 2 * tb.cols + 1, 0.5),
-    ]
-    shapes += [
-        (
-            int(rng.integers(1, 3 * tile_m + 2)),
-            int(rng.integers(1, 40)),
-            int(rng.integers(1, 2 * tb.cols + 2)),
-            float(rng.choice(DENSITIES)),
-        )
-        for _ in range(knobs.vectors(DEFAULT_GEMMS))
-    ]
+    shapes = [(1, 1, 1, 0.5), (32, 32, tb.cols + 1, 0.001), (3 * tile_m - 1, 20, 2, 0.01),
+              (5, 7, 2 * tb.cols + 1, 0.5)]
+    shapes += [(int(rng.integers(1, 3 * tile_m + 2)), int(rng.integers(1, 40)),
+                int(rng.integers(1, 2 * tb.cols + 2)), float(rng.choice(DENSITIES)))
+               for _ in range(knobs.vectors(DEFAULT_GEMMS))]
     for m_size, k_size, n_size, density in shapes:
         a = sparse_matrix(rng, (m_size, k_size), tb.element, density, fraction)
         b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
@@ -222,30 +217,14 @@ async def run_sparse(dut, *, idle, backpressure, specials):
             slots, widths, b, d, partial(sparse_gemm, padded), exact_cycles=not (idle or backpressure)
         )
         dense = tb.model_cycles(m_size, k_size, n_size)
-        dut._log.info(
-            "sparse GEMM %dx%dx%d, %d non-zeros (%.2f%%), tau %.2f, %d groups, widths %s: %d cycles "
-            "(model %d; dense %d)",
-            m_size,
-            k_size,
-            n_size,
-            padded.nnz,
-            100 * padded.nnz / a.size,
-            tau,
-            len(padded.groups),
-            widths,
-            measured,
-            model,
-            dense,
-        )
+        dut._log.info("sparse GEMM %dx%dx%d, %d non-zeros (%.2f%%), tau %.2f, %d groups, widths %s: "
+                      "%d cycles (model %d; dense %d)", m_size, k_size, n_size, padded.nnz,
+                      100 * padded.nnz / a.size, tau, len(padded.groups), widths, measured, model, dense)
 
 
 def _stacked(paths, tile_m, b_pad, d_pad):
-    return np.concatenate(
-        [
-            path(b_pad, None if d_pad is None else d_pad[i * tile_m : (i + 1) * tile_m])
-            for i, path in enumerate(paths)
-        ]
-    )
+    return np.concatenate([path(b_pad, None if d_pad is None else d_pad[i * tile_m : (i + 1) * tile_m])
+                           for i, path in enumerate(paths)])
 
 
 async def run_mixed(dut, *, thresholds):
@@ -270,15 +249,8 @@ async def run_mixed(dut, *, thresholds):
         b = random_matrix(rng, (k_size, n_size), tb.element)
         d = random_accumulator(rng, (a.shape[0], n_size), tb.element) if tb.accumulate else None
         tau = float(rng.uniform(0.1, 1.0))
-        plans = plan_tile_rows(
-            a,
-            tile_size=tile_m,
-            change_threshold=tau,
-            imbalance_ratio=1e9,
-            coverage=1.0,
-            density_threshold=threshold,
-            element=tb.element,
-        )
+        plans = plan_tile_rows(a, tile_size=tile_m, change_threshold=tau, imbalance_ratio=1e9, coverage=1.0,
+                               density_threshold=threshold, element=tb.element)
         kinds = [plan.pe_kind for plan in plans]
         for plan in plans:  # the choice follows the threshold, both ways
             assert plan.pe_kind == ("dense" if plan.density >= threshold else "sparse"), (plan, threshold)
@@ -301,20 +273,9 @@ async def run_mixed(dut, *, thresholds):
         mixed = partial(_stacked, paths, tile_m)  # each tile row through its own golden path
         measured, model = await tb.run_tile_rows(slots, widths, b, d, mixed, exact_cycles=True)
         all_dense = tb.model_cycles(a.shape[0], k_size, n_size)
-        dut._log.info(
-            "mixed GEMM %dx%dx%d, threshold %.2f: tile rows %s (densities %s), widths %s: %d cycles "
-            "(model %d; all dense %d)",
-            a.shape[0],
-            k_size,
-            n_size,
-            threshold,
-            kinds,
-            [round(plan.density, 3) for plan in plans],
-            widths,
-            measured,
-            model,
-            all_dense,
-        )
+        dut._log.info("mixed GEMM %dx%dx%d, threshold %.2f: tile rows %s (densities %s), widths %s: "
+                      "%d cycles (model %d; all dense %d)", a.shape[0], k_size, n_size, threshold, kinds,
+                      [round(plan.density, 3) for plan in plans], widths, measured, model, all_dense)
 
 
 @cocotb.test()
@@ -413,3 +374,32 @@ async def reset_mid_gemm(dut, when):
         tb, interrupted=lambda: tb.run_tile_rows(*runs[0], exact_cycles=False),
         clean=lambda: tb.run_tile_rows(*runs[1], exact_cycles=True), drivers=tb.drivers, sink=tb.c,
         watch=watch, window=transfers - 2, quiet=2 * tb.model_cycles(2 * tile_m, 6, tb.cols) + 20, salt=salt)
+
+
+CASES = [
+    {"rows": 2, "cols": 2, "tensor": 2, "element": "int8", "slots": 1, "accumulate": True},
+    {"rows": 1, "cols": 1, "tensor": 2, "element": "f16", "slots": 2, "accumulate": True},
+]
+SLOW_CASES = [
+    {"rows": 2, "cols": 1, "tensor": 2, "element": "bf16", "slots": 6, "accumulate": True},
+    {"rows": 2, "cols": 2, "tensor": 1, "element": "f32", "slots": 1},
+]
+
+
+def _id(params):
+    return "-".join(f"{key}={value}" for key, value in params.items())
+
+
+@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
+                         ids=_id)
+def test_sparse_tensor_array(params):
+    run_cocotb("sparse_tensor_array", MODULE, params={**params, "max_k": 64, "max_tiles": 16})
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"tensor": 0}, "tensor"), ({"max_k": 0}, "max_k"), ({"max_k": 1 << 17}, "max_k"),
+    ({"cols": 300}, "cols"), ({"element": "int4"}, "element"), ({"accumulate": 1}, "accumulate"),
+])
+def test_sparse_tensor_array_rejects_bad_parameters(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        SparseTensorArray(**kwargs)

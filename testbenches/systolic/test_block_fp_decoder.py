@@ -1,4 +1,5 @@
-"""cocotb tests of :class:`rtl.systolic.block_fp_decoder.BlockFloatDecoder` against golden.systolic.
+"""block_fp_decoder: cocotb tests of :class:`rtl.systolic.block_fp_decoder.BlockFloatDecoder` against
+golden.systolic, and their pytest runner (at the bottom).
 
 Every element is compared bit for bit with :func:`golden.systolic.from_block_fp`. Inputs are the
 golden encoder's own output for random data, raw exponents and mantissas over the whole input range
@@ -8,32 +9,19 @@ golden encoder's own output for random data, raw exponents and mantissas over th
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import with_timeout
 
 from golden.systolic import from_block_fp, to_block_fp
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env, params_from_env
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.systolic.cocotb_block_fp_encoder import random_blocks, reset_mid_blocks
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
+from testbenches.systolic.commands import reset_mid_blocks
+from testbenches.systolic.tb import BlockCodecTB, random_blocks
 
+MODULE = __name__
 DEFAULT_BLOCKS = 400
 BAD_EXPONENTS = [-256, -200, -127, 128, 200, 255]
-
-
-class TB(ClockedTB):
-    def __init__(self, dut):
-        super().__init__(dut)
-        self.component = component_from_env()
-        params = params_from_env()
-        self.block, self.bits = params["block"], params["mantissa_bits"]
-        self.source = StreamSource(dut, "i", self.clock, stream_layout(self.component, "i"))
-        self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"))
-
-    def stall(self, idle, backpressure, salt):
-        self.source.set_pause_generator(random_pauses(knobs.rng(salt + 10), 0.3) if idle else never())
-        self.sink.set_backpressure_generator(
-            random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
 
 
 def encodings(rng, count, block, bits):
@@ -63,7 +51,7 @@ def encodings(rng, count, block, bits):
 
 
 async def run_test(dut, *, idle, backpressure):
-    tb = TB(dut)
+    tb = BlockCodecTB(dut)
     salt = 2 * idle + backpressure
     tb.stall(idle, backpressure, salt)
     await tb.reset()
@@ -112,5 +100,12 @@ async def decode_under_stalls(dut):
 async def reset_mid_stream(dut, when):
     """Reset in the middle of a stream under random stalls: nothing from before comes out, and a
     clean stream equals from_block_fp block for block."""
-    tb = TB(dut)
+    tb = BlockCodecTB(dut)
     await reset_mid_blocks(tb, when, lambda rng, count: decode(tb, rng, count))
+
+
+@pytest.mark.parametrize("params", [{"block": 4, "mantissa_bits": 8}, {"block": 3, "mantissa_bits": 24},
+                                    {"block": 2, "mantissa_bits": 2}],
+                         ids=lambda p: f"block={p['block']}-mantissa_bits={p['mantissa_bits']}")
+def test_block_fp_decoder(params):
+    run_cocotb("block_fp_decoder", MODULE, params=params)
