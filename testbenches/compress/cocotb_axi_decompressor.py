@@ -26,7 +26,7 @@ from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
 
 from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, stall_salt
+from .tb import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, stall_salt
 
 RAM_SIZE = 1 << 22
 DEFAULT_TRANSFERS = 6

@@ -23,7 +23,7 @@ from scripts.sim import knobs
 from scripts.sim.stream import unpack
 from scripts.sim.tb import Scoreboard
 
-from .cocotb_compress_common import CLOCK_NS, CompressTB, random_values, stall_salt
+from .tb import CLOCK_NS, CompressTB, random_values, stall_salt
 
 DEFAULT_TRANSFERS = 6
 RATIOS = (0.001, 0.01, 0.1)

@@ -29,7 +29,7 @@ from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
 
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
+from .tb import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
 
 RAM_SIZE = 1 << 20
 GUARD_BYTES = 256

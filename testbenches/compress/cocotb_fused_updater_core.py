@@ -22,7 +22,7 @@ from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, s
 from scripts.sim.tb import ClockedTB, Scoreboard
 
 from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, stall_salt
+from .tb import CLOCK_NS, PAUSE_PROBABILITY, stall_salt
 
 DEFAULT_RUNS = 6
 RATIOS = (0.001, 0.01, 0.1)

@@ -16,7 +16,7 @@ from golden.compress import adversarial_indices
 from scripts.sim import channel, knobs
 from scripts.sim.tb import Scoreboard
 
-from .cocotb_compress_common import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
+from .tb import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
 
 DEFAULT_CHUNKS = 12
 KINDS = ("random", "same_bank", "same_index", "consecutive", "unsorted", "empty")

@@ -38,7 +38,7 @@ from scripts.sim.stream import unpack
 from scripts.sim.tb import CLOCK_PERIOD_NS, Scoreboard
 
 from .cocotb_chunk_decompressor import CORRUPTIONS, corrupted_stream, random_size
-from .cocotb_compress_common import CompressTB, random_values, stall_salt
+from .tb import CompressTB, random_values, stall_salt
 
 DEFAULT_TRANSFERS = 24
 

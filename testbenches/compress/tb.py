@@ -1,6 +1,6 @@
 """Helpers the compress cocotb tests share: pair values, beat packing, the golden dense chunks.
 
-Not a cocotb test module itself; ``cocotb_scatter_engine`` and ``cocotb_chunk_decompressor`` import it.
+Not a cocotb test module itself; the compress cocotb modules import it.
 """
 
 import numpy as np
