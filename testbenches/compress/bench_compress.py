@@ -22,10 +22,10 @@ import logging
 from golden.compress import dram_traffic
 from scripts.docs import DATA, write_table
 from scripts.sim.runner import run_cocotb
-from testbenches.compress.test_rtl_decompressor import AXI_PARAMS
+from testbenches.compress.test_axi_chunk_decompressor import AXI_PARAMS
 
 DOC = "compress.md"
-MODULE = "testbenches.compress.cocotb_scatter_engine"
+MODULE = "testbenches.compress.test_scatter_engine"
 CHUNK_SIZE = 8192
 KINDS = ("random", "shuffled", "consecutive", "same_bank", "same_index")
 LANES = (1, 4, 8, 16)
@@ -68,7 +68,7 @@ TRAFFIC_CHUNKS = 16  # chunks of AXI_PARAMS["chunk_size"] in the measured shard
 
 def measured_fused_rows():
     """Rows of the fused mode measured by counting AXI beats (``traffic`` test), with the model beside."""
-    results = run_cocotb("topk_axi_decompressor", "testbenches.compress.cocotb_axi_decompressor",
+    results = run_cocotb("topk_axi_decompressor", "testbenches.compress.test_axi_chunk_decompressor",
                          params=AXI_PARAMS, testcase="traffic",
                          extra_env={"NEARTRAIN_VECTORS": str(TRAFFIC_CHUNKS)}).reply
     rows = []
@@ -87,7 +87,7 @@ def measured_fused_rows():
     return rows
 
 
-DRAM_MODULE = "testbenches.compress.cocotb_dram_scatter"
+DRAM_MODULE = "testbenches.compress.test_dram_scatter"
 DRAM_SIZE = 16384      # elements of the dense region per paper-mode run
 DRAM_LANES = (1, 4, 8, 16)
 UPDATER_READ_BACK = 4  # f32 dense gradient bytes the updater reads back per parameter (model)
@@ -95,7 +95,7 @@ UPDATER_READ_BACK = 4  # f32 dense gradient bytes the updater reads back per par
 
 def dram_scatter_params(lanes):
     """The paper-mode bench configuration: 512-bit dense port (SmartSSD), f32 pairs, 16 RMWs in flight."""
-    from testbenches.compress.test_rtl_dram_scatter import dram_scatter
+    from testbenches.compress.test_dram_scatter import dram_scatter
 
     return dram_scatter(lanes, 512, "f32")
 

@@ -36,9 +36,14 @@ from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.stream import unpack
 from scripts.sim.tb import CLOCK_PERIOD_NS, Scoreboard
-
-from .cocotb_chunk_decompressor import CORRUPTIONS, corrupted_stream, random_size
-from .cocotb_compress_common import CompressTB, random_values, stall_salt
+from testbenches.compress.tb import (
+    CORRUPTIONS,
+    CompressTB,
+    corrupted_stream,
+    random_size,
+    random_values,
+    stall_salt,
+)
 
 DEFAULT_TRANSFERS = 24
 

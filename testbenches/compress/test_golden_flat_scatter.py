@@ -1,6 +1,6 @@
 """The flat-stream golden model of the paper mode (``topk_dram_scatter``) against the pair-by-pair rules.
 
-``cocotb_dram_scatter`` compares the RTL with ``scatter_stream(words, size, value_format=...,
+``test_dram_scatter`` compares the RTL with ``scatter_stream(words, size, value_format=...,
 pair_count=count, sorted_within_chunk=sorted)``. Here that exact call is checked against
 ``reference_scatter`` of ``test_golden_scatter`` (an explicit loop of scalar float32 adds in pair
 order, with the documented checks applied one word at a time) on flat streams with every kind of

@@ -1,4 +1,5 @@
-"""cocotb tests of ``topk_chunk_decompressor`` (:class:`rtl.compress.chunk_decompressor.ChunkDecompressor`).
+"""``topk_chunk_decompressor`` (:class:`rtl.compress.chunk_decompressor.ChunkDecompressor`): cocotb
+tests (collected by cocotb) and their pytest runners (at the bottom).
 
 Each transfer is a chunked wire stream (:func:`golden.compress.encode_stream`), well formed or
 corrupted in one of the ways :func:`golden.compress.scatter_checked` defines, cut into beats of
@@ -9,26 +10,28 @@ and every transfer must finish within a cycle budget (nothing hangs on bad input
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
-from golden.compress import (
-    adversarial_indices,
-    chunk_count,
-    encode_stream,
-    group_by_chunk,
-    scatter_stream,
-)
+from golden.compress import chunk_count, scatter_stream
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from scripts.sim import knobs
+from scripts.sim.runner import run_cocotb
 from scripts.sim.stream import unpack
 from scripts.sim.tb import Scoreboard
+from testbenches.compress.tb import (
+    CLOCK_NS,
+    CORRUPTIONS,
+    CompressTB,
+    corrupted_stream,
+    random_size,
+    stall_salt,
+    top_k_stream,
+)
 
-from .cocotb_compress_common import CLOCK_NS, CompressTB, random_values, stall_salt
-
+MODULE = __name__
 DEFAULT_TRANSFERS = 6
 RATIOS = (0.001, 0.01, 0.1)
-CORRUPTIONS = ("out_of_range", "chunk_violation", "unsorted", "excess", "truncated", "header_count",
-               "huge_header", "duplicates", "empty_transfer", "random_words")
 
 
 class DecompressorTB(CompressTB):
@@ -118,71 +121,6 @@ class DecompressorTB(CompressTB):
         assert not self.dut.busy.value, "busy stays high after the last transfer"
 
 
-def top_k_stream(rng, size, chunk_size, ratio, value_format, promised_sorted):
-    """A well-formed chunked stream of about ``ratio * size`` distinct pairs: (words, indices, values)."""
-    n = min(size, max(1, int(round(ratio * size)))) if size else 0
-    indices = adversarial_indices("random", n, size, 1, rng) if size else np.zeros(0, np.int64)
-    if not promised_sorted:
-        rng.shuffle(indices)
-    values = random_values(rng, n, value_format)
-    indices, values, counts = group_by_chunk(indices, values, size=size, chunk_size=chunk_size,
-                                             sort_within_chunk=promised_sorted)
-    return encode_stream(indices, values, value_format=value_format, counts=counts), indices, values, counts
-
-
-def corrupted_stream(rng, kind, size, chunk_size, value_format):
-    """A stream with one kind of malformation; returns (words, sorted promise)."""
-    promised_sorted = bool(rng.random() < 0.5) or kind == "unsorted"
-    words, indices, values, counts = top_k_stream(rng, size, chunk_size, 0.08, value_format, promised_sorted)
-    words = words.copy()
-    headers = np.arange(len(counts)) + np.concatenate([[0], np.cumsum(counts)[:-1]])
-    is_pair = np.ones(len(words), bool)
-    is_pair[headers] = False
-    pair_positions = np.flatnonzero(is_pair)
-    picks = rng.choice(pair_positions, (len(pair_positions) + 3) // 4, replace=False)
-    high = np.uint64(0xFFFFFFFF) << np.uint64(32)
-    if kind == "out_of_range":
-        bad = rng.integers(size, 1 << 32, len(picks), dtype=np.uint64)
-        words[picks] = (words[picks] & high) | bad
-    elif kind == "chunk_violation":
-        words[picks] = (words[picks] & high) | rng.integers(0, size, len(picks)).astype(np.uint64)
-    elif kind == "unsorted":
-        for start, count in zip(headers + 1, counts, strict=True):
-            rng.shuffle(words[start:start + count])
-    elif kind == "excess":
-        words = np.concatenate([words, rng.integers(0, 1 << 63, int(rng.integers(1, 20)), dtype=np.uint64)])
-    elif kind == "truncated":
-        words = words[:int(rng.integers(0, len(words) + 1))]
-    elif kind == "header_count":
-        for header in rng.choice(headers, min(len(headers), 3), replace=False):
-            words[header] = np.uint64(max(0, int(words[header]) + int(rng.integers(-3, 4))))
-    elif kind == "huge_header" and len(headers):
-        words[rng.choice(headers)] = np.uint64(0xFFFFFFFF)
-    elif kind == "duplicates":  # well formed: repeated indices accumulate in pair order
-        low = np.uint64(0xFFFFFFFF)
-        for start, count in zip(headers + 1, counts, strict=True):
-            segment = words[start:start + count]
-            if count > 1:
-                copies = rng.integers(0, count, count)
-                chosen = rng.random(count) < 0.5
-                segment[chosen] = (segment[chosen] & high) | (segment[copies[chosen]] & low)
-                if promised_sorted:  # stable: equal indices keep their pair order
-                    words[start:start + count] = segment[np.argsort(segment & low, kind="stable")]
-    elif kind == "empty_transfer":
-        words = words[:0]
-    elif kind == "random_words":  # small header counts among random in-range and out-of-range words
-        n = int(rng.integers(1, 4 * chunk_count(size, chunk_size) + 8))
-        words = rng.integers(0, 2 * size + 2, n, dtype=np.uint64) | (
-            rng.integers(0, 1 << 16, n, dtype=np.uint64) << np.uint64(32))
-        headers_here = rng.random(n) < 0.3
-        words[headers_here] = rng.integers(0, 5, int(headers_here.sum()), dtype=np.uint64)
-    return words, promised_sorted
-
-
-def random_size(rng, chunk_size, chunks):
-    return int(rng.integers((chunks - 1) * chunk_size + 1, chunks * chunk_size + 1))
-
-
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def ratios_bit_exact(dut, idle, backpressure):
@@ -267,3 +205,32 @@ async def reset_mid_transfer(dut):
                                                                "size": size})
         await tb.drain(size)
         assert len(tb.reports) == reports + 1, f"round {round_}: {len(tb.reports) - reports} done pulses"
+
+
+# ---- pytest runners ----
+
+
+def decompressor(lanes, banks, chunk_size, out_lanes, value_format="f32", **extra):
+    return {"lanes": lanes, "banks": banks, "chunk_size": chunk_size, "out_lanes": out_lanes,
+            "value_format": value_format, **extra}
+
+
+@pytest.mark.parametrize("params", [
+    decompressor(4, 4, 32, 4, "f16"),
+    pytest.param(decompressor(1, 2, 16, 2, bank_writes=1), marks=pytest.mark.slow),
+    pytest.param(decompressor(8, 16, 128, 16), marks=pytest.mark.slow),
+    pytest.param(decompressor(16, 32, 256, 16, "f16"), marks=pytest.mark.slow),
+], ids=lambda p: "L{lanes}-B{banks}-S{chunk_size}-M{out_lanes}-{value_format}".format(**p))
+def test_chunk_decompressor(params):
+    run_cocotb("topk_chunk_decompressor", MODULE, params=params)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
+def test_parameters_are_validated():
+    import gc
+
+    from rtl.compress.chunk_decompressor import ChunkDecompressor
+
+    with pytest.raises(ValueError, match="value_format"):
+        ChunkDecompressor(value_format="bf16")
+    gc.collect()  # the half-built components warn now, inside this test's filter

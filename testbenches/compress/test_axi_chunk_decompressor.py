@@ -1,7 +1,8 @@
-"""cocotb tests of ``topk_axi_decompressor`` (``rtl.compress.axi_chunk_decompressor.AXIChunkDecompressor``).
+"""``topk_axi_decompressor`` (``rtl.compress.axi_chunk_decompressor.AXIChunkDecompressor``): cocotb
+tests (collected by cocotb) and their pytest runners (at the bottom).
 
 Chunked wire streams (well formed at 0.1 %, 1 % and 10 % density, and corrupted as in
-``cocotb_chunk_decompressor``) are written into cocotbext-axi's ``AxiRam`` and decompressed from
+``test_chunk_decompressor``) are written into cocotbext-axi's ``AxiRam`` and decompressed from
 there, with random stalls on every AXI channel, on the command stream and on the output. The dense
 output and the error counters must equal :func:`golden.compress.scatter_stream` bit for bit. A
 monitor counts every AXI beat: the DRAM bytes of fused-mode decompression are *measured* as the
@@ -14,20 +15,29 @@ import logging
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
 from golden.compress import chunk_count, scatter_stream
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from scripts.sim import channel, knobs
-from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
+from testbenches.compress.tb import (
+    CLOCK_NS,
+    PAUSE_PROBABILITY,
+    CutBursts,
+    corrupted_stream,
+    idle_after_reset,
+    random_size,
+    stall_salt,
+    top_k_stream,
+)
 
-from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, stall_salt
-
+MODULE = __name__
 RAM_SIZE = 1 << 22
 DEFAULT_TRANSFERS = 6
 RATIOS = (0.001, 0.01, 0.1)
@@ -259,3 +269,20 @@ async def reset_mid_transfer(dut):
         words, *_ = top_k_stream(rng, size, tb.chunk_size, RATIOS[round_], tb.value_format, False)
         await tb.transfer(words, size, False, {"round": round_, "after": "reset", "size": size})
         await tb.drain(size)
+
+
+# ---- pytest runners ----
+
+# The 512-bit configuration of a SmartSSD/Alveo memory port; bench_compress.py measures traffic on it.
+AXI_PARAMS = {"lanes": 8, "banks": 16, "chunk_size": 1024, "out_lanes": 16, "value_format": "f32",
+              "max_burst": 16, "max_outstanding": 4}
+
+
+@pytest.mark.parametrize("testcase", ["streams_from_memory", "read_fault"])
+def test_axi_decompressor(testcase):
+    run_cocotb("topk_axi_decompressor", MODULE, params=AXI_PARAMS, testcase=testcase)
+
+
+def test_axi_decompressor_reset():
+    """Reset in the middle of transfers, with read bursts open (``reset_mid_transfer``)."""
+    run_cocotb("topk_axi_decompressor", MODULE, params=AXI_PARAMS, testcase="reset_mid_transfer")

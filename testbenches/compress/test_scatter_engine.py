@@ -1,4 +1,5 @@
-"""cocotb tests of ``topk_scatter`` (:class:`rtl.compress.scatter_engine.ScatterEngine`).
+"""``topk_scatter`` (:class:`rtl.compress.scatter_engine.ScatterEngine`): cocotb tests (collected by
+cocotb) and their pytest runners (at the bottom).
 
 Chunks of every index pattern of :func:`golden.compress.adversarial_indices` (plus unsorted indices
 with duplicates, and empty chunks) stream through back to back, with holes in the pair slots and
@@ -7,17 +8,18 @@ its chunk bit for bit. ``throughput`` counts clock cycles for one long chunk at 
 benchmark ``testbenches/compress/bench_compress.py`` reads its result).
 """
 
-
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import adversarial_indices
 from scripts.sim import channel, knobs
+from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
+from testbenches.compress.tb import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
 
-from .cocotb_compress_common import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
-
+MODULE = __name__
 DEFAULT_CHUNKS = 12
 KINDS = ("random", "same_bank", "same_index", "consecutive", "unsorted", "empty")
 
@@ -185,3 +187,39 @@ async def reset_mid_transfer(dut):
             cost += words
         await tb.expect_from(tb.sink, scoreboard, cycles=4 * cost + 2 * tb.chunk_size + 1000, settle=50)
         assert not dut.busy.value, f"busy stays high after the chunks; {knobs.describe()}"
+
+
+# ---- pytest runners ----
+
+
+def engine(lanes, banks, chunk_size, out_lanes, value_format="f32", **extra):
+    return {"lanes": lanes, "banks": banks, "chunk_size": chunk_size, "out_lanes": out_lanes,
+            "value_format": value_format, **extra}
+
+
+@pytest.mark.parametrize("params", [
+    engine(4, 8, 64, 4),
+    pytest.param(engine(1, 2, 32, 2, "f16", bank_writes=1), marks=pytest.mark.slow),
+    pytest.param(engine(8, 16, 128, 8, "f16"), marks=pytest.mark.slow),
+    pytest.param(engine(16, 32, 256, 16), marks=pytest.mark.slow),
+    pytest.param(engine(4, 4, 32, 1, queue_depth=2), marks=pytest.mark.slow),
+], ids=lambda p: "L{lanes}-B{banks}-S{chunk_size}-M{out_lanes}-{value_format}".format(**p))
+def test_scatter_engine(params):
+    run_cocotb("topk_scatter", MODULE, params=params)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
+def test_parameters_are_validated():
+    import gc
+
+    from rtl.compress.scatter_engine import ScatterEngine
+
+    with pytest.raises(ValueError, match="lanes"):
+        ScatterEngine(lanes=3)
+    with pytest.raises(ValueError, match="banks must be a power of two"):
+        ScatterEngine(banks=12)
+    with pytest.raises(ValueError, match="chunk_size"):
+        ScatterEngine(banks=16, chunk_size=16)
+    with pytest.raises(ValueError, match="out_lanes"):
+        ScatterEngine(banks=8, out_lanes=16)
+    gc.collect()  # the half-built components warn now, inside this test's filter

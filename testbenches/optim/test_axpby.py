@@ -1,4 +1,5 @@
-"""cocotb tests of the SIMD AXPBY block against ``golden.optim.axpby``.
+"""The SIMD AXPBY block (``axpby``) against ``golden.optim.axpby``: cocotb tests (collected by cocotb)
+and their pytest runner (at the bottom).
 
 Each batch picks coefficients (ordinary, zero, negative, subnormal, Inf, NaN), streams
 random vectors with random idle cycles on ``i`` and random backpressure on ``o``, and
@@ -8,15 +9,17 @@ back-to-back transfers leave one per cycle.
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import with_timeout
 
 from golden.optim.axpby import axpby
 from golden.optim.vectors import f32_tensor
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
 
+MODULE = __name__
 DEFAULT_VECTORS = 1500
 RESET_ROUNDS = 3
 COEFFICIENTS = np.array([1.0, 0.9, 0.1, -0.5, 0.0, -0.0, 3.0, 2.0**-140, 1e30, np.inf, np.nan],
@@ -132,3 +135,17 @@ async def reset_mid_transfer(dut):
         scoreboard.expect_many(expected, inputs)
         tb.source.send_many(payloads)
         await tb.expect_from(tb.sink, scoreboard, cycles=10 * len(payloads) + 200)
+
+
+# ---- pytest runner ----
+
+CASES = [
+    {"lanes": 2, "fused": False},
+    {"lanes": 1, "fused": True},
+    pytest.param({"lanes": 16, "fused": True}, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("params", CASES, ids=lambda p: "-".join(f"{k}={v}" for k, v in p.items()))
+def test_axpby(params):
+    run_cocotb("axpby", MODULE, params=params)

@@ -1,4 +1,5 @@
-"""cocotb tests of ``topk_dram_scatter`` (``rtl.compress.dram_scatter.DRAMScatter``), the paper mode.
+"""``topk_dram_scatter`` (``rtl.compress.dram_scatter.DRAMScatter``), the paper mode: cocotb tests
+(collected by cocotb) and their pytest runners (at the bottom).
 
 Each run places a flat pair stream in one cocotbext-axi ``AxiRam`` (the pair port) and a dense region,
 filled with random garbage and surrounded by random guard bytes, in another (the dense port). After
@@ -17,6 +18,7 @@ import types
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
@@ -24,13 +26,13 @@ from golden.compress import encode_pairs, scatter_stream, topk_compress
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from rtl.compress.dram_scatter import traffic_layout
 from scripts.sim import channel, knobs
-from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB
 from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
+from testbenches.compress.tb import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
 
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
-
+MODULE = __name__
 RAM_SIZE = 1 << 20
 GUARD_BYTES = 256
 RATIOS = (0.001, 0.01, 0.1)
@@ -386,3 +388,56 @@ async def reset_mid_run(dut):
         await tb.run(rng, flat_words(indices, values, tb.value_format), size, len(indices), True,
                      {"round": round_, "after": "reset", "size": size})
     await tb.finish()
+
+
+# ---- pytest runners ----
+
+
+def dram_scatter(lanes, data_width, value_format="f32", rmw_depth=16, **extra):
+    return {"lanes": lanes, "data_width": data_width, "value_format": value_format, "rmw_depth": rmw_depth,
+            "address_width": 32, "max_burst": 16, "max_outstanding": 4, **extra}
+
+
+CONFIGS = [
+    dram_scatter(1, 128, "f16", rmw_depth=4),
+    dram_scatter(4, 512, "f32"),
+    pytest.param(dram_scatter(8, 512, "f16"), marks=pytest.mark.slow),
+    pytest.param(dram_scatter(16, 1024, "f32", rmw_depth=32), marks=pytest.mark.slow),
+]
+
+
+def _id(params):
+    return "L{lanes}-D{data_width}-{value_format}-R{rmw_depth}".format(**params)
+
+
+@pytest.mark.parametrize("params", CONFIGS, ids=_id)
+@pytest.mark.parametrize("testcase", ["scatter_bit_exact", "axi_fault"])
+def test_dram_scatter(params, testcase):
+    run_cocotb("topk_dram_scatter", MODULE, params=params, testcase=testcase)
+
+
+@pytest.mark.parametrize("params", CONFIGS, ids=_id)
+def test_dram_scatter_reset(params):
+    """Reset in the middle of runs, with bursts open (``reset_mid_run``)."""
+    run_cocotb("topk_dram_scatter", MODULE, params=params, testcase="reset_mid_run")
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
+def test_parameters_are_validated():
+    import gc
+
+    from rtl.compress.dram_scatter import DRAMScatter
+
+    with pytest.raises(ValueError, match="lanes"):
+        DRAMScatter(lanes=3)
+    with pytest.raises(ValueError, match="data_width"):
+        DRAMScatter(data_width=32)
+    with pytest.raises(ValueError, match="data_width"):
+        DRAMScatter(data_width=384)
+    with pytest.raises(ValueError, match="rmw_depth"):
+        DRAMScatter(rmw_depth=12)
+    with pytest.raises(ValueError, match="rmw_depth"):
+        DRAMScatter(rmw_depth=128)
+    with pytest.raises(ValueError, match="value_format"):
+        DRAMScatter(value_format="bf16")
+    gc.collect()  # the half-built components warn now, inside this test's filter

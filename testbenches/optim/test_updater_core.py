@@ -1,4 +1,5 @@
-"""cocotb tests of the optimizer updater core against ``golden.optim`` (through ``golden.optim.host``).
+"""The optimizer updater core (``updater_core``) against ``golden.optim`` (through ``golden.optim.host``):
+cocotb tests (collected by cocotb) and their pytest runner (at the bottom).
 
 Each run picks random hyper-parameters (every control decision of the model), a gradient
 format and a copy format, writes the host scalars and flags, and streams random tensors
@@ -6,9 +7,13 @@ whose length is not a multiple of the lane count (the last transfer has a partia
 Every masked-in lane's new parameter, states and 16-bit copy must equal the golden bits,
 and the sticky non-finite status must equal the golden status. Random idle cycles on the
 input and random backpressure on the output check that the credit FIFO loses nothing.
+
+The fast suite runs each optimizer once with few lanes, SGD with 3 (a count that is not a
+power of two); wider cores are slow (their Verilator builds take minutes).
 """
 
 import cocotb
+import pytest
 from cocotb.triggers import with_timeout
 
 from golden.optim.host import (
@@ -21,10 +26,11 @@ from golden.optim.host import (
 )
 from golden.optim.vectors import f32_tensor, gradient_tensor, random_hyper
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, PulseCounter, Scoreboard
 
+MODULE = __name__
 DEFAULT_VECTORS = 600
 RESET_ROUNDS = 3
 
@@ -213,3 +219,20 @@ async def reset_mid_transfer(dut):
         status = int(dut.nonfinite.value)
         assert status == expected["nonfinite"] == 0, (
             f"round {round_}: nonfinite {status} after a reset and a clean run; {knobs.describe()}")
+
+
+# ---- pytest runner ----
+
+CASES = [
+    {"optimizer": "adam", "lanes": 1},
+    {"optimizer": "sgd", "lanes": 3},
+    {"optimizer": "adagrad", "lanes": 1},
+    pytest.param({"optimizer": "adam", "lanes": 4}, marks=pytest.mark.slow),
+    pytest.param({"optimizer": "sgd", "lanes": 2}, marks=pytest.mark.slow),
+    pytest.param({"optimizer": "adagrad", "lanes": 4}, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("params", CASES, ids=lambda p: "-".join(f"{k}={v}" for k, v in p.items()))
+def test_updater_core(params):
+    run_cocotb("updater_core", MODULE, params=params)

@@ -1,4 +1,5 @@
-"""cocotb tests of ``topk_fused_updater_core`` (:class:`rtl.compress.fused_updater_core.FusedUpdaterCore`).
+"""``topk_fused_updater_core`` (:class:`rtl.compress.fused_updater_core.FusedUpdaterCore`): cocotb tests
+(collected by cocotb) and their pytest runner (at the bottom).
 
 Each run is one optimizer step of a shard whose gradient arrives as a chunked Top-K wire stream
 (0.1 %, 1 % or 10 % density, sorted or not, sometimes corrupted). The expected outputs chain the
@@ -10,6 +11,7 @@ match bit for bit, with random valid gaps on both inputs and random backpressure
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import scatter_stream
@@ -17,13 +19,19 @@ from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_update, 
 from golden.optim.vectors import f32_tensor, random_hyper
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB, Scoreboard
+from testbenches.compress.tb import (
+    CLOCK_NS,
+    PAUSE_PROBABILITY,
+    corrupted_stream,
+    random_size,
+    stall_salt,
+    top_k_stream,
+)
 
-from .cocotb_chunk_decompressor import corrupted_stream, random_size, top_k_stream
-from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, stall_salt
-
+MODULE = __name__
 DEFAULT_RUNS = 6
 RATIOS = (0.001, 0.01, 0.1)
 CORRUPTIONS = ("out_of_range", "truncated", "unsorted", "duplicates")
@@ -197,3 +205,15 @@ async def reset_mid_run(dut):
         await tb.run(rng, words, size, True, 3 + round_, {"round": round_, "after": "reset", "size": size})
         await tb.cycles(50)
         assert tb.sink.empty(), f"round {round_}: an extra output {tb.sink.queue[0]}; {knobs.describe()}"
+
+
+# ---- pytest runner ----
+
+
+@pytest.mark.parametrize("params", [
+    {"optimizer": "adam", "lanes": 1, "wire_lanes": 4, "chunk_size": 32, "banks": 4, "value_format": "f16"},
+    pytest.param({"optimizer": "sgd", "lanes": 2, "wire_lanes": 8, "chunk_size": 64, "banks": 8,
+                  "value_format": "f32"}, marks=pytest.mark.slow),
+], ids=lambda p: "{optimizer}-M{lanes}-L{wire_lanes}-S{chunk_size}-{value_format}".format(**p))
+def test_fused_updater_core(params):
+    run_cocotb("topk_fused_updater_core", MODULE, params=params)

@@ -1,0 +1,182 @@
+"""Helpers the compress cocotb tests share: pair values, beat packing, the golden dense chunks,
+chunked Top-K wire streams (well formed and corrupted), and the stream testbench.
+
+Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import it.
+"""
+
+import numpy as np
+from cocotb.triggers import RisingEdge
+
+from golden.compress import (
+    adversarial_indices,
+    chunk_count,
+    encode_stream,
+    group_by_chunk,
+    scatter,
+    value_dtype,
+)
+from golden.fp.vectors import random_operands
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB
+
+__all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
+           "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
+           "random_size"]
+
+PAUSE_PROBABILITY = 0.35
+CLOCK_NS = 10
+# Every malformation ``corrupted_stream`` makes.
+CORRUPTIONS = ("out_of_range", "chunk_violation", "unsorted", "excess", "truncated", "header_count",
+               "huge_header", "duplicates", "empty_transfer", "random_words")
+
+
+def random_values(rng, n, value_format):
+    """``n`` pair values in ``value_format``: 30% corner cases (every class), 70% moderate normals.
+
+    The moderate share keeps duplicate chains finite so that their rounding, not a NaN, is compared.
+    """
+    dtype = value_dtype(value_format)
+    corner = random_operands(rng, n, value_format).view(dtype)
+    magnitude = np.exp2(rng.integers(-8, 9, n)) * (1 + rng.random(n))
+    moderate = (rng.choice([-1.0, 1.0], n) * magnitude).astype(dtype)
+    return np.where(rng.random(n) < 0.3, corner, moderate)
+
+
+def value_bits(values):
+    """Raw bit patterns of float32/float16 values, as Python ints."""
+    return values.view(np.uint32 if values.dtype == np.float32 else np.uint16).astype(np.int64).tolist()
+
+
+def dense_beats(indices, values, length, out_lanes):
+    """The golden output beats of one chunk: ``{"data": [...], "last": 0/1}`` dicts."""
+    dense = scatter(np.asarray(indices, np.int64), values, length).view(np.uint32)
+    beats = -(-length // out_lanes)
+    padded = np.zeros(beats * out_lanes, np.uint32)
+    padded[:length] = dense
+    return [{"data": padded[n * out_lanes:(n + 1) * out_lanes].astype(np.int64).tolist(),
+             "last": int(n == beats - 1)} for n in range(beats)]
+
+
+def stall_salt(idle, backpressure):
+    return 2 * int(idle) + int(backpressure)
+
+
+class CompressTB(ClockedTB):
+    """Clock, reset, a source on ``i`` and a sink on ``o`` with the component's layouts."""
+
+    def __init__(self, dut, *, idle=False, backpressure=False, salt=0):
+        super().__init__(dut)
+        self.component = component_from_env()
+        self.params = params_from_env()
+        self.source = StreamSource(dut, "i", self.clock, stream_layout(self.component, "i"),
+                                   pause=random_pauses(knobs.rng(100 + salt), PAUSE_PROBABILITY)
+                                   if idle else never())
+        self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"),
+                               backpressure=random_pauses(knobs.rng(200 + salt), PAUSE_PROBABILITY)
+                               if backpressure else never())
+
+    async def wait_ready(self, limit=1 << 16):
+        """Wait (bounded) until the block raises ``i.ready`` after its reset-time buffer clear."""
+        for _ in range(limit):
+            await RisingEdge(self.clock)
+            if self.dut.i__ready.value:
+                return
+        raise AssertionError("i.ready never rose after reset")
+
+
+class CutBursts:
+    """Burst monitors seen across a reset (a ``driver`` of ``ClockedTB.reset_mid_transfer``).
+
+    The block's reset is its AXI memory models' reset too (``dut.rst``), as AXI requires: the
+    bursts in flight are dropped at both ends. ``clear()`` (reset rising, then falling) records
+    in ``cut`` how many were open when it rose and makes the monitors forget them.
+    """
+
+    def __init__(self, *monitors):
+        self.monitors = monitors
+        self.cut = 0
+
+    def clear(self):
+        self.cut = max(self.cut, sum(monitor.outstanding for monitor in self.monitors))
+        for monitor in self.monitors:
+            monitor.outstanding = 0
+
+    def burst_open(self):
+        """A burst is open (address taken, its last R beat or its B response not)."""
+        return any(monitor.outstanding for monitor in self.monitors)
+
+
+async def idle_after_reset(tb, ports, cycles=32):
+    """Check, for ``cycles`` cycles, that no AXI valid of ``ports`` (prefixes ``m_axi...``) is high."""
+    names = [f"{port}__{channel}valid" for port in ports for channel in ("ar", "r", "aw", "w", "b")]
+    for _ in range(cycles):
+        high = [name for name in names if int(getattr(tb.dut, name).value)]
+        assert not high, f"{', '.join(high)} high after the reset (cycle {tb.cycle}); {knobs.describe()}"
+        await RisingEdge(tb.clock)
+
+
+def top_k_stream(rng, size, chunk_size, ratio, value_format, promised_sorted):
+    """A well-formed chunked stream of about ``ratio * size`` distinct pairs: (words, indices, values)."""
+    n = min(size, max(1, int(round(ratio * size)))) if size else 0
+    indices = adversarial_indices("random", n, size, 1, rng) if size else np.zeros(0, np.int64)
+    if not promised_sorted:
+        rng.shuffle(indices)
+    values = random_values(rng, n, value_format)
+    indices, values, counts = group_by_chunk(indices, values, size=size, chunk_size=chunk_size,
+                                             sort_within_chunk=promised_sorted)
+    return encode_stream(indices, values, value_format=value_format, counts=counts), indices, values, counts
+
+
+def corrupted_stream(rng, kind, size, chunk_size, value_format):
+    """A stream with one kind of malformation; returns (words, sorted promise)."""
+    promised_sorted = bool(rng.random() < 0.5) or kind == "unsorted"
+    words, indices, values, counts = top_k_stream(rng, size, chunk_size, 0.08, value_format, promised_sorted)
+    words = words.copy()
+    headers = np.arange(len(counts)) + np.concatenate([[0], np.cumsum(counts)[:-1]])
+    is_pair = np.ones(len(words), bool)
+    is_pair[headers] = False
+    pair_positions = np.flatnonzero(is_pair)
+    picks = rng.choice(pair_positions, (len(pair_positions) + 3) // 4, replace=False)
+    high = np.uint64(0xFFFFFFFF) << np.uint64(32)
+    if kind == "out_of_range":
+        bad = rng.integers(size, 1 << 32, len(picks), dtype=np.uint64)
+        words[picks] = (words[picks] & high) | bad
+    elif kind == "chunk_violation":
+        words[picks] = (words[picks] & high) | rng.integers(0, size, len(picks)).astype(np.uint64)
+    elif kind == "unsorted":
+        for start, count in zip(headers + 1, counts, strict=True):
+            rng.shuffle(words[start:start + count])
+    elif kind == "excess":
+        words = np.concatenate([words, rng.integers(0, 1 << 63, int(rng.integers(1, 20)), dtype=np.uint64)])
+    elif kind == "truncated":
+        words = words[:int(rng.integers(0, len(words) + 1))]
+    elif kind == "header_count":
+        for header in rng.choice(headers, min(len(headers), 3), replace=False):
+            words[header] = np.uint64(max(0, int(words[header]) + int(rng.integers(-3, 4))))
+    elif kind == "huge_header" and len(headers):
+        words[rng.choice(headers)] = np.uint64(0xFFFFFFFF)
+    elif kind == "duplicates":  # well formed: repeated indices accumulate in pair order
+        low = np.uint64(0xFFFFFFFF)
+        for start, count in zip(headers + 1, counts, strict=True):
+            segment = words[start:start + count]
+            if count > 1:
+                copies = rng.integers(0, count, count)
+                chosen = rng.random(count) < 0.5
+                segment[chosen] = (segment[chosen] & high) | (segment[copies[chosen]] & low)
+                if promised_sorted:  # stable: equal indices keep their pair order
+                    words[start:start + count] = segment[np.argsort(segment & low, kind="stable")]
+    elif kind == "empty_transfer":
+        words = words[:0]
+    elif kind == "random_words":  # small header counts among random in-range and out-of-range words
+        n = int(rng.integers(1, 4 * chunk_count(size, chunk_size) + 8))
+        words = rng.integers(0, 2 * size + 2, n, dtype=np.uint64) | (
+            rng.integers(0, 1 << 16, n, dtype=np.uint64) << np.uint64(32))
+        headers_here = rng.random(n) < 0.3
+        words[headers_here] = rng.integers(0, 5, int(headers_here.sum()), dtype=np.uint64)
+    return words, promised_sorted
+
+
+def random_size(rng, chunk_size, chunks):
+    return int(rng.integers((chunks - 1) * chunk_size + 1, chunks * chunk_size + 1))
