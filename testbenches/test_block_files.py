@@ -23,4 +23,4 @@ def test_list_prints_the_files(capsys):
     assert main(["list", "--json"]) in (0, None)
     listed = json.loads(capsys.readouterr().out)
     assert listed["skid_buffer"]["rtl"] == "rtl/bus/skid_buffer.py"
-    assert "testbenches/bus/test_bus.py" in listed["skid_buffer"]["tests"]
+    assert "testbenches/bus/test_skid_buffer.py" in listed["skid_buffer"]["tests"]

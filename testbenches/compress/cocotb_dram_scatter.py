@@ -27,7 +27,7 @@ from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB
-from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
+from testbenches.bus.tb import BurstMonitor, FaultyAxiRam, random_pauses_all
 
 from .cocotb_compress_common import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
 
