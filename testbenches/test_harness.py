@@ -8,8 +8,8 @@ import pytest
 
 from scripts.sim.runner import SimulationError, check_results, prune_builds, run_cocotb, selection_filter
 
-MODULE = "testbenches.bus.cocotb_stream_blocks"
-# The same block and parameters as test_bus.py's smallest skid buffer: the build is shared.
+MODULE = "testbenches.bus.test_skid_buffer"
+# The same block and parameters as test_skid_buffer.py's smallest skid buffer: the build is shared.
 SMALL = {"width": 1}
 FEW = {"NEARTRAIN_VECTORS": "50"}
 

@@ -41,7 +41,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The blocks whose resources the main job reports (default parameters).
 REPORTED_BLOCKS = ("skid_buffer", "width_converter", "stream_fifo")
 SMOKE_BLOCK = "width_converter"
-SMOKE_MODULE = "testbenches.bus.cocotb_stream_blocks"
+SMOKE_MODULE = "testbenches.bus.test_width_converter"
 SMOKE_TRANSFERS = 2000
 
 # The default accelerator: Smart-Infinity's configuration (16 lanes on one 512-bit bundle).

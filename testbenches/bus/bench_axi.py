@@ -32,7 +32,7 @@ POINTS = [
 
 
 def measure(block, params, beats=BEATS):
-    return run_cocotb(block, f"testbenches.bus.cocotb_{block}", params=params,
+    return run_cocotb(block, f"testbenches.bus.test_{block}", params=params,
                       testcase="throughput_without_stalls", extra_env={"NEARTRAIN_VECTORS": str(beats)}).reply
 
 

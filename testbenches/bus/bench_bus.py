@@ -1,8 +1,8 @@
 """Throughput of the stream blocks with neither side stalling; writes the table in ``docs/bus.md``.
 
 Run: ``.venv/bin/python -m testbenches.bus.bench_bus [--transfers N]``. Each point runs the cocotb test
-``throughput_without_stalls`` on Verilator and counts clock cycles between the first and
-the last output transfer (no wall-clock timing is involved). The rows go to
+``throughput_without_stalls`` (of the block's ``test_<block>.py``) on Verilator and counts clock
+cycles between the first and the last output transfer (no wall-clock timing is involved). The rows go to
 ``docs/data/bus-throughput.json`` and the table between the ``bus-throughput`` markers
 (:func:`scripts.docs.write_table`).
 """
@@ -14,7 +14,6 @@ import os
 from scripts.docs import write_table
 from scripts.sim.runner import run_cocotb
 
-MODULE = "testbenches.bus.cocotb_stream_blocks"
 TRANSFERS = 4096
 POINTS = [
     ("skid_buffer", {"width": 32}),
@@ -29,7 +28,8 @@ COLALIGN = ("left", "left", "right", "right", "right")
 
 
 def measure(block, params, transfers=TRANSFERS):
-    return run_cocotb(block, MODULE, params=params, testcase="throughput_without_stalls",
+    module = f"testbenches.bus.test_{block}"  # the generic stream tests, imported there by name
+    return run_cocotb(block, module, params=params, testcase="throughput_without_stalls",
                       extra_env={"NEARTRAIN_VECTORS": str(transfers)}).reply
 
 

@@ -22,10 +22,10 @@ from cocotbext.axi.constants import AxiResp
 from golden.compress import chunk_count, scatter_stream
 from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from scripts.sim import channel, knobs
+from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.bus.cocotb_axi_dma import BurstMonitor, FaultyAxiRam, random_pauses_all
 from testbenches.compress.tb import (
     CLOCK_NS,
     PAUSE_PROBABILITY,

@@ -61,9 +61,12 @@ def _synthesize_point(point):
 
 
 def _issue_rate(name, overrides):
+    from rtl.registry import get_block
     from scripts.sim.runner import run_cocotb
 
-    return run_cocotb(name, "testbenches.fp.cocotb_fp_unit", params=overrides,
+    # The unit's test file (test_<rtl module>.py) holds the generic cocotb tests.
+    module = f"testbenches.fp.test_{get_block(name).component.__module__.rsplit('.', 1)[-1]}"
+    return run_cocotb(name, module, params=overrides,
                       testcase="one_operation_per_cycle").reply["operations_per_cycle"]
 
 

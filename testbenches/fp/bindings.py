@@ -2,8 +2,8 @@
 
 :func:`golden_binding` maps a registered FP block and its parameters to the operand
 fields of its input payload, the format of those operands, and the ``golden.fp``
-function that computes the expected ``(result, flags)``. One cocotb module
-(``cocotb_fp_unit``) and one benchmark then serve every unit.
+function that computes the expected ``(result, flags)``. One set of cocotb tests
+(in ``tb.py``) and one benchmark then serve every unit.
 """
 
 import itertools

@@ -6,7 +6,7 @@ check sixteen vectors per cycle. The copies are the unit exactly as registered; 
 fixture only fans the handshake out, which is sound because every unit is a fixed-latency
 pipeline whose ``i.ready`` and ``o.valid`` depend only on the shared handshake
 (``rtl/fp/interface.py``), so all copies agree on them every cycle. The single-unit
-cocotb tests (``cocotb_fp_unit``) keep checking the unit's own ports under stalls.
+cocotb tests (``tb.UNIT_TESTS``) keep checking the unit's own ports under stalls.
 """
 
 from amaranth.hdl import Module

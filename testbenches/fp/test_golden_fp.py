@@ -318,10 +318,10 @@ def test_scalars_and_broadcasting():
 
 
 def _rtl_configurations():
-    from .test_rtl_fp import _every_configuration, _id
+    from .tb import configuration_id, every_configuration
 
-    return [pytest.param(block, params, id=f"{block}-{_id(params)}")
-            for block, params in _every_configuration()]
+    return [pytest.param(block, params, id=f"{block}-{configuration_id(params)}")
+            for block, params in every_configuration()]
 
 
 def _oracle_for(block, params, operands):
@@ -342,7 +342,7 @@ def _oracle_for(block, params, operands):
 def test_rtl_vector_sets_against_softfloat(block, params):
     """golden.fp against SoftFloat on exactly the vectors the 10^6-vector RTL runs use.
 
-    ``cocotb_fp_lanes`` draws ``operand_vectors(binding, knobs.rng(0), NEARTRAIN_VECTORS)``;
+    ``golden_match_parallel`` (``tb.py``) draws ``operand_vectors(binding, knobs.rng(0), NEARTRAIN_VECTORS)``;
     so does this test, so RTL == golden there and golden == SoftFloat here cover the same set.
     """
     from rtl.registry import get_block

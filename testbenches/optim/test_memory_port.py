@@ -38,7 +38,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
-from testbenches.bus.cocotb_axi_dma import RAM_SIZE, BurstMonitor, FaultyAxiRam, address_of, random_pauses_all
+from testbenches.bus.tb import RAM_SIZE, BurstMonitor, FaultyAxiRam, address_of, random_pauses_all
 
 STALL = 0.3
 DEFAULT_BATCHES = 3

@@ -1,4 +1,4 @@
-"""cocotb tests of :class:`rtl.bus.AXIBurstWriter` against cocotbext-axi's RAM model.
+"""cocotb tests of :class:`rtl.bus.AXIBurstWriter` against cocotbext-axi's RAM model, and their runner.
 
 Random command sequences (4 KB-unaligned addresses, 1..1000 beats) with random data are
 written with random pauses on every AXI channel, command and data gaps. Afterwards the
@@ -11,18 +11,32 @@ with their real data, except the beats the model refused) and that no AW was iss
 after the error beyond the one already registered. Reset (shared with the RAM) and
 ``cancel`` (the RAM running on) cut random transfers with a burst open; the next commands
 must write right.
+
+The pytest runner (at the bottom) runs every test at the parameters of
+:data:`testbenches.bus.tb.DMA_CONFIGS`; the testbench pieces shared with the other
+engine are in :mod:`testbenches.bus.tb`.
 """
 
 
 import cocotb
+import pytest
 from cocotb.triggers import RisingEdge
 
 from golden.bus import random_words
 from scripts.sim import channel, knobs
-from scripts.sim.runner import params_from_env
+from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource
 
-from .cocotb_axi_dma import RAM_SIZE, DmaTB, address_of, beat_addresses, fault_near, random_commands
+from .tb import (
+    DMA_CONFIGS,
+    RAM_SIZE,
+    DmaTB,
+    address_of,
+    beat_addresses,
+    dma_config_id,
+    fault_near,
+    random_commands,
+)
 
 DEFAULT_COMMANDS = 24
 # Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
@@ -271,3 +285,13 @@ async def cancel_mid_transfer(dut):
     next commands write right; see :func:`cut_then_clean`.
     """
     await cut_then_clean(dut, cancel=True)
+
+
+# ---------------------------------------------------------------- pytest runner
+
+MODULE = __name__
+
+
+@pytest.mark.parametrize("params", DMA_CONFIGS, ids=dma_config_id)
+def test_axi_burst_writer(params):
+    run_cocotb("axi_burst_writer", MODULE, params=params)

@@ -1,4 +1,4 @@
-"""cocotb tests of :class:`rtl.bus.AXIBurstReader` against cocotbext-axi's RAM model.
+"""cocotb tests of :class:`rtl.bus.AXIBurstReader` against cocotbext-axi's RAM model, and their runner.
 
 Random command sequences (4 KB-unaligned addresses, 1..1000 beats) are read with random
 pauses on every AXI channel, command gaps and output backpressure. Every output beat is
@@ -9,17 +9,22 @@ answer SLVERR or DECERR and checks the sticky error, zero data from the failing 
 intact data before it, no AR after the error beyond the one already registered, and a
 clean finish with a done pulse. Reset (shared with the RAM) and ``cancel`` (the RAM running
 on) cut random transfers with a burst open; the next commands must read right.
+
+The pytest runner (at the bottom) runs every test at the parameters of
+:data:`testbenches.bus.tb.DMA_CONFIGS`; the testbench pieces shared with the other
+engine are in :mod:`testbenches.bus.tb`.
 """
 
 
 import cocotb
+import pytest
 
 from scripts.sim import channel, knobs
-from scripts.sim.runner import params_from_env
+from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, stream_layout
 from scripts.sim.tb import Scoreboard
 
-from .cocotb_axi_dma import DmaTB, address_of, beat_addresses, fault_near, random_commands
+from .tb import DMA_CONFIGS, DmaTB, address_of, beat_addresses, dma_config_id, fault_near, random_commands
 
 DEFAULT_COMMANDS = 24
 # Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
@@ -238,3 +243,13 @@ async def cancel_mid_transfer(dut):
     :func:`cut_then_clean`.
     """
     await cut_then_clean(dut, cancel=True)
+
+
+# ---------------------------------------------------------------- pytest runner
+
+MODULE = __name__
+
+
+@pytest.mark.parametrize("params", DMA_CONFIGS, ids=dma_config_id)
+def test_axi_burst_reader(params):
+    run_cocotb("axi_burst_reader", MODULE, params=params)

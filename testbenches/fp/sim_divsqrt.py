@@ -1,4 +1,4 @@
-"""Simulation of the pipelined divider and square root against Berkeley SoftFloat.
+"""The ``amaranth.sim`` checks shared by the divider and the square root, against Berkeley SoftFloat.
 
 Every result is compared on its raw bits and its five flag bits with
 :func:`testbenches.fp.golden_oracle.oracle`: ``softfloatpy`` itself for f32 and f16, and for
@@ -12,6 +12,9 @@ zeros with underflow and inexact), which is also what :mod:`golden.fp` documents
 Operands come from :func:`golden.fp.random_operand_tuples` (class-hitting, with correlated
 divisors: 3-bit significands, powers of two, near neighbours), directed class-by-class and
 scaling tables, and every 16-bit encoding for the f16 and bf16 square roots.
+
+The tests are in ``test_divider.py`` and ``test_square_root.py``, one body here per test they
+share (with the operation, ``"div"`` or ``"sqrt"``, as its first argument).
 
 ``NEARTRAIN_SEED`` (default 1) seeds everything; ``NEARTRAIN_VECTORS`` overrides the random
 vector count per configuration (default 2,000 here, 50,000 in the ``slow`` tests). A
@@ -45,6 +48,11 @@ FAST_VECTORS, SLOW_VECTORS = 2_000, 50_000
 # Latency with bits_per_stage=1, as documented in the class docstrings.
 LATENCY = {("div", "f32"): 30, ("div", "f16"): 17, ("div", "bf16"): 14,
            ("sqrt", "f32"): 29, ("sqrt", "f16"): 16, ("sqrt", "bf16"): 13}
+# Small generic formats, checked against golden.fp (which takes any FloatFormat of precision
+# up to 24): every encoding, so every exponent corner. In e3m4 and e2m5 the root of a small
+# subnormal is itself subnormal, which exercises the square root's denormalising path.
+GENERIC = {"e3m4": FloatFormat("e3m4", 3, 4), "e2m5": FloatFormat("e2m5", 2, 5),
+           "e4m3": FloatFormat("e4m3", 4, 3)}
 
 
 def _rng(*labels):
@@ -104,28 +112,14 @@ def run_and_check(op, fmt, operands, *, flush=False, label="", default_vectors=N
     return run
 
 
-def _random_test(op, fmt, flush, default):
+def random_test(op, fmt, flush, default):
+    """``default`` (or NEARTRAIN_VECTORS) random operand tuples of ``op`` in ``fmt``."""
     count = knobs.vectors(default)
     operands = gfp.random_operand_tuples(_rng(op, fmt, flush), count, fmt, ARITY[op])
     run_and_check(op, fmt, operands, flush=flush, label=f"random {op}", default_vectors=default)
 
 
-@pytest.mark.parametrize("flush", FLUSH)
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("op", ["div", "sqrt"])
-def test_random(op, fmt, flush):
-    _random_test(op, fmt, flush, FAST_VECTORS)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("flush", FLUSH)
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("op", ["div", "sqrt"])
-def test_random_slow(op, fmt, flush):
-    _random_test(op, fmt, flush, SLOW_VECTORS)
-
-
-def _scales(fmt):
+def scales(fmt):
     """Divisors that move a quotient by whole binades, or by just under/over one."""
     m, bias = fmt.mantissa_bits, fmt.bias
     powers = [(bias + k) << m for k in range(-(fmt.precision + 3), fmt.precision + 4)
@@ -136,63 +130,7 @@ def _scales(fmt):
     return values + [v | fmt.sign_mask for v in values]
 
 
-@pytest.mark.parametrize("flush", FLUSH)
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_div_directed(fmt, flush):
-    """Every directed class value against every other, and each against binade scalings.
-
-    Scaling the smallest normals and the largest subnormals by powers of two walks the
-    quotient down through the subnormal range (exact results, ties, and results rounding
-    up to the smallest normal); scaling the largest values walks it into overflow.
-    """
-    fmt = float_format(fmt)
-    special = [int(x) for x in gfp.special_values(fmt)]
-    pairs = [(a, b) for a in special for b in special]
-    pairs += [(a, b) for a in special for b in _scales(fmt)]
-    pairs += [(b, a) for a in special for b in _scales(fmt)]
-    run_and_check("div", fmt, list(zip(*pairs, strict=True)), flush=flush, label="directed div")
-
-
-@pytest.mark.parametrize("fmt", ["f16", "bf16"])
-@pytest.mark.parametrize("flush", FLUSH_EXHAUSTIVE)
-def test_sqrt_exhaustive(fmt, flush):
-    """The square root of every 16-bit encoding."""
-    run_and_check("sqrt", fmt, [np.arange(1 << 16)], flush=flush, label="exhaustive sqrt")
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_sqrt_directed(fmt):
-    fmt = float_format(fmt)
-    values = [int(x) for x in gfp.special_values(fmt)] + _scales(fmt)
-    for flush in (False, True):
-        run_and_check("sqrt", fmt, [values], flush=flush, label="directed sqrt")
-
-
-# Small generic formats, checked against golden.fp (which takes any FloatFormat of precision
-# up to 24): every encoding, so every exponent corner. In e3m4 and e2m5 the root of a small
-# subnormal is itself subnormal, which exercises the square root's denormalising path.
-GENERIC = {"e3m4": FloatFormat("e3m4", 3, 4), "e2m5": FloatFormat("e2m5", 2, 5),
-           "e4m3": FloatFormat("e4m3", 4, 3)}
-
-
-@pytest.mark.parametrize("flush", FLUSH)
-@pytest.mark.parametrize("name", sorted(GENERIC))
-def test_generic_format_sqrt_exhaustive(name, flush):
-    fmt = GENERIC[name]
-    run_and_check("sqrt", fmt, [np.arange(1 << fmt.width)], flush=flush, reference=gfp.sqrt,
-                  label="exhaustive generic")
-
-
-@pytest.mark.parametrize("flush", FLUSH_EXHAUSTIVE)
-def test_generic_format_div_exhaustive(flush):
-    fmt = GENERIC["e3m4"]
-    a, b = np.meshgrid(np.arange(1 << fmt.width), np.arange(1 << fmt.width))
-    run_and_check("div", fmt, [a.reshape(-1), b.reshape(-1)], flush=flush, reference=gfp.div,
-                  label="exhaustive generic")
-
-
-@pytest.mark.parametrize("op", ["div", "sqrt"])
-def test_back_to_back_issue(op):
+def back_to_back_issue(op):
     """II = 1: with o.ready high every operation is accepted in consecutive cycles and
     leaves exactly ``latency`` cycles later."""
     unit = UNITS[op](fmt="f16")
@@ -204,9 +142,7 @@ def test_back_to_back_issue(op):
     assert unit.latency == LATENCY[(op, "f16")]
 
 
-@pytest.mark.parametrize("op", ["div", "sqrt"])
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_stalls_keep_order(op, fmt):
+def stalls_keep_order(op, fmt):
     """Random input gaps and o.ready stalls: nothing lost, duplicated or reordered."""
     count = knobs.vectors(800)
     unit = UNITS[op](fmt=fmt, tag_width=12)
@@ -219,10 +155,8 @@ def test_stalls_keep_order(op, fmt):
     assert len(run.output_cycles) == count and run.output_cycles[-1] > count + unit.latency
 
 
-@pytest.mark.parametrize("bits_per_stage", [2, 3, 4])
-@pytest.mark.parametrize("op", ["div", "sqrt"])
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_bits_per_stage(op, fmt, bits_per_stage):
+def bits_per_stage(op, fmt, bits_per_stage):
+    """The latency with ``bits_per_stage`` quotient or root bits per stage, and random results."""
     f = float_format(fmt)
     steps = f.precision + (2 if op == "div" else 1)
     unit = UNITS[op](fmt=fmt, bits_per_stage=bits_per_stage)
@@ -232,20 +166,16 @@ def test_bits_per_stage(op, fmt, bits_per_stage):
     run_and_check(op, fmt, operands, unit=unit, label=f"bits_per_stage={bits_per_stage}", default_vectors=300)
 
 
-@pytest.mark.parametrize("op", ["div", "sqrt"])
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("flush", FLUSH)
-def test_verilog(op, fmt, flush):
+def verilog(op, fmt, flush):
+    """The unit converts to Verilog, and its latency is as documented."""
     unit = UNITS[op](fmt=fmt, flush_subnormals=flush, tag_width=3)
     text = to_verilog(unit)
     assert "module top" in text
     assert unit.latency == LATENCY[(op, fmt)] - flush
 
 
-# An Elaboratable whose constructor raises is still created (and never elaborated).
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
-@pytest.mark.parametrize("op", ["div", "sqrt"])
-def test_parameters(op):
+def parameters(op):
+    """Bad parameters are refused by name; the registered block has the documented parameters."""
     cls = UNITS[op]
     for bad, match in [(dict(fmt="f64"), "fmt"), (dict(bits_per_stage=0), "bits_per_stage"),
                        (dict(bits_per_stage=5), "bits_per_stage"),
@@ -261,17 +191,3 @@ def test_parameters(op):
     unit = block.build({"fmt": "bf16"})
     assert unit.latency == LATENCY[(op, "bf16")]
     Fragment.get(unit, None)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("block,params", [
-    ("fp_div", {"fmt": "f32"}),
-    ("fp_div", {"fmt": "bf16", "flush_subnormals": True}),
-    ("fp_sqrt", {"fmt": "f32", "flush_subnormals": True, "tag_width": 4}),
-    ("fp_sqrt", {"fmt": "f16"}),
-], ids=lambda v: v if isinstance(v, str) else "-".join(f"{k}={w}" for k, w in v.items()))
-def test_verilator(block, params):
-    """The generated Verilog on Verilator (cocotb, against golden.fp, with stalls and II = 1)."""
-    from scripts.sim.runner import run_cocotb
-
-    run_cocotb(block, "testbenches.fp.cocotb_fp_unit", params=params)
