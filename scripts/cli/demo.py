@@ -7,55 +7,56 @@ from .common import Parser, UsageError
 __all__ = ["register"]
 
 
-def command_demo_train(args):
+def _run_demo(module, options, banner):
+    """Check ``options`` with ``module.check_arguments``, print ``banner``, run ``module.run_demo``.
+
+    Returns the demo's result, or None when a simulation failed (its one-line reason printed).
+    Raises UsageError for bad arguments.
+    """
     import logging
 
-    from scripts import demo_train
     from scripts.sim.runner import SimulationError
+
+    try:
+        module.check_arguments(**options)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print(banner, flush=True)
+    logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
+    try:
+        return module.run_demo(**options)
+    except SimulationError as failure:
+        print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
+        return None
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def command_demo_train(args):
+    from scripts import demo_train
 
     options = {"optimizer": args.optimizer, "steps": args.steps, "lanes": args.lanes, "seed": args.seed,
                "ratio": args.topk, "error_feedback": args.error_feedback, "compare": args.compare,
                "lr": args.lr}
-    try:
-        demo_train.check_arguments(**options)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    print("neartrain demo train: simulating the updater kernel (the first run builds it with Verilator, "
-          "minutes; then a few seconds per step at most)", flush=True)
-    logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
-    try:
-        result = demo_train.run_demo(**options)
-    except SimulationError as failure:
-        print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
+    result = _run_demo(demo_train, options,
+                       "neartrain demo train: simulating the updater kernel (the first run builds it with "
+                       "Verilator, minutes; then a few seconds per step at most)")
+    if result is None:
         return 1
-    finally:
-        logging.disable(logging.NOTSET)
     print(demo_train.format_report(result))
     return 0 if result.bit_exact else 1
 
 
 def command_demo_gcn(args):
-    import logging
-
     from scripts import demo_gcn
-    from scripts.sim.runner import SimulationError
 
     options = {"graph": args.graph, "features": args.features, "hidden": args.hidden, "lanes": args.lanes,
                "seed": args.seed}
-    try:
-        demo_gcn.check_arguments(**options)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    print("neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run builds both "
-          "with Verilator, many minutes; then a minute or two per layer)", flush=True)
-    logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
-    try:
-        result = demo_gcn.run_demo(**options)
-    except SimulationError as failure:
-        print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
+    result = _run_demo(demo_gcn, options,
+                       "neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run "
+                       "builds both with Verilator, many minutes; then a minute or two per layer)")
+    if result is None:
         return 1
-    finally:
-        logging.disable(logging.NOTSET)
     print(demo_gcn.format_report(result))
     return 0 if result.ok else 1
 
@@ -102,27 +103,15 @@ def _register_gcn(demos):
 
 
 def command_demo_cluster(args):
-    import logging
-
     from scripts import demo_cluster
-    from scripts.sim.runner import SimulationError
 
     options = {"nodes": args.nodes, "graph": args.graph, "features": args.features,
                "placement": args.placement, "seed": args.seed}
-    try:
-        demo_cluster.check_arguments(**options)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    print(f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL switch (the first "
-          "run builds them with Verilator, minutes)", flush=True)
-    logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
-    try:
-        result = demo_cluster.run_demo(**options)
-    except SimulationError as failure:
-        print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
+    result = _run_demo(demo_cluster, options,
+                       f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
+                       "switch (the first run builds them with Verilator, minutes)")
+    if result is None:
         return 1
-    finally:
-        logging.disable(logging.NOTSET)
     print(demo_cluster.format_report(result))
     return 0 if result.bit_exact and result.within_bound and result.counters_match else 1
 
