@@ -7,8 +7,10 @@ Run: ``.venv/bin/python -m testbenches.runtime.bench_runtime <part>`` with ``par
 * ``latency``: cycles from a task's arrival to its issue, local and remote range (``arrival_to_issue``);
 * ``flood``: the deadlock flood at 4, 8 and 16 nodes (``deadlock_flood``): cycles and the bound;
 * ``scaling``: the distributed aggregation of the Cora-like (and, with ``--pubmed``, Pubmed-like)
-  graph at 2, 4, 8 and 16 nodes through the host API, every run bit-exact with the golden and its
-  counters equal to the golden's; writes the table and ``docs/runtime_scaling.png``;
+  graph at 2, 4, 8 and 16 nodes through the host API, with the tasks spawned one node past their
+  home (``--placement next``, every task crosses the network) or at it (``home``), every run
+  bit-exact with the golden and its counters equal to the golden's; writes the table and
+  ``docs/runtime_scaling.png``;
 * ``area``: ``runtime_node`` on Yosys xcup and ECP5, and its ECP5 Fmax (nextpnr).
 
 Simulated cycles only; nothing is timed on the wall clock.
@@ -131,7 +133,8 @@ def flood(args):
 
     rows = []
     for nodes in args.nodes or FLOOD_NODES:
-        params = {"nodes": nodes, **CLUSTER, "queue_depth": 2, "switch_depth": 2}
+        # The parameters of test_cluster.py's test_deadlock_flood, so that the two share a build.
+        params = {"nodes": nodes, **CLUSTER, "queue_depth": 2, "switch_depth": 2, "aggregation": False}
         result = _bench_json("runtime_cluster", "testbenches.runtime.test_cluster", params, "deadlock_flood")
         rows.append(
             [
@@ -169,12 +172,14 @@ def scaling(args):
     data_path = BUILD_ROOT / "bench" / "runtime-scaling-points.json"
     data_path.parent.mkdir(parents=True, exist_ok=True)
     points = json.loads(data_path.read_text()) if data_path.exists() else {}
-    for graph in graphs:
+    for point in points.values():
+        point.setdefault("placement", "next")  # the points measured before placement was a choice
+    for graph, placement in [(g, p) for g in graphs for p in args.placement or ["next"]]:
         for nodes in args.nodes or SCALING_NODES:
-            key = f"{graph}-{nodes}"
+            key = f"{graph}-{placement}-{nodes}"
             if key in points and not args.again:
                 continue
-            adjacency, dense, workload = _job(graph, nodes, build_job)
+            adjacency, dense, workload = _job(graph, nodes, placement, build_job)
             config = workload.config
             golden = Cluster(config, workload.memory).run(workload.spawn, gk.AGGREGATION)
             out = gk.execute(golden.issued, workload.memory, rows=config.rows, features=workload.features)
@@ -195,6 +200,7 @@ def scaling(args):
             handled = sum(c["rx_task"] + c["rx_rdma"] + c["rx_data"] + c["spawned"] for c in counters)
             points[key] = {
                 "graph": graph,
+                "placement": placement,
                 "nodes": nodes,
                 "rows": config.rows,
                 "nonzeros": int(adjacency.nnz),
@@ -210,11 +216,12 @@ def scaling(args):
             data_path.write_text(json.dumps(points, indent=1) + "\n")
             print(points[key], flush=True)
     rows = []
-    for point in sorted(points.values(), key=lambda p: (p["graph"], p["nodes"])):
+    for point in sorted(points.values(), key=lambda p: (p["graph"], p["placement"], p["nodes"])):
         cycles = point["cycles"]
         rows.append(
             [
                 point["graph"],
+                point["placement"],
                 point["nodes"],
                 point["nonzeros"],
                 point["tasks"],
@@ -231,6 +238,7 @@ def scaling(args):
         "runtime-scaling",
         [
             "graph",
+            "tasks spawned",
             "nodes",
             "nonzeros",
             "tasks",
@@ -248,8 +256,8 @@ def scaling(args):
     _plot(points)
 
 
-def _job(graph, nodes, build_job):
-    return build_job(nodes=nodes, graph=graph, features=4, placement="next", seed=1)
+def _job(graph, nodes, placement, build_job):
+    return build_job(nodes=nodes, graph=graph, features=4, placement=placement, seed=1)
 
 
 def _plot(points):
@@ -259,9 +267,12 @@ def _plot(points):
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6, 4))
-    for graph in sorted({p["graph"] for p in points.values()}):
-        series = sorted((p["nodes"], p["cycles"]) for p in points.values() if p["graph"] == graph)
-        axis.plot([n for n, _ in series], [c for _, c in series], marker="o", label=f"{graph}-like")
+    for graph, placement in sorted({(p["graph"], p["placement"]) for p in points.values()}):
+        series = sorted((p["nodes"], p["cycles"]) for p in points.values()
+                        if (p["graph"], p["placement"]) == (graph, placement))
+        where = "one node past their home" if placement == "next" else "at home"
+        axis.plot([n for n, _ in series], [c for _, c in series], marker="o",
+                  label=f"{graph}-like, tasks spawned {where}")
     axis.set_xscale("log", base=2)
     axis.set_yscale("log")
     axis.set_xlabel("nodes")
@@ -336,6 +347,9 @@ def main(argv=None):
     p_scaling.add_argument("--nodes", type=int, action="append", help="node counts (default 2, 4, 8, 16)")
     p_scaling.add_argument("--pubmed", action="store_true", help="also the Pubmed-like graph (hours)")
     p_scaling.add_argument("--again", action="store_true", help="rerun points already measured")
+    p_scaling.add_argument("--placement", action="append", choices=("next", "home"),
+                           help="where tasks are spawned: next (default: every task crosses the network) "
+                           "or home")
     p_area = parts.add_parser("area")
     p_area.add_argument("--no-fmax", action="store_true", help="skip ECP5 place and route")
     args = parser.parse_args(argv)
