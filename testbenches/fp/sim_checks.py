@@ -10,7 +10,8 @@ is accepted every cycle and each result leaves exactly ``latency`` cycles later
 (:func:`check_oracles_and_timing`). :func:`check_stalls_and_gaps` drops ``o.ready`` and
 ``i.valid`` at random, with tags, and checks that nothing is lost, duplicated or reordered.
 
-Each unit's ``test_<rtl module>.py`` runs the cases of its class (:func:`cases_of`).
+Each unit's ``test_<rtl module>.py`` runs the cases of its class (:func:`cases_of`), with the
+tests that :func:`testbenches.fp.suite.unit_tests` makes.
 ``NEARTRAIN_SEED`` (default 1) seeds everything; a failure prints it with the inputs,
 expected and actual values in hex. The ``slow`` tests run 20,000 random vectors per
 configuration and every 16-bit encoding through each 16-bit conversion.

@@ -13,8 +13,9 @@ Operands come from :func:`golden.fp.random_operand_tuples` (class-hitting, with 
 divisors: 3-bit significands, powers of two, near neighbours), directed class-by-class and
 scaling tables, and every 16-bit encoding for the f16 and bf16 square roots.
 
-The tests are in ``test_divider.py`` and ``test_square_root.py``, one body here per test they
-share (with the operation, ``"div"`` or ``"sqrt"``, as its first argument).
+The tests are in ``test_divider.py`` and ``test_square_root.py``; those they share are made by
+:func:`testbenches.fp.suite.divsqrt_tests`, with one body here each (the operation, ``"div"`` or
+``"sqrt"``, as its first argument).
 
 ``NEARTRAIN_SEED`` (default 1) seeds everything; ``NEARTRAIN_VECTORS`` overrides the random
 vector count per configuration (default 2,000 here, 50,000 in the ``slow`` tests). A

@@ -2,7 +2,8 @@
 
 Every unit runs the same cocotb tests, against ``golden.fp`` through
 :func:`testbenches.fp.bindings.golden_binding`; each unit's ``test_<rtl module>.py`` imports
-them by name (cocotb runs the tests in a module's namespace) and holds the runners:
+them by name (cocotb runs the tests in a module's namespace) and holds the runners (made by
+:mod:`testbenches.fp.suite`):
 
 * :data:`UNIT_TESTS` on the unit itself: the unit's ``i`` stream carries the operands (and a
   tag, when the unit has one); its ``o`` stream must return, in order, the result bits and

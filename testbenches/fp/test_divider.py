@@ -1,13 +1,10 @@
 """fp_div (:class:`rtl.fp.divider.FloatDivider`): its tests and runners.
 
-On Verilator (cocotb): the generic FP unit tests of :mod:`testbenches.fp.tb` against
-``golden.fp``, on the unit itself (fast: two formats; slow: two more configurations) and through
-16 copies in lockstep (slow: 10**6 vectors in every configuration).
-
-In ``amaranth.sim`` (the bodies shared with the square root are in
-:mod:`testbenches.fp.sim_divsqrt`): random and directed operands against SoftFloat in every
-format and flush mode, every e3m4 pair against ``golden.fp``, back-to-back issue, stalls, more
-bits per stage, the Verilog and the parameters.
+The standard tests of the divider and the square root (:func:`testbenches.fp.suite.divsqrt_tests`)
+on the configurations below: cocotb on Verilator against ``golden.fp``; in ``amaranth.sim``, random
+operands against SoftFloat in every format and flush mode, back-to-back issue, stalls, more bits
+per stage, the Verilog and the parameters. Here: directed class-by-class and scaling operands,
+and every pair of e3m4 encodings against ``golden.fp``.
 """
 
 import numpy as np
@@ -16,72 +13,23 @@ import pytest
 import golden.fp as gfp
 from rtl.fp.format import float_format
 
-from . import sim_divsqrt as divsqrt
-from .sim_divsqrt import (
-    FAST_VECTORS,
-    FLUSH,
-    FLUSH_EXHAUSTIVE,
-    FORMATS,
-    GENERIC,
-    SLOW_VECTORS,
-    run_and_check,
-    scales,
-)
+from .sim_divsqrt import FLUSH, FLUSH_EXHAUSTIVE, FORMATS, GENERIC, run_and_check, scales
+from .suite import divsqrt_tests
 
-# cocotb runs the tests in this module's namespace: the generic ones (golden_match_under_stalls,
-# one_operation_per_cycle, reset_mid_transfer, golden_match_parallel) are imported by name.
-from .tb import (  # noqa: F401
-    configuration_id,
-    configurations,
-    golden_match_parallel,
-    golden_match_under_stalls,
-    one_operation_per_cycle,
-    reset_mid_transfer,
-    run_million,
-    run_unit,
-)
+# cocotb runs the tests in this module's namespace: the generic ones are imported by name.
+from .tb import golden_match_parallel, golden_match_under_stalls, one_operation_per_cycle, reset_mid_transfer  # noqa: F401
 
 BLOCK = "fp_div"
-OP = "div"
 MODULE = __name__
 
-
-# ---------------------------------------------------------------- cocotb on Verilator
-
-@pytest.mark.parametrize("params", [{"fmt": "f32"}, {"fmt": "f16"}], ids=configuration_id)
-def test_fp_div(params):
-    run_unit(BLOCK, MODULE, params)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("params", [
-    {"fmt": "f32"},
-    {"fmt": "bf16", "flush_subnormals": True},
-], ids=configuration_id)
-def test_verilator(params):
-    """The generated Verilog on Verilator (cocotb, against golden.fp, with stalls and II = 1)."""
-    run_unit(BLOCK, MODULE, params)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("params", configurations(BLOCK), ids=configuration_id)
-def test_million_vectors(params):
-    run_million(BLOCK, MODULE, params)
-
-
-# ---------------------------------------------------------------- amaranth.sim and pure Python
-
-@pytest.mark.parametrize("flush", FLUSH)
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_random(fmt, flush):
-    divsqrt.random_test(OP, fmt, flush, FAST_VECTORS)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("flush", FLUSH)
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_random_slow(fmt, flush):
-    divsqrt.random_test(OP, fmt, flush, SLOW_VECTORS)
+globals().update(divsqrt_tests(
+    block=BLOCK, op="div", module=MODULE,
+    configurations=[{"fmt": "f32"}, {"fmt": "f16"}],
+    slow_configurations=[
+        {"fmt": "f32"},
+        {"fmt": "bf16", "flush_subnormals": True},
+    ],
+))
 
 
 @pytest.mark.parametrize("flush", FLUSH)
@@ -108,30 +56,3 @@ def test_generic_format_div_exhaustive(flush):
     a, b = np.meshgrid(np.arange(1 << fmt.width), np.arange(1 << fmt.width))
     run_and_check("div", fmt, [a.reshape(-1), b.reshape(-1)], flush=flush, reference=gfp.div,
                   label="exhaustive generic")
-
-
-def test_back_to_back_issue():
-    divsqrt.back_to_back_issue(OP)
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_stalls_keep_order(fmt):
-    divsqrt.stalls_keep_order(OP, fmt)
-
-
-@pytest.mark.parametrize("bits_per_stage", [2, 3, 4])
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_bits_per_stage(fmt, bits_per_stage):
-    divsqrt.bits_per_stage(OP, fmt, bits_per_stage)
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("flush", FLUSH)
-def test_verilog(fmt, flush):
-    divsqrt.verilog(OP, fmt, flush)
-
-
-# An Elaboratable whose constructor raises is still created (and never elaborated).
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
-def test_parameters():
-    divsqrt.parameters(OP)

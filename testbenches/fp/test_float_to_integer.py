@@ -2,120 +2,26 @@
 # (Units built only to check their parameters are never elaborated.)
 """fp_to_int (:class:`rtl.fp.float_to_integer.FloatToInteger`): its tests and runners.
 
-On Verilator (cocotb): the generic FP unit tests of :mod:`testbenches.fp.tb` against
-``golden.fp``, on the unit itself (fast: a few configurations) and through 16 copies in lockstep
-(slow: 10**6 vectors in every configuration). Every f16/bf16 encoding goes through every
-conversion to i32 and u32 (slow).
-
-In ``amaranth.sim``: the checks of :mod:`testbenches.fp.sim_checks` on every format x flush mode
-of the unit (against SoftFloat and ``golden.fp``, with the timing contract) and its handshake
-under stalls. In pure Python: its Verilog, its registration and its parameter checks.
+The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configuration below:
+cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of every format x flush
+mode to i32 and u32, the Verilog, the registration and the parameter checks. Every f16/bf16
+encoding goes through every conversion to i32 and u32, on Verilator and in ``amaranth.sim``
+(slow).
 """
 
-import pytest
-from amaranth.back import verilog
-
 from rtl.fp.float_to_integer import FloatToInteger
-from scripts.sim import knobs
 
-from .sim_checks import (
-    CASES,
-    SIXTEEN_BIT_SOURCES,
-    SLOW_VECTORS,
-    STALL_CASES,
-    case_id,
-    cases_of,
-    check_16_bit_exhaustive,
-    check_oracles_and_timing,
-    check_registered,
-    check_stalls_and_gaps,
-    run_case,
-)
+from .suite import unit_tests
 
-# cocotb runs the tests in this module's namespace: the generic ones (golden_match_under_stalls,
-# one_operation_per_cycle, reset_mid_transfer, golden_match_parallel) are imported by name.
-from .tb import (  # noqa: F401
-    MILLION_LANES,
-    configuration_id,
-    configurations,
-    golden_match_parallel,
-    golden_match_under_stalls,
-    one_operation_per_cycle,
-    reset_mid_transfer,
-    run_lanes,
-    run_million,
-    run_unit,
-    unary_16_bit_configurations,
-)
+# cocotb runs the tests in this module's namespace: the generic ones are imported by name.
+from .tb import golden_match_parallel, golden_match_under_stalls, one_operation_per_cycle, reset_mid_transfer  # noqa: F401
 
 BLOCK = "fp_to_int"
 MODULE = __name__
 
-
-# ---------------------------------------------------------------- cocotb on Verilator
-
-@pytest.mark.parametrize("params", [
-    {"fmt": "f32", "integer": "i32"},
-], ids=configuration_id)
-def test_fp_to_int(params):
-    run_unit(BLOCK, MODULE, params)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("params", configurations(BLOCK, unary_16_bit_configurations), ids=configuration_id)
-def test_exhaustive_16_bit_unary(params):
-    """All 65,536 inputs of every unary f16/bf16 operation of the unit."""
-    run_lanes(BLOCK, MODULE, params, MILLION_LANES, job="exhaustive")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("params", configurations(BLOCK), ids=configuration_id)
-def test_million_vectors(params):
-    run_million(BLOCK, MODULE, params)
-
-
-# ---------------------------------------------------------------- amaranth.sim and pure Python
-
-@pytest.mark.parametrize("case", cases_of(FloatToInteger, CASES), ids=case_id)
-def test_unit_matches_oracles(case):
-    check_oracles_and_timing(case)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", cases_of(FloatToInteger, CASES), ids=case_id)
-def test_unit_matches_oracles_long(case):
-    run_case(case, knobs.vectors(SLOW_VECTORS), SLOW_VECTORS)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", cases_of(FloatToInteger, SIXTEEN_BIT_SOURCES), ids=case_id)
-def test_16_bit_conversions_exhaustive(case):
-    check_16_bit_exhaustive(case)
-
-
-@pytest.mark.parametrize("case", cases_of(FloatToInteger, STALL_CASES), ids=case_id)
-def test_stalls_and_gaps_lose_nothing(case):
-    check_stalls_and_gaps(case)
-
-
-ELABORATIONS = {
-    "f32-u32": lambda: FloatToInteger(integer="u32"),
-}
-
-
-@pytest.mark.parametrize("name", ELABORATIONS)
-def test_elaborates_to_verilog(name):
-    text = verilog.convert(ELABORATIONS[name](), name="top")
-    assert "module top" in text
-
-
-def test_registered_with_defaults():
-    check_registered(BLOCK)
-
-
-@pytest.mark.parametrize("build, message", [
-    (lambda: FloatToInteger(integer="i64"), "integer"),
-])
-def test_bad_parameters_are_named(build, message):
-    with pytest.raises(ValueError, match=message):
-        build()
+globals().update(unit_tests(
+    block=BLOCK, module=MODULE, component=FloatToInteger,
+    configurations=[{"fmt": "f32", "integer": "i32"}],
+    elaborations={"f32-u32": lambda: FloatToInteger(integer="u32")},
+    bad_parameters=[(lambda: FloatToInteger(integer="i64"), "integer")],
+))
