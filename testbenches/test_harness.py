@@ -123,6 +123,35 @@ def test_prune_builds_deletes_least_recently_used_first(tmp_path):
     assert prune_builds(tmp_path, cap_bytes=10_000) == 0
 
 
+def test_prune_builds_skips_folders_being_made_or_already_gone(tmp_path, monkeypatch):
+    import os
+
+    from scripts.sim import runner
+
+    for age, name in enumerate(["new", "old", "gone"]):
+        folder = tmp_path / "block" / name
+        folder.mkdir(parents=True)
+        (folder / "model.bin").write_bytes(b"x" * 1000)
+        (folder / ".lock").write_text("")
+        os.utime(folder / ".lock", (1e9 - 100 * age, 1e9 - 100 * age))
+    making = tmp_path / "block" / "making"  # mkdir'ed by a run that has not opened its lock yet
+    making.mkdir()
+    (making / "model.bin").write_bytes(b"x" * 1000)
+    sizes = runner._folder_size
+
+    def size_then_vanish(folder):
+        # Another worker deletes "gone" (the oldest) after this one has listed it.
+        size = sizes(folder)
+        if folder.name == "gone":
+            import shutil
+            shutil.rmtree(folder)
+        return size
+
+    monkeypatch.setattr(runner, "_folder_size", size_then_vanish)
+    assert prune_builds(tmp_path, cap_bytes=2500) == 1
+    assert sorted(p.name for p in (tmp_path / "block").iterdir()) == ["making", "new"]
+
+
 def test_a_simulation_replies_through_the_channel():
     reply = run_cocotb("skid_buffer", MODULE, params=SMALL, testcase="throughput_without_stalls",
                        extra_env=FEW).reply

@@ -176,31 +176,55 @@ _PRUNED = [False]
 
 
 def _folder_size(folder):
-    return sum(entry.stat().st_size for entry in folder.rglob("*")
-               if entry.is_file() and not entry.is_symlink())
+    """Bytes in ``folder``; what another process deletes meanwhile counts as gone."""
+    total = 0
+    try:
+        for entry in folder.rglob("*"):
+            try:
+                if entry.is_file() and not entry.is_symlink():
+                    total += entry.stat().st_size
+            except FileNotFoundError:
+                pass
+    except FileNotFoundError:
+        pass
+    return total
+
+
+def _last_use(folder):
+    """The time of ``folder``'s lock file, or None when it has none (yet, or any more)."""
+    try:
+        return (folder / ".lock").stat().st_mtime
+    except FileNotFoundError:
+        return None
 
 
 def prune_builds(root=None, cap_bytes=None):
     """Delete the least recently used Verilator builds under ``root`` until it holds ``cap_bytes``.
 
     A build's last use is the time of its ``.lock`` file, which every run touches. Builds in
-    use (locked by another process) and the cached Verilator runtime are never deleted. The
-    cap is ``NEARTRAIN_SIM_CAP_GB`` gigabytes (default 8); without it build/sim once grew to
-    58 GB and filled the disk. Returns the number of builds deleted.
+    use (locked by another process) and the cached Verilator runtime are never deleted, nor is
+    a folder without a lock file: it is being created. Several processes may prune at once (the
+    pytest-xdist workers each prune at their first run), so a folder another one deleted first is
+    skipped. The cap is ``NEARTRAIN_SIM_CAP_GB`` gigabytes (default 8); without it build/sim once
+    grew to 58 GB and filled the disk. Returns the number of builds deleted.
     """
     root = pathlib.Path(root) if root is not None else BUILD_ROOT / "sim"
     if cap_bytes is None:
         cap_bytes = float(os.environ.get(_CAP_VARIABLE) or _DEFAULT_CAP_GB) * 1e9
     builds = [folder for module in root.iterdir() if module.is_dir() and module.name != "_verilator_runtime"
               for folder in module.iterdir() if folder.is_dir()] if root.is_dir() else []
-    used = {folder: (folder / ".lock").stat().st_mtime if (folder / ".lock").exists() else 0.0
-            for folder in builds}
+    used = {folder: _last_use(folder) for folder in builds}
     sizes = {folder: _folder_size(folder) for folder in builds}
     total, deleted = sum(sizes.values()), 0
-    for folder in sorted(builds, key=used.get):
+    for folder in sorted((folder for folder in builds if used[folder] is not None), key=used.get):
         if total <= cap_bytes:
             break
-        with open(folder / ".lock", "a") as lock:
+        try:
+            lock = open(folder / ".lock")  # never created here: a vanished folder stays vanished
+        except FileNotFoundError:
+            total -= sizes[folder]  # another process pruned it
+            continue
+        with lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
