@@ -57,8 +57,14 @@ def unpack(layout, word):
 
 
 def stream_layout(component, port):
-    """The payload shape of stream ``port`` of an Amaranth ``component`` (from its signature)."""
-    return component.signature.members[port].signature.members["payload"].shape
+    """The payload shape of stream ``port`` of an Amaranth ``component`` (from its signature).
+
+    A ``data.Struct`` class comes back as its layout, which :func:`pack` and :func:`unpack` read.
+    """
+    shape = component.signature.members[port].signature.members["payload"].shape
+    if isinstance(shape, type) and issubclass(shape, data.View):
+        return data.Layout.cast(shape)
+    return shape
 
 
 def never():

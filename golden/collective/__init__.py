@@ -1,0 +1,30 @@
+"""Golden models of in-network gradient reduction (dissertation Chapter 7, Sections 7.3.2 to 7.3.4).
+
+:mod:`golden.collective.reduction` states the reduction table's semantics: which contributions
+are merged, which are dropped and counted, the two summation orders (leaf-id order, the
+default, and arrival order), and the order in which reduced partitions leave the table.
+"""
+
+from .reduction import (
+    CANONICAL_NAN_BITS,
+    LINE_WORDS,
+    NEG_ZERO_BITS,
+    Contribution,
+    ReductionTable,
+    add_lines,
+    line_value,
+    reduce_arrival_order,
+    reduce_leaf_order,
+)
+
+__all__ = [
+    "LINE_WORDS",
+    "NEG_ZERO_BITS",
+    "CANONICAL_NAN_BITS",
+    "Contribution",
+    "line_value",
+    "ReductionTable",
+    "add_lines",
+    "reduce_leaf_order",
+    "reduce_arrival_order",
+]

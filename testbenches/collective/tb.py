@@ -1,0 +1,100 @@
+"""Pieces the collective testbenches share: gradient lines with special values, and leaf traffic."""
+
+import numpy as np
+
+from golden.collective import LINE_WORDS, Contribution, line_value
+from scripts.sim import knobs
+from scripts.sim.runner import component_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB
+
+__all__ = ["StreamTB", "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite"]
+
+_SPECIALS = np.array([0x7FC00000, 0x7F800001, 0x7F800000, 0xFF800000, 0x00000001, 0x80000000, 0x00000000,
+                      0x7F7FFFFF, 0xFF7FFFFF, 0x00800000], np.uint32)
+
+
+def random_words(rng, shape, *, specials=0.02):
+    """Random binary32 bits: gradients of mixed scale, with a share of NaN, Inf, subnormals and zeros."""
+    values = (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 3, shape)).astype(np.float32)
+    bits = values.view(np.uint32)
+    picks = rng.random(shape) < specials
+    bits[picks] = rng.choice(_SPECIALS, int(picks.sum()))
+    return bits
+
+
+def nonfinite(line):
+    """Whether a 448-bit line holds a NaN or an infinity in any word."""
+    return any((line >> (32 * word + 23)) & 0xFF == 0xFF for word in range(LINE_WORDS))
+
+
+def leaf_traffic(rng, *, leaves, partitions, slots, chunks, count, first=0, specials=0.02):
+    """Contributions of ``count`` partitions as leaves would send them through one switch port.
+
+    Partitions ``first, first + 1, ...`` (ids wrap at ``partitions``) each get ``leaves * chunks``
+    contributions in a random order. Up to ``slots`` partitions are open at once and are
+    interleaved at random; partition ``p`` opens only once ``p - slots`` is complete, as the
+    leaves' window guarantees, so no contribution meets a slot held by another partition.
+    """
+    pending = {}
+    order = []
+    opened = 0
+
+    def open_next():
+        nonlocal opened
+        index = first + opened
+        lines = random_words(rng, (leaves, chunks, LINE_WORDS), specials=specials)
+        items = [Contribution(leaf, index % partitions, chunk, line_value(lines[leaf, chunk]))
+                 for leaf in range(leaves) for chunk in range(chunks)]
+        pending[index] = [items[k] for k in rng.permutation(len(items))]
+        order.append(index)
+        opened += 1
+
+    while opened < min(slots, count):
+        open_next()
+    sequence = []
+    while pending:
+        index = order[int(rng.integers(0, len(order)))]
+        sequence.append(pending[index].pop())
+        if not pending[index]:
+            del pending[index]
+            order.remove(index)
+            # Partitions complete out of order; the next one opens once its slot's owner is done.
+            while opened < count and first + opened - slots not in pending:
+                open_next()
+    return sequence
+
+
+def by_partition(sequence):
+    """``{partition: [contribution, ...]}`` in sequence order."""
+    groups = {}
+    for c in sequence:
+        groups.setdefault(c.partition, []).append(c)
+    return groups
+
+
+def reshuffled(rng, sequence):
+    """The same contributions, partition after partition, each partition's in a new random order."""
+    groups = by_partition(sequence)
+    return [groups[p][k] for p in sorted(groups) for k in rng.permutation(len(groups[p]))]
+
+
+class StreamTB(ClockedTB):
+    """Clock, reset, one source on ``i`` and one sink on ``o`` (dict items, by the block's layouts).
+
+    ``idle`` inserts random gaps before 40 % of the transfers on ``i``; ``backpressure`` lowers
+    ``o.ready`` on 40 % of the cycles.
+    """
+
+    def __init__(self, dut, *, idle=False, backpressure=False, salt=0):
+        super().__init__(dut)
+        self.component = component_from_env()
+        self.source = StreamSource(dut, "i", self.clock, stream_layout(self.component, "i"),
+                                   pause=random_pauses(knobs.rng(salt + 101), 0.4) if idle else never())
+        self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"),
+                               backpressure=random_pauses(knobs.rng(salt + 202), 0.4) if backpressure
+                               else never())
+
+    @property
+    def drivers(self):
+        return [self.source, self.sink]

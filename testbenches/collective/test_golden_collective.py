@@ -1,0 +1,123 @@
+"""golden.collective against oracles it did not write: SoftFloat's f32_add and NumPy float64 sums."""
+
+import numpy as np
+import pytest
+import softfloatpy as sf
+
+from golden.collective import (
+    CANONICAL_NAN_BITS,
+    LINE_WORDS,
+    Contribution,
+    ReductionTable,
+    add_lines,
+    line_value,
+    reduce_arrival_order,
+    reduce_leaf_order,
+)
+from scripts.sim import knobs
+from testbenches.collective.tb import by_partition, leaf_traffic, random_words, reshuffled
+
+
+def _softfloat_add(a, b):
+    result = sf.f32_add(sf.Float32.from_bytes(int(a).to_bytes(4, "big")),
+                        sf.Float32.from_bytes(int(b).to_bytes(4, "big")))
+    bits = int.from_bytes(result.to_bytes(), "big")
+    return CANONICAL_NAN_BITS if (bits >> 23) & 0xFF == 0xFF and bits & 0x7FFFFF else bits
+
+
+def test_add_lines_matches_softfloat():
+    rng = knobs.rng(1)
+    count = knobs.vectors(400)
+    a, b = (random_words(rng, (count, LINE_WORDS), specials=0.1) for _ in range(2))
+    ours = add_lines(a, b)
+    for index in np.ndindex(a.shape):
+        assert int(ours[index]) == _softfloat_add(a[index], b[index]), f"{index}: {knobs.describe()}"
+
+
+def test_the_first_pass_is_exact():
+    """``g + (-0.0)`` is ``g`` bit for bit for every non-NaN binary32 (the reducer's pass 0)."""
+    bits = np.concatenate([np.arange(0, 1 << 32, 9973, dtype=np.uint64).astype(np.uint32),
+                           np.array([0, 0x80000000, 1, 0x80000001, 0x7F800000, 0xFF800000], np.uint32)])
+    finite_or_inf = bits[~np.isnan(bits.view(np.float32))]
+    assert np.array_equal(add_lines(finite_or_inf, np.full(finite_or_inf.shape, 0x80000000, np.uint32)),
+                          finite_or_inf)
+
+
+@pytest.mark.parametrize("leaves", [2, 4, 16])
+def test_leaf_order_sum_is_within_the_float64_bound(leaves):
+    """|fp32 chain - exact| <= (n-1) u sum|g| / (1 - (n-1) u) (Higham, recursive summation)."""
+    rng = knobs.rng(leaves)
+    shape = (leaves, 64, LINE_WORDS)
+    lines = (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 4, shape)).astype(np.float32)
+    ours = reduce_leaf_order(lines.view(np.uint32)).view(np.float32).astype(np.float64)
+    exact = lines.astype(np.float64).sum(axis=0)
+    u = 2.0 ** -24
+    gamma = (leaves - 1) * u / (1 - (leaves - 1) * u)
+    bound = gamma * np.abs(lines.astype(np.float64)).sum(axis=0)
+    assert np.all(np.abs(ours - exact) <= bound), knobs.describe()
+
+
+def test_leaf_order_is_numpy_float32_recursive_summation():
+    rng = knobs.rng(3)
+    lines = random_words(rng, (5, 32, LINE_WORDS), specials=0.0).view(np.float32)
+    expected = lines[0].copy()
+    for leaf in range(1, 5):
+        expected = expected + lines[leaf]
+    assert np.array_equal(reduce_leaf_order(lines.view(np.uint32)), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("leaves,slots,chunks", [(3, 1, 2), (4, 2, 5), (16, 4, 3)])
+def test_table_is_order_invariant_in_deterministic_mode(leaves, slots, chunks):
+    rng = knobs.rng(leaves * 7 + chunks)
+    shape = {"leaves": leaves, "partitions": 32, "slots": slots, "chunks": chunks}
+    sequence = leaf_traffic(rng, **shape, count=6)
+    first = ReductionTable(**shape).run(sequence)
+    for _ in range(3):
+        again = ReductionTable(**shape).run(reshuffled(rng, sequence))
+        assert sorted(again) == sorted(first), knobs.describe()
+    for partition, lines in first:
+        contributions = by_partition(sequence)[partition]
+        stacked = np.zeros((leaves, chunks, LINE_WORDS), np.uint32)
+        for c in contributions:
+            stacked[c.leaf, c.chunk] = c.words()
+        assert lines == [line_value(line) for line in reduce_leaf_order(stacked)], knobs.describe()
+
+
+def test_arrival_mode_follows_the_arrival_order():
+    rng = knobs.rng(5)
+    shape = {"leaves": 4, "partitions": 8, "slots": 2, "chunks": 3}
+    sequence = leaf_traffic(rng, **shape, count=4)
+    table = ReductionTable(**shape, mode="arrival")
+    for partition, lines in table.run(sequence):
+        contributions = by_partition(sequence)[partition]
+        for chunk in range(shape["chunks"]):
+            arrived = [c for c in contributions if c.chunk == chunk]
+            stacked = np.zeros((shape["leaves"], LINE_WORDS), np.uint32)
+            for c in arrived:
+                stacked[c.leaf] = c.words()
+            assert lines[chunk] == line_value(reduce_arrival_order(stacked, [c.leaf for c in arrived]))
+
+
+def test_two_leaves_give_the_same_bits_in_both_modes():
+    """Binary32 addition commutes, so with two leaves the orders cannot differ."""
+    rng = knobs.rng(6)
+    shape = {"leaves": 2, "partitions": 8, "slots": 2, "chunks": 4}
+    sequence = leaf_traffic(rng, **shape, count=5)
+    assert ReductionTable(**shape).run(sequence) == ReductionTable(**shape, mode="arrival").run(sequence)
+
+
+def test_bad_contributions_are_counted_once_and_never_merged():
+    table = ReductionTable(leaves=2, partitions=4, slots=2, chunks=1)
+    one = 0x3F800000
+    sequence = [Contribution(2, 0, 0, one), Contribution(0, 4, 0, one), Contribution(0, 0, 1, one),
+                Contribution(0, 0, 0, one), Contribution(0, 0, 0, 0x40000000), Contribution(0, 2, 0, one),
+                Contribution(1, 0, 0, one)]
+    # Word 0: 1.0 from each leaf; the other words are +0.
+    assert table.run(sequence) == [(0, [0x40000000])]
+    assert table.counters == {"bad_leaf": 1, "bad_partition": 1, "bad_chunk": 1, "conflicts": 1,
+                              "duplicates": 1}
+
+
+def test_a_bad_mode_is_refused():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ReductionTable(leaves=2, partitions=1, slots=1, chunks=1, mode="fastest")
