@@ -57,9 +57,11 @@ class ReductionEngine(wiring.Component):
     output holds the whole pipeline (the ``rtl.fp`` rule), so ``valid`` and the payload hold too.
     """
 
+    LATENCY = FloatAdder.LATENCY
+
     def __init__(self, *, tag_width=0):
         self._tag_width = check_int("tag_width", tag_width, 0, 64)
-        self.latency = FloatAdder.LATENCY
+        self.latency = self.LATENCY
         super().__init__({
             "i": In(stream.Signature(engine_input_layout(tag_width))),
             "o": Out(stream.Signature(engine_output_layout(tag_width))),

@@ -1,6 +1,6 @@
-"""The reduction table of the global control unit: gradient partitions in, reduced partitions out."""
+"""The reduction unit of the global control unit: leaves' gradient lines in, reduced partitions out."""
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -8,37 +8,23 @@ from amaranth.lib.wiring import In, Out
 from ..registration import Param, check_choice, check_int, register_block
 from ..runtime.common import Queue
 from .reduction_engine import LINE_BITS, LINE_WORDS, ReductionEngine
+from .reduction_table import (
+    CHUNK_BITS,
+    COUNTER_BITS,
+    COUNTERS,
+    GROUP,
+    LEAF_BITS,
+    PARTITION_BITS,
+    Contribution,
+    ReducedLine,
+    ReductionTable,
+    slot_signal,
+)
 
-__all__ = ["ReductionUnit", "Contribution", "ReducedLine", "MODES", "SLOT_CHOICES", "GROUP", "COUNTERS"]
+__all__ = ["ReductionUnit", "MODES", "SLOT_CHOICES"]
 
-LEAF_BITS = 4
-PARTITION_BITS = 10
-CHUNK_BITS = 12
-COUNTER_BITS = 16
-# Chunks reduced together: one pass over a group takes at least the adder's latency, so a group
-# of 16 chunks keeps the engine busy every cycle and shorter partitions pay a few bubbles.
-GROUP = 16
 SLOT_CHOICES = (1, 2, 4, 8, 16)
-MODES = ("deterministic",)
-COUNTERS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates", "nonfinite", "reduced")
-
-
-class Contribution(data.Struct):
-    """One gradient line from a leaf: chunk ``chunk`` of partition ``partition``, 14 binary32 words."""
-
-    leaf: LEAF_BITS
-    partition: PARTITION_BITS
-    chunk: CHUNK_BITS
-    data: LINE_BITS
-
-
-class ReducedLine(data.Struct):
-    """One line of a reduced partition; ``last`` marks its final chunk."""
-
-    partition: PARTITION_BITS
-    chunk: CHUNK_BITS
-    last: 1
-    data: LINE_BITS
+MODES = ("deterministic", "arrival")
 
 
 class _Tag(data.Struct):
@@ -48,28 +34,48 @@ class _Tag(data.Struct):
     last: 1
 
 
+class _ArrivalTag(data.Struct):
+    address: 16
+    finishing: 1
+    slot: 4
+
+
+_NEGATIVE_ZEROS = Cat(*[Const(0x80000000, 32)] * LINE_WORDS)
+# A line's sum is written back 1 + 6 cycles after its acceptance (the read, then the engine), and a
+# read in the write-back cycle still sees the old line: so much later may the next line of its
+# accumulator be taken.
+_HAZARD = 1 + ReductionEngine.LATENCY
+
+
 class _Phase(enum.Enum, shape=1):
     IDLE = 0
-    REDUCE = 1
+    BUSY = 1
 
 
 class ReductionUnit(wiring.Component):
-    """Holds the leaves' gradient lines per partition and reduces each complete partition in leaf order.
+    """Reduction table of the global control unit: gradient lines of leaves in, reduced partitions out.
 
-    Partition ``p`` lives in slot ``p mod slots``. Each accepted contribution is written to its
-    ``(slot, leaf, chunk)`` line of a simple dual-port memory and marked seen; when a slot holds
-    ``leaves * chunks`` lines, its index enters a queue of complete slots. The reducer takes the
-    complete slots in that order and, for each group of up to 16 chunks, makes ``leaves`` passes
-    through one :class:`ReductionEngine`: pass 0 adds ``-0.0`` to leaf 0's lines, pass ``l`` adds
-    leaf ``l``'s lines to the partial sums of pass ``l - 1``, which wait in a feedback queue.
-    The sums are therefore in leaf-id order whatever the order of arrival
-    (:mod:`golden.collective.reduction` states the order and the rules).
+    Partition ``p`` lives in slot ``p mod slots``; a slot frees once its partition is reduced.
+    A word of seen bits per ``(slot, chunk)`` (one bit per leaf) tells a leaf's first line
+    from a duplicate. Two orders of summation (:mod:`golden.collective.reduction` states both):
+
+    * ``mode="deterministic"``: each accepted line is stored in its ``(slot, leaf, chunk)`` line of
+      a simple dual-port memory. When a slot holds ``leaves * chunks`` lines, it is queued; the
+      reducer makes ``leaves`` passes per group of up to 16 chunks through one
+      :class:`ReductionEngine`: pass 0 adds ``-0.0`` to leaf 0's line, pass ``l`` adds leaf
+      ``l``'s line to the partial sum of pass ``l - 1`` (kept in a feedback queue). The sums are
+      in leaf-id order whatever the arrival order: bit-identical across arrival orders.
+    * ``mode="arrival"``: each accepted line is added at once into its ``(slot, chunk)``
+      accumulator (the first with ``-0.0``); a line for an accumulator whose previous addition
+      is still in the engine waits (``i.ready`` low) until it is written back. A complete slot's
+      accumulators are read out in chunk order. ``leaves`` times less storage, and the sums
+      follow the arrival order.
 
     Contributions that are not merged are dropped and counted: a leaf id not below ``leaves``
     (``bad_leaf``), a partition id not below ``partitions`` (``bad_partition``), a chunk index not
     below ``chunks`` (``bad_chunk``), a partition whose slot holds another partition
     (``conflicts``), and a line this leaf already sent (``duplicates``). A contribution for a slot
-    that is complete and not yet reduced waits (``i.ready`` low) until the reducer frees it.
+    that is complete and not yet read out waits until the slot is free.
 
     Parameters
     ----------
@@ -81,14 +87,15 @@ class ReductionUnit(wiring.Component):
         Partitions in flight: 1, 2, 4, 8 or 16.
     chunks : int
         Lines per partition (14 binary32 words each), 1 to 4096.
-    mode : str
-        ``"deterministic"`` (leaf-id order).
+    mode : {"deterministic", "arrival"}
+        Summation order.
 
     Attributes
     ----------
     i : In(stream.Signature(Contribution))
-        Contributions. ``ready`` is low only for ``slots * leaves * chunks`` cycles after reset
-        (the seen bits are cleared) and while the contribution's slot waits for the reducer.
+        Contributions. ``ready`` is low for ``slots * chunks`` cycles after reset (the seen bits
+        are cleared), while the contribution's slot waits to be read out, and in arrival mode
+        while its accumulator is in the engine.
     o : Out(stream.Signature(ReducedLine))
         Reduced partitions, in completion order, chunks in order.
     bad_leaf, bad_partition, bad_chunk, conflicts, duplicates : Out(16)
@@ -100,12 +107,14 @@ class ReductionUnit(wiring.Component):
 
     Notes
     -----
-    Buffering: ``slots * leaves * chunks`` lines of 448 bits, plus 32 lines of feedback and 32
-    of output queue. Throughput: one contribution accepted per cycle; the reducer adds one line
-    per cycle, ``leaves * chunks`` additions per partition, so it keeps up with contributions
-    arriving at one per cycle when ``chunks >= 16``; a partition of fewer chunks costs
-    ``leaves * (latency + 3)`` cycles. Latency from the last contribution of a partition to its
-    first reduced line: ``leaves * max(group, ~9) + 9`` cycles.
+    Storage (448-bit lines): :attr:`lines`, i.e. ``slots * leaves * chunks`` (deterministic) or
+    ``slots * chunks`` (arrival), plus a 32-line output queue (and a 32-line feedback queue,
+    deterministic). Throughput: one contribution per cycle. Deterministic: the reducer adds one
+    line per cycle, ``leaves * chunks`` additions per partition, so it keeps pace with
+    contributions arriving at one per cycle when ``chunks >= 16``; a partition of fewer chunks
+    costs about ``leaves * 9`` cycles. Arrival: one line per cycle while consecutive lines go to
+    different accumulators; lines for the same ``(partition, chunk)`` less than 8 cycles apart
+    wait for each other.
     """
 
     def __init__(self, *, leaves=4, partitions=64, slots=2, chunks=16, mode="deterministic"):
@@ -120,82 +129,36 @@ class ReductionUnit(wiring.Component):
 
     @property
     def lines(self):
-        """Lines of gradient storage: ``slots * leaves * chunks``."""
-        return self._slots * self._leaves * self._chunks
-
-    def _address(self, slot, leaf, chunk):
-        return (slot * self._leaves + leaf) * self._chunks + chunk
+        """448-bit lines of gradient storage (see Notes)."""
+        per_slot = self._chunks * (self._leaves if self._mode == "deterministic" else 1)
+        return self._slots * per_slot
 
     def elaborate(self, platform):
         m = Module()
+        t = ReductionTable(m, self, _Tag if self._mode == "deterministic" else _ArrivalTag)
+        if self._mode == "deterministic":
+            self._leaf_order(m, t)
+        else:
+            self._arrival_order(m, t)
+        return m
+
+    def _leaf_order(self, m, t):
+        """Store every line; reduce a complete slot in leaf-id order, pass by pass."""
         leaves, chunks, slots = self._leaves, self._chunks, self._slots
-        total = leaves * chunks
         m.submodules.lines = lines = Memory(shape=LINE_BITS, depth=self.lines, init=[])
-        m.submodules.seen = seen = Memory(shape=1, depth=self.lines, init=[])
         store, load = lines.write_port(), lines.read_port()
-        seen_read, seen_set, seen_clear = seen.read_port(domain="comb"), seen.write_port(), seen.write_port()
 
-        busy = Array(Signal(name=f"busy{s}") for s in range(slots))
-        complete = Array(Signal(name=f"complete{s}") for s in range(slots))
-        owner = Array(Signal(PARTITION_BITS, name=f"owner{s}") for s in range(slots))
-        count = Array(Signal(range(total + 1), name=f"count{s}") for s in range(slots))
-        done = Queue(m, "done", range(slots) if slots > 1 else 1, slots)
+        def address(slot, leaf, chunk):
+            return (slot * leaves + leaf) * chunks + chunk
 
-        def bump(counter, event):
-            with m.If(event & (counter != (1 << COUNTER_BITS) - 1)):
-                m.d.sync += counter.eq(counter + 1)
-
-        # After reset, clear every seen bit before the first contribution is taken.
-        clearing = Signal(init=1)
-        sweep = Signal(range(self.lines))
-        with m.If(clearing):
-            m.d.comb += [seen_clear.addr.eq(sweep), seen_clear.en.eq(1), seen_clear.data.eq(0)]
-            m.d.sync += sweep.eq(sweep + 1)
-            with m.If(sweep == self.lines - 1):
-                m.d.sync += clearing.eq(0)
-
-        # Arrivals.
-        c = self.i.payload
-        slot = Signal(range(slots)) if slots > 1 else Const(0, 1)
-        if slots > 1:
-            m.d.comb += slot.eq(c.partition[:(slots - 1).bit_length()])
-        address = Signal(range(self.lines))
-        m.d.comb += [address.eq(self._address(slot, c.leaf, c.chunk)), seen_read.addr.eq(address)]
-        m.d.comb += self.i.ready.eq(~clearing & ~complete[slot])
-        accepted = self.i.valid & self.i.ready
-        bad_leaf = accepted & (c.leaf >= leaves)
-        bad_partition = accepted & ~bad_leaf & (c.partition >= self._partitions)
-        bad_chunk = accepted & ~bad_leaf & ~bad_partition & (c.chunk >= chunks)
-        valid_ids = accepted & ~bad_leaf & ~bad_partition & ~bad_chunk
-        conflict = valid_ids & busy[slot] & (owner[slot] != c.partition)
-        duplicate = valid_ids & ~conflict & seen_read.data
-        merged = valid_ids & ~conflict & ~seen_read.data
-        drops = {"bad_leaf": bad_leaf, "bad_partition": bad_partition, "bad_chunk": bad_chunk,
-                 "conflicts": conflict, "duplicates": duplicate}
-        for name, event in drops.items():
-            bump(getattr(self, name), event)
-        m.d.comb += [store.addr.eq(address), store.data.eq(c.data), store.en.eq(merged),
-                     seen_set.addr.eq(address), seen_set.data.eq(1), seen_set.en.eq(merged)]
-        finished = merged & (count[slot] == total - 1)
-        # Writes go slot by slot: a variable-index write leaves incomplete case statements in Verilog.
-        for index in range(slots):
-            with m.If(merged & (slot == index)):
-                m.d.sync += [busy[index].eq(1), owner[index].eq(c.partition),
-                             count[index].eq(count[index] + 1)]
-                with m.If(finished):
-                    m.d.sync += complete[index].eq(1)
-        m.d.comb += [done.w.valid.eq(finished), done.w.payload.eq(slot)]
-
-        # The reducer: passes over groups of chunks of the oldest complete slot.
-        m.submodules.engine = engine = ReductionEngine(tag_width=_Tag.as_shape().size)
+        m.d.comb += [store.addr.eq(address(t.slot, t.c.leaf, t.c.chunk)), store.data.eq(t.c.data),
+                     store.en.eq(t.merged), t.done.w.valid.eq(t.finished), t.done.w.payload.eq(t.slot)]
         feedback = Queue(m, "feedback", LINE_BITS, 2 * GROUP)
-        out = Queue(m, "out", ReducedLine, 2 * GROUP, credited=True)
         phase = Signal(_Phase)
-        current = Signal(range(slots)) if slots > 1 else Const(0, 1)
+        current = slot_signal(slots, "current")
         base = Signal(range(chunks + GROUP))
         leaf = Signal(range(leaves))
         step = Signal(range(GROUP))
-        credits = Signal(range(2 * GROUP + 1), init=2 * GROUP)
         group = Signal(range(GROUP + 1))
         m.d.comb += group.eq(GROUP)
         with m.If(chunks - base < GROUP):
@@ -203,63 +166,106 @@ class ReductionUnit(wiring.Component):
         chunk = Signal(CHUNK_BITS)
         m.d.comb += chunk.eq(base + step)
 
-        with m.If((phase == _Phase.IDLE) & done.r.valid):
-            m.d.comb += done.r.ready.eq(1)
-            m.d.sync += [phase.eq(_Phase.REDUCE), base.eq(0), leaf.eq(0), step.eq(0)]
+        with m.If((phase == _Phase.IDLE) & t.done.r.valid):
+            m.d.comb += t.done.r.ready.eq(1)
+            m.d.sync += [phase.eq(_Phase.BUSY), base.eq(0), leaf.eq(0), step.eq(0)]
             if slots > 1:
-                m.d.sync += current.eq(done.r.payload)
+                m.d.sync += current.eq(t.done.r.payload)
         opening = (leaf == 0) & (step == 0)
-        has_operand = (leaf == 0) | feedback.r.valid
-        has_room = ~opening | (credits >= group)
         issue = Signal()
-        m.d.comb += issue.eq((phase == _Phase.REDUCE) & has_operand & has_room)
-        line = self._address(current, leaf, chunk)
-        m.d.comb += [load.addr.eq(line), load.en.eq(1),
+        # A group opens only with room for its sums in the output queue, so the engine never waits.
+        m.d.comb += issue.eq((phase == _Phase.BUSY) & ((leaf == 0) | feedback.r.valid)
+                             & (~opening | (t.credits >= group)))
+        m.d.comb += [load.addr.eq(address(current, leaf, chunk)), load.en.eq(1),
                      feedback.r.ready.eq(issue & (leaf != 0))]
-        with m.If(~clearing):
-            m.d.comb += [seen_clear.addr.eq(line), seen_clear.en.eq(issue), seen_clear.data.eq(0)]
-        returned = out.r.valid & out.r.ready
-        m.d.sync += credits.eq(credits + returned - Mux(issue & opening, group, 0))
+        t.clear(current, chunk, issue & (leaf == 0))
+        with m.If(issue & opening):
+            m.d.comb += t.reserve.eq(group)
 
         # The engine's operands: the line read this cycle, and -0.0 or the partial sum.
         a_valid = Signal()
         b = Signal(LINE_BITS)
         tag = Signal(_Tag)
         m.d.sync += [a_valid.eq(issue), b.eq(feedback.r.payload), tag.final.eq(leaf == leaves - 1),
-                     tag.partition.eq(owner[current]), tag.chunk.eq(chunk), tag.last.eq(chunk == chunks - 1)]
+                     tag.partition.eq(t.owner[current]), tag.chunk.eq(chunk),
+                     tag.last.eq(chunk == chunks - 1)]
         with m.If(leaf == 0):
-            m.d.sync += b.eq(Cat(*[Const(0x80000000, 32)] * LINE_WORDS))
+            m.d.sync += b.eq(_NEGATIVE_ZEROS)
+        engine = t.engine
         m.d.comb += [engine.i.valid.eq(a_valid), engine.i.payload.a.eq(load.data), engine.i.payload.b.eq(b),
-                     engine.i.payload.tag.eq(tag), engine.o.ready.eq(1)]
-        result = engine.o.payload
-        result_tag = _Tag(result.tag)
-        final = engine.o.valid & result_tag.final
-        m.d.comb += [
-            feedback.w.valid.eq(engine.o.valid & ~result_tag.final), feedback.w.payload.eq(result.sum),
-            out.w.valid.eq(final), out.w.payload.partition.eq(result_tag.partition),
-            out.w.payload.chunk.eq(result_tag.chunk), out.w.payload.last.eq(result_tag.last),
-            out.w.payload.data.eq(result.sum),
-        ]
-        special = Cat(*[result.sum[32 * w + 23:32 * w + 31].all() for w in range(LINE_WORDS)]).any()
-        bump(self.nonfinite, final & special)
-        with m.If(final & result_tag.last):
-            m.d.sync += self.reduced.eq(self.reduced + 1)
-        wiring.connect(m, out.r, wiring.flipped(self.o))
+                     engine.i.payload.tag.eq(tag)]
+        result_tag = _Tag(engine.o.payload.tag)
+        m.d.comb += [feedback.w.valid.eq(engine.o.valid & ~result_tag.final),
+                     feedback.w.payload.eq(engine.o.payload.sum)]
+        t.emit(engine.o.valid & result_tag.final, result_tag, engine.o.payload.sum)
 
-        # Advance through the chunks of a group, then the leaves, then the groups.
+        # Through the chunks of a group, then the leaves, then the groups.
         with m.If(issue):
             m.d.sync += step.eq(step + 1)
             with m.If(step == group - 1):
-                m.d.sync += step.eq(0)
-                m.d.sync += leaf.eq(leaf + 1)
+                m.d.sync += [step.eq(0), leaf.eq(leaf + 1)]
                 with m.If(leaf == leaves - 1):
                     m.d.sync += [leaf.eq(0), base.eq(base + GROUP)]
                     with m.If(base + group == chunks):
                         m.d.sync += phase.eq(_Phase.IDLE)
-                        for index in range(slots):
-                            with m.If(current == index):
-                                m.d.sync += [busy[index].eq(0), complete[index].eq(0), count[index].eq(0)]
-        return m
+                        t.free(current)
+
+    def _arrival_order(self, m, t):
+        """Add every line into its accumulator as it arrives; read a complete slot out."""
+        chunks, slots = self._chunks, self._slots
+        m.submodules.sums = sums = Memory(shape=LINE_BITS, depth=self.lines, init=[])
+        fetch, write_back, read_out = sums.read_port(), sums.write_port(), sums.read_port()
+        here = t.slot * chunks + t.c.chunk
+
+        # Lines for an accumulator still in the engine wait: the read would miss the pending sum.
+        in_flight = [Signal(range(self.lines), name=f"pending{k}") for k in range(_HAZARD)]
+        busy = [Signal(name=f"pending{k}_valid") for k in range(_HAZARD)]
+        m.d.sync += [in_flight[0].eq(here), busy[0].eq(t.merged)]
+        for k in range(1, _HAZARD):
+            m.d.sync += [in_flight[k].eq(in_flight[k - 1]), busy[k].eq(busy[k - 1])]
+        hazard = Const(0, 1)
+        for k in range(_HAZARD):
+            hazard = hazard | (busy[k] & (in_flight[k] == here))
+        m.d.comb += t.hold.eq(hazard)
+
+        first = Signal()
+        g = Signal(LINE_BITS)
+        tag = Signal(_ArrivalTag)
+        m.d.comb += [fetch.addr.eq(here), fetch.en.eq(1)]
+        m.d.sync += [first.eq(t.first), g.eq(t.c.data), tag.address.eq(here), tag.finishing.eq(t.finished),
+                     tag.slot.eq(t.slot)]
+        engine = t.engine
+        m.d.sync += engine.i.valid.eq(t.merged)
+        m.d.comb += [engine.i.payload.a.eq(Mux(first, _NEGATIVE_ZEROS, fetch.data)), engine.i.payload.b.eq(g),
+                     engine.i.payload.tag.eq(tag)]
+        done_tag = _ArrivalTag(engine.o.payload.tag)
+        m.d.comb += [write_back.addr.eq(done_tag.address), write_back.data.eq(engine.o.payload.sum),
+                     write_back.en.eq(engine.o.valid),
+                     t.done.w.valid.eq(engine.o.valid & done_tag.finishing),
+                     t.done.w.payload.eq(done_tag.slot)]
+
+        phase = Signal(_Phase)
+        current = slot_signal(slots, "current")
+        chunk = Signal(range(chunks))
+        with m.If((phase == _Phase.IDLE) & t.done.r.valid):
+            m.d.comb += t.done.r.ready.eq(1)
+            m.d.sync += [phase.eq(_Phase.BUSY), chunk.eq(0)]
+            if slots > 1:
+                m.d.sync += current.eq(t.done.r.payload)
+        issue = (phase == _Phase.BUSY) & (t.credits != 0)
+        m.d.comb += [read_out.addr.eq(current * chunks + chunk), read_out.en.eq(1)]
+        t.clear(current, chunk, issue)
+        with m.If(issue):
+            m.d.comb += t.reserve.eq(1)
+            m.d.sync += chunk.eq(chunk + 1)
+            with m.If(chunk == chunks - 1):
+                m.d.sync += phase.eq(_Phase.IDLE)
+                t.free(current)
+        reading = Signal()
+        out_tag = Signal(_Tag)
+        m.d.sync += [reading.eq(issue), out_tag.partition.eq(t.owner[current]), out_tag.chunk.eq(chunk),
+                     out_tag.last.eq(chunk == chunks - 1)]
+        t.emit(reading, out_tag, read_out.data)
 
 
 register_block(

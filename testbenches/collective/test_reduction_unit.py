@@ -1,4 +1,4 @@
-"""The reduction unit: leaf-order sums of every partition, bit-exact with golden.collective's table.
+"""The reduction unit, in both orders: every partition's sums bit-exact with golden.collective's table.
 
 Leaves' contributions arrive interleaved across the open partitions, in random order, with random
 gaps and backpressure; the reduced lines must equal :class:`golden.collective.ReductionTable`'s,
@@ -59,7 +59,7 @@ def traffic(tb, rng, count, **options):
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
-async def partitions_reduce_in_leaf_order(dut, idle, backpressure):
+async def partitions_reduce_bit_exact(dut, idle, backpressure):
     salt = 2 * idle + backpressure
     tb = TB(dut, idle=idle, backpressure=backpressure, salt=salt)
     await tb.reset()
@@ -72,7 +72,10 @@ async def partitions_reduce_in_leaf_order(dut, idle, backpressure):
 
 @cocotb.test()
 async def arrival_order_does_not_change_the_bits(dut):
-    """The same partitions, sent twice in two random arrival orders, give the same reduced bits."""
+    """The same partitions, sent twice in two random arrival orders, give the same reduced bits.
+
+    In arrival mode the bits may differ (the golden predicts them); in leaf-id order they may not.
+    """
     tb = TB(dut, idle=True, salt=5)
     await tb.reset()
     rng = knobs.rng(41)
@@ -89,7 +92,9 @@ async def arrival_order_does_not_change_the_bits(dut):
     by_key = {}
     for item in received:
         by_key.setdefault((item["partition"], item["chunk"]), []).append(item["data"])
-    assert all(len(set(bits)) == 1 and len(bits) == 2 for bits in by_key.values()), knobs.describe()
+    assert all(len(bits) == 2 for bits in by_key.values()), knobs.describe()
+    if tb.params["mode"] == "deterministic":
+        assert all(len(set(bits)) == 1 for bits in by_key.values()), knobs.describe()
 
 
 @cocotb.test()
@@ -145,6 +150,8 @@ SHAPES = {
     "default": {},
     "short_partitions": {"leaves": 2, "slots": 1, "chunks": 3, "partitions": 8},
     "wide": {"leaves": 16, "slots": 4, "chunks": 20, "partitions": 1024},
+    "arrival": {"mode": "arrival"},
+    "arrival_short_partitions": {"mode": "arrival", "leaves": 16, "slots": 4, "chunks": 3, "partitions": 64},
 }
 
 
