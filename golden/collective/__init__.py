@@ -3,8 +3,11 @@
 :mod:`golden.collective.reduction` states the reduction table's semantics: which contributions
 are merged, which are dropped and counted, the two summation orders (leaf-id order, the
 default, and arrival order), and the order in which reduced partitions leave the table.
+:mod:`golden.collective.barrier` states the global barrier table's: no leaf runs more than one
+iteration ahead of the slowest.
 """
 
+from .barrier import BarrierTable
 from .reduction import (
     CANONICAL_NAN_BITS,
     LINE_WORDS,
@@ -18,6 +21,7 @@ from .reduction import (
 )
 
 __all__ = [
+    "BarrierTable",
     "LINE_WORDS",
     "NEG_ZERO_BITS",
     "CANONICAL_NAN_BITS",

@@ -7,6 +7,7 @@ import softfloatpy as sf
 from golden.collective import (
     CANONICAL_NAN_BITS,
     LINE_WORDS,
+    BarrierTable,
     Contribution,
     ReductionTable,
     add_lines,
@@ -121,3 +122,26 @@ def test_bad_contributions_are_counted_once_and_never_merged():
 def test_a_bad_mode_is_refused():
     with pytest.raises(ValueError, match="mode must be one of"):
         ReductionTable(leaves=2, partitions=1, slots=1, chunks=1, mode="fastest")
+
+
+@pytest.mark.parametrize("leaves", [2, 3, 16])
+def test_barrier_keeps_leaves_within_one_iteration_and_acknowledges_every_barrier(leaves):
+    """Leaves that wait for their acks, at random speeds: the spread never exceeds one iteration."""
+    rng = knobs.rng(70 + leaves)
+    table = BarrierTable(leaves=leaves)
+    completed = [0] * leaves  # iterations each leaf has been acknowledged for
+    waiting = [False] * leaves
+    for _ in range(knobs.vectors(2000)):
+        leaf = int(rng.integers(0, leaves))
+        if not waiting[leaf]:
+            waiting[leaf] = True
+            table.barrier(leaf)
+        for who, iteration in table.acks:
+            assert iteration == (completed[who] + 1) % 256, knobs.describe()  # iterations count mod 256
+            completed[who] += 1
+            waiting[who] = False
+        table.acks.clear()
+        assert max(completed) - min(completed) <= 1, knobs.describe()
+        assert table.base == min(completed) % 256
+    assert min(completed) > 10, "the leaves made no progress"
+    assert table.counters == {"bad_leaf": 0, "duplicates": 0}
