@@ -33,6 +33,8 @@ TESTED_TOGETHER = {
     "uart_tx": "testbenches/bus/test_uart.py",
     # One set of lane-converter checks runs against both converters of the updater kernels.
     "counted_width_converter": "testbenches/optim/test_gearbox.py",
+    # The cluster is the global control unit's testbench: the leaves are cocotb models on its ports.
+    "gcu_cluster": "testbenches/collective/test_gcu.py",
 }
 
 

@@ -127,6 +127,11 @@ class ReductionUnit(wiring.Component):
         members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
         super().__init__(members)
 
+    @staticmethod
+    def counter_names():
+        """The counter ports' names."""
+        return COUNTERS
+
     @property
     def lines(self):
         """448-bit lines of gradient storage (see Notes)."""

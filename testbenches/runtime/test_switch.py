@@ -16,68 +16,9 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
+from testbenches.runtime.tb import SwitchPort
 
 MASK = (1 << 512) - 1
-
-
-class Node:
-    """One attached node: a credit-limited sender and a slow receiver."""
-
-    def __init__(self, tb, port, rng, gaps, slow):
-        self.tb, self.port, self.rng, self.gaps, self.slow = tb, port, rng, gaps, slow
-        self.dut = tb.dut
-        self.depth, self.rx_credits = tb.params["depth"], tb.params["rx_credits"]
-        self.clear()
-        getattr(self.dut, f"p{port}_in__valid").value = 0
-        getattr(self.dut, f"p{port}_out__ready").value = 1
-        getattr(self.dut, f"p{port}_out_credit").value = 0
-        cocotb.start_soon(self._run())
-
-    def clear(self):
-        """Forget everything (reset): the switch's buffers are empty, so every credit is here;
-        credit pulses of the next two cycles were sent before the reset and are ignored."""
-        self.stale = 2
-        self.credits = [self.depth] * 3
-        self.outbound = []  # (vc, word)
-        self.holding = [0] * 3
-        self.returns = []
-        self.received = []  # (vc, word)
-
-    async def _run(self):
-        dut, port = self.dut, self.port
-        while True:
-            await RisingEdge(self.tb.clock)
-            credit = int(getattr(dut, f"p{port}_in_credit").value)
-            if self.stale:
-                self.stale -= 1
-                credit = 0
-            for vc in range(3):
-                self.credits[vc] += credit >> vc & 1
-                assert self.credits[vc] <= self.depth, f"port {port} got too many credits"
-            if int(getattr(dut, f"p{port}_out__valid").value):
-                word = int(getattr(dut, f"p{port}_out__payload").value)
-                vc = word >> 512
-                self.holding[vc] += 1
-                assert self.holding[vc] <= self.rx_credits, f"port {port} channel {vc} overran its credits"
-                self.received.append((vc, word & MASK))
-                delay = int(self.rng.integers(1, 30 if self.slow else 3))
-                self.returns.append((self.tb.cycle + delay, vc))
-            pulses = 0
-            for entry in [entry for entry in self.returns if entry[0] <= self.tb.cycle]:
-                if not pulses >> entry[1] & 1:
-                    pulses |= 1 << entry[1]
-                    self.returns.remove(entry)
-                    self.holding[entry[1]] -= 1
-            getattr(dut, f"p{port}_out_credit").value = pulses
-            getattr(dut, f"p{port}_in__valid").value = 0
-            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
-                vc, word = self.outbound[0]
-                if vc == 3 or self.credits[vc]:
-                    self.outbound.pop(0)
-                    if vc < 3:
-                        self.credits[vc] -= 1
-                    getattr(dut, f"p{port}_in__payload").value = word | vc << 512
-                    getattr(dut, f"p{port}_in__valid").value = 1
 
 
 class DropCounter:
@@ -101,7 +42,8 @@ class SwitchTB(ClockedTB):
         super().__init__(dut)
         self.params = params_from_env()
         self.nodes = [
-            Node(self, port, knobs.rng(salt + port), gaps, slow) for port in range(self.params["nodes"])
+            SwitchPort(self, port, knobs.rng(salt + port), gaps, slow, depth=self.params["depth"],
+                       rx_credits=self.params["rx_credits"]) for port in range(self.params["nodes"])
         ]
         self.dropped = DropCounter(dut.dropped, self.clock)
 

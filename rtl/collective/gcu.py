@@ -1,0 +1,245 @@
+"""The global control unit on a switch port: gradient reduction, broadcast on request, and the barrier."""
+
+from amaranth.hdl import Array, Const, Module, Signal
+from amaranth.lib import enum, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..registration import Param, check_choice, check_int, register_block
+from ..runtime.common import pulse_count, sealed
+from ..runtime.net_interface import NetInterface
+from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType, checksum
+from .barrier_table import BarrierTable
+from .reduction_table import COUNTER_BITS
+from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
+
+__all__ = ["GlobalControlUnit", "GCU_COUNTERS"]
+
+VERSION_BITS = 8
+GCU_COUNTERS = ("malformed", "bad_requests", "early_requests", "stale_requests", "duplicate_requests")
+
+
+def _lookup(signals, index):
+    """``signals[index]`` for an index known to be in range (a full case: Verilator's lint wants one)."""
+    bits = max(1, (len(signals) - 1).bit_length())
+    padded = list(signals) + [Const(0, len(signals[0]))] * ((1 << bits) - len(signals))
+    return Array(padded)[index[:bits]]
+
+
+class _Phase(enum.Enum, shape=2):
+    IDLE = 0
+    READ = 1
+    SEND = 2
+
+
+class GlobalControlUnit(wiring.Component):
+    """An all-reduce through one switch port: leaves send gradient lines, then fetch the sums.
+
+    Packets (the runtime's 512-bit format, :mod:`rtl.runtime.packet`; ``src`` is the leaf):
+
+    * **data** packet to the GCU: one gradient line, ``range`` = partition, ``line`` = chunk;
+    * **RDMA** packet to the GCU: a fetch of partition ``range``, reduced for the ``first``-th
+      time (the leaf's iteration + 1, mod 256);
+    * **task** packet to the GCU: a barrier (the leaf finished an iteration);
+    * replies: a **data** packet per reduced line (``range``, ``line`` = chunk, ``last``), and a
+      **task** packet per barrier acknowledgement (``range`` = the leaf's completed iterations).
+
+    Gradient lines go to a :class:`ReductionUnit`; each reduced partition is stored and its
+    version (reductions so far, mod 256) counts up. A fetch waits in its leaf's request slot until
+    the partition reaches the version asked for (one request slot per leaf and reduction slot, as a
+    leaf has at most ``slots`` partitions open), then the partition's lines are sent to the leaf,
+    one line every two cycles. Barriers go to a :class:`BarrierTable`.
+
+    Dropped and counted (16-bit saturating): a packet whose check byte fails (``malformed``); a
+    fetch of a partition id out of range or from a leaf id out of range (``bad_requests``); a
+    fetch of a partition already reduced past the version asked for (``stale_requests``: its lines
+    are gone); a second fetch from a leaf for a partition in the same slot (``p mod slots``) while the
+    first still waits (``duplicate_requests``).
+    ``early_requests`` counts fetches that had to wait. The reduction unit's and the barrier
+    table's counters are ports too (``reduction_<name>``, ``barrier_<name>``).
+
+    Parameters
+    ----------
+    leaves : int
+        Leaves (node ids ``0 .. leaves - 1``), 2 to 15.
+    node : int
+        The GCU's own node id, ``leaves`` to 15.
+    partitions : int
+        Partitions, 1 to 64.
+    chunks : int
+        Lines per partition, 1 to 256.
+    slots : int
+        Partitions in flight in the reduction unit.
+    mode : {"deterministic", "arrival"}
+        Order of summation.
+    queue_depth : int
+        Network receive and send queue entries per channel (the credits).
+
+    Attributes
+    ----------
+    net_in, net_out : In / Out(stream.Signature(Flit))
+    net_in_credit : Out(3)
+    net_out_credit : In(3)
+        The switch port, as :class:`rtl.runtime.net_interface.NetInterface` documents it.
+    """
+
+    def __init__(self, *, leaves=3, node=3, partitions=8, chunks=4, slots=2, mode="deterministic",
+                 queue_depth=8):
+        self._leaves = check_int("leaves", leaves, 2, (1 << NODE_BITS) - 1)
+        self._node = check_int("node", node, leaves, (1 << NODE_BITS) - 1)
+        self._partitions = check_int("partitions", partitions, 1, 64)
+        self._chunks = check_int("chunks", chunks, 1, 256)
+        self._slots = check_choice("slots", slots, SLOT_CHOICES)
+        self._mode = check_choice("mode", mode, MODES)
+        self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
+        self._unit = dict(leaves=leaves, partitions=partitions, slots=slots, chunks=chunks, mode=mode)
+        members = {"net_in": In(stream.Signature(Flit)), "net_in_credit": Out(3),
+                   "net_out": Out(stream.Signature(Flit)), "net_out_credit": In(3)}
+        members.update({name: Out(COUNTER_BITS) for name in GCU_COUNTERS})
+        members.update({f"reduction_{name}": Out(COUNTER_BITS) for name in ReductionUnit.counter_names()})
+        members.update({"barrier_bad_leaf": Out(COUNTER_BITS), "barrier_duplicates": Out(COUNTER_BITS)})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        leaves, chunks, partitions = self._leaves, self._chunks, self._partitions
+        m.submodules.net = net = NetInterface(rx_depth=self._queue_depth, tx_depth=self._queue_depth,
+                                              tx_credits=self._queue_depth)
+        wiring.connect(m, wiring.flipped(self.net_in), net.net_in)
+        wiring.connect(m, net.net_out, wiring.flipped(self.net_out))
+        m.d.comb += [self.net_in_credit.eq(net.net_in_credit), net.net_out_credit.eq(self.net_out_credit)]
+        m.submodules.unit = unit = ReductionUnit(**self._unit)
+        m.submodules.barrier = barrier = BarrierTable(leaves=leaves)
+        for name in ReductionUnit.counter_names():
+            m.d.comb += getattr(self, f"reduction_{name}").eq(getattr(unit, name))
+        m.d.comb += [self.barrier_bad_leaf.eq(barrier.bad_leaf),
+                     self.barrier_duplicates.eq(barrier.duplicates)]
+
+        def bump(name, event):
+            counter = getattr(self, name)
+            with m.If(event & (counter != (1 << COUNTER_BITS) - 1)):
+                m.d.sync += counter.eq(counter + 1)
+
+        malformed = []
+
+        def intact(rx):
+            broken = rx.valid & (checksum(rx.payload) != 0)
+            malformed.append(broken & rx.ready)
+            return ~broken
+
+        # Gradient lines.
+        data = net.rx_data.payload
+        line = data.data_reply()
+        m.d.comb += [unit.i.payload.leaf.eq(data.header.src), unit.i.payload.partition.eq(data.header.range),
+                     unit.i.payload.chunk.eq(line.line), unit.i.payload.data.eq(line.data)]
+        ok = intact(net.rx_data)
+        m.d.comb += [unit.i.valid.eq(net.rx_data.valid & ok), net.rx_data.ready.eq(unit.i.ready | ~ok)]
+
+        # Barriers and their acknowledgements.
+        ok = intact(net.rx_task)
+        m.d.comb += [barrier.barrier.valid.eq(net.rx_task.valid & ok),
+                     barrier.barrier.payload.eq(net.rx_task.payload.header.src), net.rx_task.ready.eq(1)]
+        ack = Signal(Packet)
+        m.d.comb += [ack.header.ptype.eq(PacketType.TASK), ack.header.dst.eq(barrier.ack.payload.leaf),
+                     ack.header.src.eq(self._node), ack.header.range.eq(barrier.ack.payload.iteration),
+                     ack.task().mask.eq(1)]
+        m.d.comb += [net.tx_task.valid.eq(barrier.ack.valid), net.tx_task.payload.eq(sealed(ack)),
+                     barrier.ack.ready.eq(net.tx_task.ready)]
+
+        # Reduced partitions: stored, and their version counts up.
+        m.submodules.results = results = Memory(shape=len(line.data), depth=partitions * chunks, init=[])
+        store, fetch = results.write_port(), results.read_port()
+        version = [Signal(VERSION_BITS, name=f"version{p}") for p in range(partitions)]
+        reduced = unit.o.payload
+        m.d.comb += [unit.o.ready.eq(1), store.addr.eq(reduced.partition * chunks + reduced.chunk),
+                     store.data.eq(reduced.data), store.en.eq(unit.o.valid)]
+        for p in range(partitions):
+            with m.If(unit.o.valid & reduced.last & (reduced.partition == p)):
+                m.d.sync += version[p].eq(version[p] + 1)
+
+        # Fetches wait in one slot per leaf.
+        request = net.rx_rdma.payload
+        wanted_of = request.rdma().first[:VERSION_BITS]
+        ok = intact(net.rx_rdma)
+        m.d.comb += net.rx_rdma.ready.eq(1)
+        # One entry per leaf and reduction slot: a leaf has at most ``slots`` partitions open.
+        slots = self._slots
+        slot_bits = (slots - 1).bit_length()
+        entries = leaves * slots
+        waiting = Signal(entries)
+        slot_partition = [Signal(range(partitions), name=f"wants_partition{e}") for e in range(entries)]
+        slot_version = [Signal(VERSION_BITS, name=f"wants_version{e}") for e in range(entries)]
+        leaf = request.header.src
+        entry = Signal(range(1 << (NODE_BITS + slot_bits)))
+        m.d.comb += entry.eq(leaf if slots == 1 else (leaf << slot_bits) | request.header.range[:slot_bits])
+        arrived = net.rx_rdma.valid & ok
+        bad = arrived & ((leaf >= leaves) | (request.header.range >= partitions))
+        duplicate = arrived & ~bad & waiting.bit_select(entry, 1)
+        behind = (_lookup(version, request.header.range) - wanted_of)[:VERSION_BITS]
+        stale = arrived & ~bad & ~duplicate & (behind != 0) & ~behind[-1]
+        early = arrived & ~bad & ~duplicate & behind[-1]
+        take = arrived & ~bad & ~duplicate & ~stale
+        events = {"bad_requests": bad, "duplicate_requests": duplicate, "stale_requests": stale,
+                  "early_requests": early}
+        for name, event in events.items():
+            bump(name, event)
+        # Up to one malformed packet per channel and cycle.
+        with m.If(self.malformed < (1 << COUNTER_BITS) - len(malformed)):
+            m.d.sync += self.malformed.eq(self.malformed + pulse_count(*malformed))
+
+        # Serve the lowest waiting entry whose partition has reached its version.
+        phase = Signal(_Phase)
+        serving = Signal(range(entries))
+        chunk = Signal(range(chunks))
+        servable = Signal(entries)
+        for e in range(entries):
+            m.d.comb += servable[e].eq(waiting[e] & (_lookup(version, slot_partition[e]) == slot_version[e]))
+        chosen = Signal(range(entries))
+        for e in reversed(range(entries)):
+            with m.If(servable[e]):
+                m.d.comb += chosen.eq(e)
+        served = Signal(entries)
+        reply = Signal(Packet)
+        partition = _lookup(slot_partition, serving)
+        m.d.comb += [fetch.addr.eq(partition * chunks + chunk),
+                     fetch.en.eq(phase == _Phase.READ),
+                     reply.header.ptype.eq(PacketType.DATA), reply.header.dst.eq(serving >> slot_bits),
+                     reply.header.src.eq(self._node), reply.header.range.eq(partition),
+                     reply.data_reply().line.eq(chunk), reply.data_reply().last.eq(chunk == chunks - 1),
+                     reply.data_reply().data.eq(fetch.data),
+                     net.tx_data.payload.eq(sealed(reply)), net.tx_data.valid.eq(phase == _Phase.SEND)]
+        # If/Else rather than Switch: a Switch on a 3-state phase leaves incomplete Verilog cases.
+        with m.If(phase == _Phase.IDLE):
+            with m.If(servable.any()):
+                m.d.sync += [serving.eq(chosen), chunk.eq(0), phase.eq(_Phase.READ)]
+        with m.Elif(phase == _Phase.READ):
+            m.d.sync += phase.eq(_Phase.SEND)
+        with m.Elif(net.tx_data.ready):
+            m.d.sync += [chunk.eq(chunk + 1), phase.eq(_Phase.READ)]
+            with m.If(chunk == chunks - 1):
+                m.d.sync += phase.eq(_Phase.IDLE)
+                m.d.comb += served.eq(Const(1, entries) << serving)
+        taken = Signal(entries)
+        with m.If(take):
+            m.d.comb += taken.eq(Const(1, entries) << entry)
+            for e in range(entries):
+                with m.If(entry == e):
+                    m.d.sync += [slot_partition[e].eq(request.header.range), slot_version[e].eq(wanted_of)]
+        m.d.sync += waiting.eq((waiting & ~served) | taken)
+        return m
+
+
+register_block(
+    "gcu", GlobalControlUnit, family="collective",
+    summary="Global control unit on a switch port: reduction table, broadcast of reduced partitions on "
+            "request, barrier table.",
+    params=[
+        Param("leaves", int, 3, "leaves (node ids 0 .. leaves - 1)", minimum=2, maximum=15),
+        Param("node", int, 3, "the GCU's node id", minimum=2, maximum=15),
+        Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
+        Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
+        Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
+        Param("mode", str, "deterministic", "order of summation", choices=MODES),
+        Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
+    ],
+)

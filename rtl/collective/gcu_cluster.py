@@ -1,0 +1,102 @@
+"""A simulated all-reduce network: the global control unit on the last port of a runtime switch."""
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..registration import Param, check_choice, check_int, register_block
+from ..runtime.packet import Flit
+from ..runtime.switch import SWITCH_NODES, Switch
+from .gcu import GCU_COUNTERS, GlobalControlUnit
+from .reduction_table import COUNTER_BITS
+from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
+
+__all__ = ["GcuCluster"]
+
+
+class GcuCluster(wiring.Component):
+    """A :class:`~rtl.runtime.switch.Switch` of ``nodes`` ports with the GCU on port ``nodes - 1``.
+
+    Ports ``0 .. leaves - 1`` are the leaves' (their SmartNICs are outside, in the testbench or
+    the host), each with the switch's credit protocol.
+
+    Parameters
+    ----------
+    nodes : int
+        Switch ports: 4, 8 or 16.
+    leaves : int
+        Leaves, 2 to ``nodes - 1``.
+    partitions, chunks, slots, mode, queue_depth
+        As :class:`~rtl.collective.gcu.GlobalControlUnit`.
+    switch_depth : int
+        Switch input buffer entries per port and channel.
+
+    Attributes
+    ----------
+    p<i>_in : In(stream.Signature(Flit))
+        From leaf *i* into the switch (send only with a credit).
+    p<i>_in_credit : Out(3)
+        Credits back to leaf *i*, a pulse per channel.
+    p<i>_out : Out(stream.Signature(Flit))
+        From the switch to leaf *i* (registered; the switch holds the leaf's receive credits).
+    p<i>_out_credit : In(3)
+        Leaf *i* freed a receive entry of that channel.
+
+    The names are the switch's own (:class:`~rtl.runtime.switch.Switch`).
+    <counter> : Out(16)
+        The GCU's counters, under their names there.
+    """
+
+    def __init__(self, *, nodes=4, leaves=3, partitions=8, chunks=4, slots=2, mode="deterministic",
+                 queue_depth=8, switch_depth=4):
+        self._nodes = check_choice("nodes", nodes, SWITCH_NODES[1:])
+        self._leaves = check_int("leaves", leaves, 2, nodes - 1)
+        self._gcu = dict(leaves=leaves, node=nodes - 1, partitions=partitions, chunks=chunks, slots=slots,
+                         mode=mode, queue_depth=queue_depth)
+        self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
+        self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
+        members = {}
+        for leaf in range(leaves):
+            members.update({f"p{leaf}_in": In(stream.Signature(Flit)), f"p{leaf}_in_credit": Out(3),
+                            f"p{leaf}_out": Out(stream.Signature(Flit)), f"p{leaf}_out_credit": In(3)})
+        counters = (*GCU_COUNTERS, *(f"reduction_{name}" for name in ReductionUnit.counter_names()),
+                    "barrier_bad_leaf", "barrier_duplicates")
+        members.update({name: Out(COUNTER_BITS) for name in counters})
+        self._counters = counters
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        gcu_port = self._nodes - 1
+        m.submodules.switch = switch = Switch(nodes=self._nodes, depth=self._switch_depth,
+                                              rx_credits=self._gcu["queue_depth"])
+        m.submodules.gcu = gcu = self._unit
+        wiring.connect(m, gcu.net_out, switch.port(gcu_port, "in"))
+        wiring.connect(m, switch.port(gcu_port, "out"), gcu.net_in)
+        m.d.comb += [switch.port(gcu_port, "out_credit").eq(gcu.net_in_credit),
+                     gcu.net_out_credit.eq(switch.port(gcu_port, "in_credit"))]
+        for leaf in range(self._leaves):
+            wiring.connect(m, wiring.flipped(getattr(self, f"p{leaf}_in")), switch.port(leaf, "in"))
+            wiring.connect(m, switch.port(leaf, "out"), wiring.flipped(getattr(self, f"p{leaf}_out")))
+            m.d.comb += [getattr(self, f"p{leaf}_in_credit").eq(switch.port(leaf, "in_credit")),
+                         switch.port(leaf, "out_credit").eq(getattr(self, f"p{leaf}_out_credit"))]
+        for name in self._counters:
+            m.d.comb += getattr(self, name).eq(getattr(gcu, name))
+        return m
+
+
+register_block(
+    "gcu_cluster", GcuCluster, family="collective",
+    summary="Simulated all-reduce network: the global control unit on the last port of a runtime switch, "
+            "leaves on the others.",
+    params=[
+        Param("nodes", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
+        Param("leaves", int, 3, "leaves", minimum=2, maximum=15),
+        Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
+        Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
+        Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
+        Param("mode", str, "deterministic", "order of summation", choices=MODES),
+        Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
+        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+    ],
+)

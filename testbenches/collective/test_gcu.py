@@ -1,0 +1,194 @@
+"""The global control unit on a switch: leaves all-reduce their gradients through it, bit-exact.
+
+The testbench plays the leaves on the ports of ``gcu_cluster`` (the GCU sits on the last port).
+Each leaf, per iteration, sends its gradient lines of every partition (a window of ``slots``
+partitions open: it opens partition ``p`` once it holds the sums of ``p - slots``), asks for each
+partition's sums, then sends a barrier and waits for its acknowledgement. Every leaf must receive
+every partition's sums equal to :func:`golden.collective.reduce_leaf_order` of all leaves'
+lines, in chunk order. Leaves have random gaps and return their receive credits slowly.
+"""
+
+import cocotb
+import pytest
+from cocotb.triggers import ClockCycles
+
+from golden.collective import LINE_WORDS, line_value, reduce_leaf_order
+from golden.runtime import packet as gp
+from scripts.sim import knobs
+from scripts.sim.runner import resolved_params_from_env, run_cocotb
+from scripts.sim.tb import ClockedTB
+from testbenches.collective.tb import random_words
+from testbenches.runtime.tb import SwitchPort
+
+VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
+DROPS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")
+ZERO_COUNTERS = ("malformed", "bad_requests", "stale_requests", "duplicate_requests", "barrier_bad_leaf",
+                 "barrier_duplicates", *(f"reduction_{name}" for name in DROPS))
+
+
+class Leaf:
+    """One leaf's SmartNIC: packets out through its switch port, replies sorted by type."""
+
+    def __init__(self, tb, leaf, rng, *, gaps, slow):
+        self.tb, self.leaf, self.rng = tb, leaf, rng
+        self.port = SwitchPort(tb, leaf, rng, gaps, slow, depth=tb.params["switch_depth"],
+                               rx_credits=tb.params["queue_depth"])
+        self.seen = 0
+        self.sums = {}  # (version, partition) -> {chunk: line}
+        self.acks = []
+
+    def send(self, packet, *, broken=False):
+        word = gp.encode(packet)
+        if broken:  # a flipped data bit: the header still routes it to the GCU
+            word ^= 1 << int(self.rng.integers(gp.HEADER_BITS + 32, gp.PACKET_BITS))
+        self.port.outbound.append((VC[packet.ptype], word))
+
+    def _sort(self):
+        while self.seen < len(self.port.received):
+            _, word = self.port.received[self.seen]
+            self.seen += 1
+            packet = gp.decode(word)
+            assert gp.checksum(word) == 0, f"leaf {self.leaf}: a corrupt packet from the GCU"
+            if packet.ptype == gp.TASK:
+                self.acks.append(packet.range)
+            else:
+                lines = self.sums.setdefault((self.version, packet.range), {})
+                assert packet.line not in lines and packet.last == int(packet.line == self.tb.chunks - 1), (
+                    f"leaf {self.leaf}: line {packet.line} (last {packet.last}) of partition {packet.range}")
+                lines[packet.line] = packet.data
+
+    async def wait_for(self, condition, what):
+        async def poll():
+            self._sort()
+            while not condition():
+                self.port.arrived.clear()
+                await self.port.arrived.wait()
+                self._sort()
+        await self.tb.bounded(poll(), cycles=self.tb.patience, what=f"leaf {self.leaf}: {what}")
+
+    def has_sums(self, partition):
+        return len(self.sums.get((self.version, partition), {})) == self.tb.chunks
+
+    async def iterate(self, iteration, gradients):
+        """Send this iteration's gradients, fetch every partition's sums, pass the barrier."""
+        tb = self.tb
+        self.version = (iteration + 1) % 256
+        for partition in range(tb.partitions):
+            if partition >= tb.slots:
+                older = partition - tb.slots
+                await self.wait_for(lambda p=older: self.has_sums(p), f"sums of {older}")
+            for chunk in self.rng.permutation(tb.chunks):
+                self.send(gp.Packet(gp.DATA, dst=tb.gcu, src=self.leaf, range=partition, line=int(chunk),
+                                    data=line_value(gradients[self.leaf, partition, chunk])))
+            self.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=self.leaf, range=partition, first=self.version))
+        for partition in range(tb.partitions):
+            await self.wait_for(lambda p=partition: self.has_sums(p), f"sums of {partition}")
+        self.send(gp.Packet(gp.TASK, dst=tb.gcu, src=self.leaf, mask=1))
+        await self.wait_for(lambda: self.acks and self.acks[-1] == self.version, f"barrier {iteration}")
+
+
+class TB(ClockedTB):
+    def __init__(self, dut, *, gaps=True, slow=True, salt=0):
+        super().__init__(dut)
+        self.params = resolved_params_from_env()
+        self.partitions, self.chunks, self.slots = (self.params[k] for k in ("partitions", "chunks", "slots"))
+        self.gcu = self.params["nodes"] - 1
+        self.patience = 400 * self.params["leaves"] * self.partitions * self.chunks + 2000
+        self.leaves = [Leaf(self, leaf, knobs.rng(salt + leaf), gaps=gaps, slow=slow)
+                       for leaf in range(self.params["leaves"])]
+
+    def gradients(self, rng):
+        shape = (len(self.leaves), self.partitions, self.chunks, LINE_WORDS)
+        return random_words(rng, shape, specials=0.01)
+
+    async def run(self, rng, iterations):
+        for iteration in range(iterations):
+            gradients = self.gradients(rng)
+            tasks = [cocotb.start_soon(leaf.iterate(iteration, gradients)) for leaf in self.leaves]
+            for task in tasks:
+                await task
+            expected = reduce_leaf_order(gradients)  # (partitions, chunks, 14)
+            for leaf in self.leaves:
+                for partition in range(self.partitions):
+                    got = leaf.sums[(iteration + 1) % 256, partition]
+                    want = [line_value(expected[partition, chunk]) for chunk in range(self.chunks)]
+                    assert [got[chunk] for chunk in range(self.chunks)] == want, (
+                        f"leaf {leaf.leaf}, iteration {iteration}, partition {partition}: sums differ; "
+                        f"{knobs.describe()}")
+
+    def counters(self, names=ZERO_COUNTERS):
+        return {name: int(getattr(self.dut, name).value) for name in names}
+
+
+@cocotb.test()
+async def leaves_all_reduce_through_the_gcu(dut):
+    tb = TB(dut, salt=1)
+    await tb.reset()
+    await tb.run(knobs.rng(5), knobs.vectors(3))
+    assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
+
+
+@cocotb.test()
+async def bad_packets_are_counted_and_dropped(dut):
+    """A corrupt packet, fetches out of range, twice, or for sums already replaced: counted, and the
+    all-reduce goes on."""
+    tb = TB(dut, salt=2)
+    await tb.reset()
+    rng = knobs.rng(6)
+    await tb.run(rng, 1)
+    leaf = tb.leaves[0]
+    leaf.send(gp.Packet(gp.DATA, dst=tb.gcu, src=0, range=0, line=0, data=1), broken=True)
+    leaf.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=0, range=tb.partitions + 1, first=1))
+    if tb.params["leaves"] < tb.gcu:
+        leaf.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=tb.params["leaves"], range=0, first=1))
+    leaf.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=0, range=0, first=0))  # version 1 replaced version 0
+    leaf.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=0, range=1, first=9))  # waits: never reduced 9 times
+    # ... so a fetch of a partition in the same slot is a duplicate
+    leaf.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=0, range=1 + tb.slots, first=9))
+    await ClockCycles(tb.clock, 200)
+    expected = dict.fromkeys(ZERO_COUNTERS, 0)
+    expected.update(malformed=1, bad_requests=1 + int(tb.params["leaves"] < tb.gcu), stale_requests=1,
+                    duplicate_requests=1)
+    assert tb.counters() == expected, knobs.describe()
+
+
+@cocotb.test()
+async def reset_mid_iteration(dut):
+    tb = TB(dut, salt=3)
+    await tb.reset()
+    rng = knobs.rng(7)
+    gradients = tb.gradients(rng)
+    tasks = [cocotb.start_soon(leaf.iterate(0, gradients)) for leaf in tb.leaves]
+    await ClockCycles(tb.clock, int(rng.integers(20, 200)))
+    for task in tasks:
+        task.cancel()
+    await tb.reset_mid_transfer(rng, after=(0, 0), drivers=[leaf.port for leaf in tb.leaves])
+    for leaf in tb.leaves:
+        leaf.seen, leaf.sums, leaf.acks = 0, {}, []
+    await tb.run(rng, 2)
+    assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
+
+
+SHAPES = {
+    "3_leaves": {},
+    "7_leaves_one_chunk": {"nodes": 8, "leaves": 7, "chunks": 1, "partitions": 6, "slots": 4},
+    "15_leaves": {"nodes": 16, "leaves": 15, "chunks": 2, "partitions": 4, "slots": 2},
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_gcu(shape):
+    run_cocotb("gcu_cluster", __name__, params=SHAPES[shape])
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"leaves": 4, "node": 3}, "node must be in 4..15"),
+    ({"slots": 3}, "slots must be one of"),
+    ({"partitions": 65}, "partitions must be in 1..64"),
+    ({"mode": "fastest"}, "mode must be one of"),
+])
+def test_gcu_rejects_bad_parameters_at_elaboration(params, message):
+    from rtl.registry import get_block
+
+    with pytest.raises(ValueError, match=message):
+        get_block("gcu").build(params)
