@@ -13,7 +13,7 @@ from .barrier_table import BarrierTable
 from .reduction_table import COUNTER_BITS
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
-__all__ = ["GlobalControlUnit", "GCU_COUNTERS"]
+__all__ = ["GlobalControlUnit", "GCU_COUNTERS", "GCU_PARAMS"]
 
 VERSION_BITS = 8
 GCU_COUNTERS = ("malformed", "bad_requests", "early_requests", "stale_requests", "duplicate_requests")
@@ -229,6 +229,15 @@ class GlobalControlUnit(wiring.Component):
         return m
 
 
+# The parameters the GCU and the simulated network around it share.
+GCU_PARAMS = (
+    Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
+    Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
+    Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
+    Param("mode", str, "deterministic", "order of summation", choices=MODES),
+    Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
+)
+
 register_block(
     "gcu", GlobalControlUnit, family="collective",
     summary="Global control unit on a switch port: reduction table, broadcast of reduced partitions on "
@@ -236,10 +245,6 @@ register_block(
     params=[
         Param("leaves", int, 3, "leaves (node ids 0 .. leaves - 1)", minimum=2, maximum=15),
         Param("node", int, 3, "the GCU's node id", minimum=2, maximum=15),
-        Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
-        Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
-        Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
-        Param("mode", str, "deterministic", "order of summation", choices=MODES),
-        Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
+        *GCU_PARAMS,
     ],
 )

@@ -7,9 +7,9 @@ from amaranth.lib.wiring import In, Out
 from ..registration import Param, check_choice, check_int, register_block
 from ..runtime.packet import Flit
 from ..runtime.switch import SWITCH_NODES, Switch
-from .gcu import GCU_COUNTERS, GlobalControlUnit
+from .gcu import GCU_COUNTERS, GCU_PARAMS, GlobalControlUnit
 from .reduction_table import COUNTER_BITS
-from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
+from .reduction_unit import ReductionUnit
 
 __all__ = ["GcuCluster"]
 
@@ -92,11 +92,7 @@ register_block(
     params=[
         Param("nodes", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
         Param("leaves", int, 3, "leaves", minimum=2, maximum=15),
-        Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
-        Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
-        Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
-        Param("mode", str, "deterministic", "order of summation", choices=MODES),
-        Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
+        *GCU_PARAMS,
         Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
     ],
 )

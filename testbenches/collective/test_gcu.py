@@ -176,7 +176,12 @@ SHAPES = {
 }
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+# The 15-leaf network takes minutes to build and run: make test-full only.
+SLOW_SHAPES = {"15_leaves"}
+
+
+@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
+                                   for name in SHAPES])
 def test_gcu(shape):
     run_cocotb("gcu_cluster", __name__, params=SHAPES[shape])
 
