@@ -15,6 +15,7 @@ reason (and, for a Yosys failure, the path of its log here); the other points go
 
 import csv
 import itertools
+import os
 import pathlib
 import sys
 import time
@@ -224,8 +225,6 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, scheduler=None
     ConnectionError
         When the scheduler cannot be reached.
     """
-    import os
-
     from boards.targets import TARGETS
     from rtl.registry import check_choice, check_int
     from scripts.synth import cache_key, cached_resources, store_resources

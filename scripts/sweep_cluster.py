@@ -66,9 +66,11 @@ class DaskRunner:
                                       f"{error}") from None
         else:
             # The scheduler reads allowed-failures when it starts, so the setting must wrap its creation.
+            # Its HTTP server (which it starts even without a dashboard) takes any free port, not
+            # 8787, which another cluster on this machine may hold.
             with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
                 self.cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                            dashboard_address=None, silence_logs=logging.ERROR)
+                                            dashboard_address=":0", silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
 
     def submit(self, key, verilog_text):

@@ -23,9 +23,9 @@ from rtl.elaborate import to_verilog
 from rtl.registry import get_block
 from scripts.cache import Cache
 from scripts.cli import main
-from scripts.sweep import parse_vary, run_sweep
-from scripts.sweep_cluster import ALLOWED_FAILURES
-from scripts.synth import SynthesisError, cache_key, forget_resources
+from scripts.sweep import _failure, parse_vary, run_sweep
+from scripts.sweep_cluster import ALLOWED_FAILURES, DaskRunner
+from scripts.synth import CACHE, SynthesisError, cache_key, forget_resources
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 180
@@ -60,7 +60,7 @@ def _numbers(result):
 
 def _local_cluster():
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
-        return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
 
 
 def test_a_local_cluster_gets_the_serial_numbers_and_a_second_run_is_cached():
@@ -112,6 +112,20 @@ def test_a_worker_killed_mid_point_is_retried_and_a_point_that_kills_twice_fails
         assert marker.exists(), "no worker was killed: the test did not test a retry"
         # Both workers are back after their deaths (the nanny restarts them).
         client.wait_for_workers(2, timeout=TIMEOUT)
+        broken = f"// {tmp_path}\nmodule top(input a;\n"  # unique text: never in a cache
+        runner = DaskRunner("ecp5", workers=2, client=client)
+        runner.submit("synth-broken", broken)
+        [(key, error)] = list(runner.results())
+        runner.close()
+
+    assert key == "synth-broken" and isinstance(error, SynthesisError), error
+    assert "ERROR" in error.log  # Yosys's log travelled back with the error
+    # As on a remote worker, the client has no log of its own: it writes the one that came back.
+    CACHE.path("ecp5", cache_key(broken, "ecp5"), "-failed.log").unlink(missing_ok=True)
+    reason = _failure(error, broken, "ecp5")
+    kept = pathlib.Path(reason.rpartition("log: ")[2])
+    assert kept.read_text() == error.log
+    kept.unlink()
 
     by_width = {point["params"]["width"]: point for point in result.points}
     assert by_width[doomed_width]["status"] == "failed"
@@ -134,7 +148,7 @@ def scheduler_address(tmp_path):
         try:
             processes.append(subprocess.Popen(
                 [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-                 "--no-dashboard", "--scheduler-file", str(scheduler_file)],
+                 "--no-dashboard", "--dashboard-address", ":0", "--scheduler-file", str(scheduler_file)],
                 env=environment, stdout=log, stderr=subprocess.STDOUT))
             deadline = time.monotonic() + TIMEOUT
             address = None
