@@ -129,18 +129,17 @@ class SweepResult:
 class _Serial:
     """Runs the points' tasks in this process, one after another, when asked for results."""
 
-    def __init__(self, target, use_cache):
-        self.target = target
-        self.use_cache = use_cache
+    def __init__(self, function):
+        self.function = function
         self.jobs = []
 
-    def submit(self, key, verilog_text):
-        self.jobs.append((key, verilog_text))
+    def submit(self, key, *args):
+        self.jobs.append((key, args))
 
     def results(self):
-        for key, verilog_text in self.jobs:
+        for key, args in self.jobs:
             try:
-                yield key, synthesise_point(verilog_text, self.target, self.use_cache)
+                yield key, self.function(*args)
             except Exception as error:  # noqa: BLE001 - a tool failure fails this point only
                 yield key, error
 
@@ -236,12 +235,12 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, scheduler=None
     result = SweepResult(block.name, target, varied, [None] * len(points))
     workers = workers or os.cpu_count() or 1
     if scheduler is None and client is None and (workers == 1 or len(points) == 1):
-        runner = _Serial(target, use_cache)
+        runner = _Serial(synthesise_point)
     else:
         from scripts.sweep_cluster import DaskRunner
 
-        runner = DaskRunner(target, workers=min(workers, len(points)), scheduler=scheduler, client=client,
-                            use_cache=use_cache)
+        runner = DaskRunner(synthesise_point, workers=min(workers, len(points)), scheduler=scheduler,
+                            client=client)
     progress = _Progress(result, stream or sys.stderr)
     waiting = {}  # task key -> (Verilog, indices of the points that elaborate to it)
     try:
@@ -264,7 +263,7 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, scheduler=None
                 key = f"synth-{target}-{cache_key(verilog_text, target)}"
                 if key not in waiting:
                     waiting[key] = (verilog_text, [])
-                    runner.submit(key, verilog_text)
+                    runner.submit(key, verilog_text, target, use_cache)
                 waiting[key][1].append(index)
             for key, answer in runner.results():
                 verilog_text, indices = waiting.pop(key)

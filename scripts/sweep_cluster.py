@@ -1,8 +1,9 @@
 """The sweep's points as tasks on ``dask.distributed``: a local cluster or an existing one.
 
-Each point is one task, :func:`scripts.sweep.synthesise_point`, submitted under its key
-(``synth-<target>-<cache key>``, the content hash of its Verilog and tool versions), so that
-two clients sweeping the same point on one cluster share its computation.
+Each point is one task (for a sweep, :func:`scripts.sweep.synthesise_point`), submitted under
+the key its caller gives (for a sweep, ``synth-<target>-<cache key>``, the content hash of its
+Verilog and tool versions), so that two clients sweeping the same point on one cluster share
+its computation.
 
 Faults: a task that raises is retried once (``retries=1``), so a point that fails twice is
 reported, with its Yosys log, and the others go on. A worker that dies mid-point has its
@@ -13,6 +14,11 @@ stays consistent because :meth:`scripts.cache.Cache.put` is atomic.
 """
 
 import logging
+import os
+import signal
+import threading
+
+from distributed import WorkerPlugin
 
 __all__ = ["DaskRunner", "ALLOWED_FAILURES", "RETRIES"]
 
@@ -20,13 +26,26 @@ RETRIES = 1
 ALLOWED_FAILURES = 1
 
 
+class _QuietInterrupt(WorkerPlugin):
+    """Ctrl-C ends a local worker at once, without a traceback.
+
+    The terminal sends Ctrl-C to the local cluster's worker processes as well as to the client
+    (one process group); the client reports the interruption once, and the Yosys child of a
+    busy worker gets the same signal and stops too.
+    """
+
+    def setup(self, worker):
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, lambda signum, frame: os._exit(128 + signum))
+
+
 class DaskRunner:
-    """Submits the points' tasks to Dask and hands back their answers as they finish.
+    """Submits tasks of one function to Dask and hands back their answers as they finish.
 
     Parameters
     ----------
-    target : str
-        The synthesis target of every task.
+    function : callable
+        What every task runs; importable by its module's name on the workers.
     workers : int
         Worker processes of the ``LocalCluster`` started when neither ``scheduler`` nor
         ``client`` is given (one thread each: Yosys is single-threaded).
@@ -34,8 +53,6 @@ class DaskRunner:
         Address of an existing scheduler.
     client : distributed.Client, optional
         An open client, used and left open.
-    use_cache : bool
-        False makes every task synthesise again, even where its worker has the result.
 
     Raises
     ------
@@ -43,9 +60,8 @@ class DaskRunner:
         From the first :meth:`submit`, when ``scheduler`` cannot be reached.
     """
 
-    def __init__(self, target, *, workers, scheduler=None, client=None, use_cache=True):
-        self.target = target
-        self.use_cache = use_cache
+    def __init__(self, function, *, workers, scheduler=None, client=None):
+        self.function = function
         self.workers = workers
         self.scheduler = scheduler
         self.futures = []
@@ -72,15 +88,13 @@ class DaskRunner:
                 self.cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                             dashboard_address=":0", silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
+            self.client.register_plugin(_QuietInterrupt())
 
-    def submit(self, key, verilog_text):
-        """Start the task ``key`` on ``verilog_text``."""
-        from scripts.sweep import synthesise_point
-
+    def submit(self, key, *args):
+        """Start the task ``key``: the function on ``args``."""
         if self.client is None:
             self._connect()
-        self.futures.append(self.client.submit(synthesise_point, verilog_text, self.target, self.use_cache,
-                                               key=key, retries=RETRIES))
+        self.futures.append(self.client.submit(self.function, *args, key=key, retries=RETRIES))
 
     def results(self):
         """Yield ``(key, answer)`` as tasks finish: the task's dict, or the exception it ended with."""

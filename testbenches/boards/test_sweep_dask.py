@@ -23,7 +23,7 @@ from rtl.elaborate import to_verilog
 from rtl.registry import get_block
 from scripts.cache import Cache
 from scripts.cli import main
-from scripts.sweep import _failure, parse_vary, run_sweep
+from scripts.sweep import _failure, parse_vary, run_sweep, synthesise_point
 from scripts.sweep_cluster import ALLOWED_FAILURES, DaskRunner
 from scripts.synth import CACHE, SynthesisError, cache_key, forget_resources
 
@@ -113,8 +113,8 @@ def test_a_worker_killed_mid_point_is_retried_and_a_point_that_kills_twice_fails
         # Both workers are back after their deaths (the nanny restarts them).
         client.wait_for_workers(2, timeout=TIMEOUT)
         broken = f"// {tmp_path}\nmodule top(input a;\n"  # unique text: never in a cache
-        runner = DaskRunner("ecp5", workers=2, client=client)
-        runner.submit("synth-broken", broken)
+        runner = DaskRunner(synthesise_point, workers=2, client=client)
+        runner.submit("synth-broken", broken, "ecp5")
         [(key, error)] = list(runner.results())
         runner.close()
 
