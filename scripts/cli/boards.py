@@ -71,11 +71,17 @@ def command_sweep(args):
     except ValueError as error:
         raise UsageError(str(error)) from None
     fixed = parse_sets(block, args.set)
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
+    if args.workers is not None and args.scheduler:
+        raise UsageError("give --workers (a local cluster) or --scheduler (an existing one), not both")
     folder = writable_folder(args.output)
 
-    result = run_sweep(block, varied, target=args.target, fixed=fixed, workers=args.workers)
+    try:
+        result = run_sweep(block, varied, target=args.target, fixed=fixed, workers=args.workers,
+                           scheduler=args.scheduler, use_cache=not args.no_cache)
+    except ConnectionError as error:
+        raise UsageError(str(error)) from None
     csv_path = write_csv(result, folder / "sweep.csv")
     pictures = plot_resources(result, folder, board)
     _print_points(result)
@@ -222,7 +228,13 @@ def register(commands):
     sweep.add_argument("--target", required=True, choices=TARGETS)
     sweep.add_argument("--board", help="budget to compare with (default: smartssd for xcup, "
                                         "ulx3s-85f for ecp5)")
-    sweep.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel syntheses")
+    sweep.add_argument("--workers", type=int,
+                       help=f"worker processes of a local Dask cluster (default {os.cpu_count() or 1}, the "
+                            "cores); 1 synthesises here, one point after another, without Dask")
+    sweep.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                       help="submit the points to this existing Dask scheduler instead")
+    sweep.add_argument("--no-cache", action="store_true",
+                       help="synthesise every point again (its cache entry is rewritten)")
     sweep.add_argument("-o", "--output", required=True, metavar="DIR")
     sweep.set_defaults(handler=command_sweep)
 

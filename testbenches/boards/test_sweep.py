@@ -19,13 +19,12 @@ def _rows(folder):
 
 
 def test_sweep_writes_csv_plots_verdict_and_resumes_from_the_cache(tmp_path, capsys):
-    from scripts.synth import CACHE, cache_key
+    from scripts.synth import forget_resources
 
     block = get_block("skid_buffer")
     # Start from a cold cache for exactly these points, so the first run really synthesises.
     for width in WIDTHS:
-        verilog = to_verilog(block.build({"width": width}))
-        CACHE.path("ecp5", cache_key(verilog, "ecp5")).unlink(missing_ok=True)
+        forget_resources(to_verilog(block.build({"width": width})), "ecp5")
 
     argv = ["sweep", "skid_buffer", "--vary", "width=" + ",".join(map(str, WIDTHS)), "--target", "ecp5",
             "--workers", "2", "-o", str(tmp_path)]
