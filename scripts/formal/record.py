@@ -6,13 +6,13 @@ checks against :mod:`.proofs` (a proof added, removed or re-bounded without reru
 ``docs/data/formal-proofs.json``, which ``neartrain docs --check`` renders like any table.
 """
 
+import json
 import re
 
 from rtl.elaborate import source_hash
 
 from ..cache import BUILD, Cache
 from ..docs import DATA, write_table
-
 from .flow import ProofResult, run_proof
 from .proofs import NOT_PROVED, proofs_of
 
@@ -30,9 +30,10 @@ def folder_of(proof):
     return BUILD / "formal" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', proof.name)}-{key}"
 
 
-def run(proof, folder=None):
+def run(proof, folder=None, timeout=1200):
     """Run ``proof`` (in :func:`folder_of` unless ``folder``) and return its :class:`~.flow.ProofResult`."""
-    return run_proof(proof.build(), folder=folder or folder_of(proof), mode=proof.mode, depth=proof.depth)
+    return run_proof(proof.build(), folder=folder or folder_of(proof), mode=proof.mode, depth=proof.depth,
+                     timeout=timeout)
 
 
 def row(proof, result):
@@ -42,8 +43,16 @@ def row(proof, result):
 
 
 def record(rows):
-    """Write the proofs table and the not-proved table into ``docs/formal.md``."""
-    write_table("formal.md", "formal-proofs", HEADERS, rows, COMMAND, disable_numparse=True)
+    """Write ``rows`` into the proofs table of ``docs/formal.md``, and the not-proved table.
+
+    Rows of proofs not run this time are kept from ``docs/data/formal-proofs.json``; rows of
+    proofs no longer defined are dropped. Rows follow the order of :mod:`.proofs`.
+    """
+    path = DATA / "formal-proofs.json"
+    kept = {row[0]: row for row in json.loads(path.read_text())["rows"]} if path.exists() else {}
+    kept.update({row[0]: row for row in rows})
+    ordered = [kept[proof.name] for proof in proofs_of() if proof.name in kept]
+    write_table("formal.md", "formal-proofs", HEADERS, ordered, COMMAND, disable_numparse=True)
     write_table("formal.md", "formal-not-proved", ["block", "why it has no stream-rule proof"],
                 sorted([name, reason] for name, reason in NOT_PROVED.items()), COMMAND)
 

@@ -15,7 +15,8 @@ from amaranth.lib import stream, wiring
 
 from .flow import FormalError
 
-__all__ = ["stream_ports", "drive_free", "stream_rules", "stream_rules_harness", "transfer_counter"]
+__all__ = ["stream_ports", "drive_free", "stream_rules", "stream_harness", "stream_rules_harness",
+           "transfer_counter"]
 
 
 def _walk(signature, obj, path, flipped):
@@ -73,6 +74,24 @@ def transfer_counter(m, port, width, name):
     return count
 
 
+def stream_harness(component, *, keep=()):
+    """A module with ``component`` inside: free inputs, the rules assumed on inputs and asserted on outputs.
+
+    Returns ``(m, inputs, outputs)``, the streams by path. ``keep`` holds inputs the caller
+    drives itself.
+    """
+    inputs, outputs = stream_ports(component)
+    m = Module()
+    m.submodules.dut = component
+    drive_free(m, component, keep)
+    m.d.comb += Assume(~ResetSignal("sync"), "no reset after the initial state")
+    for path, port in inputs.items():
+        stream_rules(m, port, path, Assume)
+    for path, port in outputs.items():
+        stream_rules(m, port, path, Assert)
+    return m, inputs, outputs
+
+
 def stream_rules_harness(component, *, environment=None, keep=()):
     """A harness checking the stream rules on every output stream of ``component``.
 
@@ -90,17 +109,9 @@ def stream_rules_harness(component, *, environment=None, keep=()):
     FormalError
         When the component has no output stream: its rules would be proved vacuously.
     """
-    inputs, outputs = stream_ports(component)
-    if not outputs:
+    if not stream_ports(component)[1]:
         raise FormalError(f"{type(component).__name__} has no output stream to check")
-    m = Module()
-    m.submodules.dut = component
-    drive_free(m, component, keep)
-    m.d.comb += Assume(~ResetSignal("sync"), "no reset after the initial state")
-    for path, port in inputs.items():
-        stream_rules(m, port, path, Assume)
-    for path, port in outputs.items():
-        stream_rules(m, port, path, Assert)
+    m, _inputs, _outputs = stream_harness(component, keep=keep)
     if environment is not None:
         environment(m, component)
     return m
