@@ -6,7 +6,7 @@ from scripts.cli.main import main
 def test_prove_one_proof_passes(capsys):
     assert main(["prove", "skid_buffer.tokens"]) == 0
     out = capsys.readouterr().out
-    assert "skid_buffer.tokens: PASS" in out and "1 proof(s) passed" in out
+    assert "skid_buffer.tokens: PASS" in out and "1 proof(s) gave their expected verdict" in out
 
 
 def test_prove_unknown_block_is_one_line(capsys):
