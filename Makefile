@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.neartrain-installed
 
-.PHONY: all run test test-full verilog lint clean setup sweep bitstream vitis
+.PHONY: all run test test-full verilog lint clean setup sweep bitstream vitis prove
 
 all: run
 
@@ -28,6 +28,10 @@ test: $(STAMP)
 
 test-full: $(STAMP)
 	$(BIN)/pytest -n auto -q
+
+# `make prove`: every formal proof (SymbiYosys on the yices solver, both from PyPI), fast and slow.
+prove: $(STAMP)
+	$(BIN)/neartrain prove --deep
 
 verilog: $(STAMP)
 	$(BIN)/neartrain verilog -o build/verilog

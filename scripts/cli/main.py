@@ -2,13 +2,14 @@
 
 Each sub-command lives in a module of this package with a ``register(commands)`` function:
 :mod:`.blocks` (list, generate, synth), :mod:`.run` (run, verilog), :mod:`.demo` (demo ...),
-:mod:`.boards` (boards, sweep, bitstream, results, vitis, board-demo), :mod:`.docs` (docs).
+:mod:`.boards` (boards, sweep, bitstream, results, vitis, board-demo), :mod:`.docs` (docs),
+:mod:`.prove` (prove).
 Errors a user can cause print one line and exit with status 2.
 """
 
 import sys
 
-from . import blocks, boards, demo, docs, run
+from . import blocks, boards, demo, docs, prove, run
 from .common import Parser, UsageError
 
 __all__ = ["main", "build_parser"]
@@ -18,7 +19,7 @@ def build_parser():
     parser = Parser(prog="neartrain", description="list blocks, generate Verilog with a manifest, "
                                                   "simulate, estimate resources")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (blocks, demo, run, boards, docs):
+    for module in (blocks, demo, run, boards, docs, prove):
         module.register(commands)
     return parser
 

@@ -1,0 +1,55 @@
+"""``neartrain prove [BLOCK|PROOF ...]``: the formal proofs (SymbiYosys), see :mod:`scripts.formal`."""
+
+from .common import UsageError
+
+__all__ = ["register"]
+
+
+def command_prove(args):
+    from scripts.formal import record
+    from scripts.formal.flow import FormalError
+    from scripts.formal.proofs import proofs_of
+
+    chosen = record.selected(args.names, args.deep or args.record)
+    if args.list:
+        for proof in proofs_of(set(args.names) if args.names else None):
+            print(f"{proof.name}\t{proof.mode} depth {proof.depth}\t{'slow' if proof.slow else 'fast'}")
+        return 0
+    if not chosen:
+        known = sorted({proof.block for proof in proofs_of()})
+        raise UsageError(f"no proof of {', '.join(args.names)} (blocks with proofs: {', '.join(known)}; "
+                         f"add --deep for the slow ones)")
+    rows, failed = [], []
+    for proof in chosen:
+        try:
+            result = record.run(proof, timeout=args.timeout)
+        except FormalError as error:
+            raise UsageError(f"{proof.name}: {error}") from None
+        bound = f"{proof.mode}, depth {proof.depth}, {result.seconds:.1f} s"
+        known = f"; expected {proof.expect}" if proof.expect != "pass" else ""
+        print(f"{proof.name}: {result.describe()} ({bound}{known})", flush=True)
+        rows.append(record.row(proof, result))
+        if result.status != proof.expect:
+            failed.append(proof.name)
+    if args.record:
+        record.record(rows)
+        print("prove: docs/formal.md rewritten")
+    if failed:
+        print(f"prove: {len(failed)} of {len(chosen)} proof(s) did not give their expected verdict: "
+              f"{', '.join(failed)}")
+        return 1
+    print(f"prove: {len(chosen)} proof(s) gave their expected verdict (pass unless listed otherwise)")
+    return 0
+
+
+def register(commands):
+    """Add ``prove``."""
+    prove = commands.add_parser("prove", help="formal proofs of blocks with SymbiYosys (BMC, k-induction)")
+    prove.add_argument("names", nargs="*", metavar="BLOCK", help="blocks or proof names (default: all)")
+    prove.add_argument("--deep", action="store_true", help="include the slow proofs (deep bounds, induction)")
+    prove.add_argument("--list", action="store_true", help="list the proofs instead of running them")
+    prove.add_argument("--record", action="store_true",
+                       help="rewrite the rows of the proofs run in docs/formal.md's table (all with --deep)")
+    prove.add_argument("--timeout", type=int, default=1200, metavar="SECONDS",
+                       help="give up a proof after this long (status timeout; default 1200)")
+    prove.set_defaults(handler=command_prove)

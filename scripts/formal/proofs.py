@@ -1,0 +1,274 @@
+"""Every proof of the formal flow, by name: its harness, mode, depth and suite.
+
+A proof is named ``<block>.<what>`` (``skid_buffer.tokens``); ``neartrain prove BLOCK`` runs
+the proofs of a block, and ``docs/formal.md`` lists them all (``neartrain prove --record``).
+Proofs marked ``slow`` (deep bounds, k-induction, big blocks) run only in ``make test-full``
+and ``make prove``; the others are part of ``make test``.
+
+Every registered block has a stream-rule proof (``<block>.streams``) or an entry in
+:data:`NOT_PROVED` with the reason; :func:`check_coverage` holds that.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from amaranth.asserts import AnyConst, Initial
+from amaranth.hdl import Assume, Mux
+
+from .blocks import axi_reader_harness, axi_writer_harness, burst_planner_harness, credit_harness
+from .harnesses import queue_harness, unit_sequence_harness
+from .streams import stream_rules_harness
+
+__all__ = ["Proof", "PROOFS", "NOT_PROVED", "proofs_of", "check_coverage"]
+
+
+@dataclass(frozen=True)
+class Proof:
+    """One SBY run.
+
+    Attributes
+    ----------
+    name : str
+        ``<block>.<what>``, unique.
+    block : str
+        The registered block (or ``credited_pipeline``, a helper of several blocks).
+    claim : str
+        The properties, in words, for the docs table.
+    build : callable
+        Returns the harness (a fresh one per call).
+    depth : int
+        Bound of the check, or ``k`` of the induction.
+    mode : str
+        ``"bmc"``, ``"prove"`` or ``"cover"``.
+    slow : bool
+        Only in ``make test-full`` and ``make prove``.
+    expect : str
+        The verdict the suite requires: ``"pass"``, or ``"unknown"`` for an induction known
+        not to close (kept to show it, and to notice when a stronger harness makes it close).
+    """
+
+    name: str
+    block: str
+    claim: str
+    build: Callable = field(repr=False)
+    depth: int = 12
+    mode: str = "bmc"
+    slow: bool = False
+    expect: str = "pass"
+
+
+def _block(name, **params):
+    from rtl.registry import get_block
+
+    return get_block(name).build(params)
+
+
+def _counted(name, p, q, word):
+    """A counted converter in one run: ``start`` in the first cycle only, with a free ``count`` < 64.
+
+    The gearbox counts words; the divisible converter counts narrow transfers, so its unit
+    is the narrow side's width.
+    """
+    if name == "counted_gearbox":
+        component = _block(name, input_width=p * word, output_width=q * word, word_width=word)
+    else:
+        component = _block(name, input_width=p * word, output_width=q * word)
+        word, p, q = min(p, q) * word, p // min(p, q), q // min(p, q)
+    count = AnyConst(6)
+
+    def environment(m, dut):
+        m.d.comb += [dut.start.eq(Initial()), dut.count.eq(count),
+                     Assume(~Initial() | ~dut.i.valid, "no input offered with start (documented)")]
+        if name == "counted_width_converter":
+            m.d.comb += Assume(count != 0, "a run of at least one transfer")
+
+    return unit_sequence_harness(component, unit=word, total=count, keep=(component.start, component.count),
+                                 environment=environment,
+                                 in_units=lambda taken: Mux(count - taken < p, count - taken, p))
+
+
+def _no_cancel(m, dut):
+    # A cancel drops what is offered, as documented; the rules hold between cancels.
+    m.d.comb += Assume(~dut.cancel, "no cancel")
+
+
+def _start_first(m, dut):
+    # `start` empties the converter: documented as "not while transfers flow".
+    m.d.comb += [Assume(~dut.start | Initial(), "start only in the first cycle"),
+                 Assume(~dut.start | ~dut.i.valid, "no input offered with start")]
+
+
+# Blocks whose other inputs need the documented environment for their stream rules to hold.
+ENVIRONMENTS = {"counted_gearbox": _start_first, "counted_width_converter": _start_first,
+                "axi_burst_reader": _no_cancel}
+
+# Registered blocks without a stream-rule proof, and why (never silently skipped).
+_NO_STREAM = "no output stream (its outputs are AXI/AXI-Lite ports or plain signals)"
+NOT_PROVED = {
+    "uart_tx": _NO_STREAM,
+    "axi_burst_writer": _NO_STREAM,
+    "axi_lite_control": _NO_STREAM,
+    "gradient_statistics": _NO_STREAM,
+    "adam_updater": _NO_STREAM,
+    "sgd_updater": _NO_STREAM,
+    "adagrad_updater": _NO_STREAM,
+    "aggregation_kernel": _NO_STREAM,
+    "topk_dram_scatter": _NO_STREAM,
+    "topk_updater": _NO_STREAM,
+    "runtime_axi_lite_decoder": _NO_STREAM,
+}
+_FREE = ("counterexample at depth 8 with every other input free: {}; the block's environment "
+         "assumptions are not written yet")
+_SLOW = "the solver did not finish depth 8 within 60 s"
+NOT_PROVED.update({
+    "chunk_sequencer": _FREE.format("cmd's payload follows `config`, which may change while cmd stalls"),
+    "runtime_node_kernels": _FREE.format("done drops without a transfer"),
+    "runtime_node_memory": _FREE.format("written's payload changes while it stalls"),
+    "runtime_data_handler": _FREE.format("arrived.valid follows i.valid and mem_wr.ready combinationally"),
+    "runtime_spawner": _FREE.format("o's payload follows `config`"),
+    "runtime_data_packager": _SLOW,
+    "runtime_task_responder": _SLOW,
+    "runtime_switch": _SLOW,
+    "runtime_cluster": _SLOW,
+    "memory_port": _SLOW,
+})
+
+# Stream-rule proofs in the fast suite; the others are slow (measured: see docs/formal.md).
+_FAST_STREAMS = {"skid_buffer", "stream_fifo", "width_converter", "axi_burst_planner", "uart_rx"}
+_STREAM_DEPTH = 8
+
+
+def _stream_proof(name):
+    environment = ENVIRONMENTS.get(name)
+    return Proof(f"{name}.streams", name, "stream rules on every output stream (inputs assumed to keep them)",
+                 lambda: stream_rules_harness(_block(name), environment=environment),
+                 depth=_STREAM_DEPTH, slow=name not in _FAST_STREAMS)
+
+
+# Blocks whose stream rules are also proved for all time by k-induction (slow suite); the rules
+# are inductive on their own, so these close at a small k.
+_INDUCTION = ("skid_buffer", "stream_fifo", "width_converter", "counted_gearbox", "counted_width_converter",
+              "axi_burst_planner", "axi_burst_reader", "uart_rx", "axpby", "updater_core")
+
+
+def _induction_proof(name):
+    environment = ENVIRONMENTS.get(name)
+    return Proof(f"{name}.streams-induction", name, "stream rules on every output stream, for all time",
+                 lambda: stream_rules_harness(_block(name), environment=environment),
+                 depth=_STREAM_DEPTH, mode="prove", slow=True)
+
+
+def _queues():
+    yield Proof("skid_buffer.tokens", "skid_buffer",
+                "tracked token: in order, none lost or duplicated; holds <= 2; i.ready exactly while room; "
+                "o.valid exactly while holding",
+                lambda: queue_harness(_block("skid_buffer", width=4), capacity=2), depth=12)
+    yield Proof("skid_buffer.tokens-deep", "skid_buffer", "as skid_buffer.tokens, deeper",
+                lambda: queue_harness(_block("skid_buffer", width=4), capacity=2), depth=24, slow=True)
+    for depth, slow, bound in ((2, False, 12), (4, False, 12), (16, True, 20)):
+        def build(depth=depth):
+            fifo = _block("stream_fifo", width=4, depth=depth)
+            return queue_harness(fifo, capacity=depth, level=fifo.level, refill=True, valid_when_held=False)
+        yield Proof(f"stream_fifo.tokens[depth={depth}]", "stream_fifo",
+                    "tracked token; level == transfers held <= depth; i.ready low while full, else low for "
+                    "at most one cycle (output register refill)", build, depth=bound, slow=slow)
+
+
+def _byte_unit(input_width, output_width, element_width):
+    """The unit the byte-sequence check follows: a byte, or for the 1:16 gather of 1024 bits
+    (which the solver does not finish byte by byte) a whole element, which implies it since
+    the converter moves whole elements, little-endian on both sides."""
+    return element_width if output_width // input_width >= 8 else 8
+
+
+def _converters():
+    # Small widths of the same ratios in the fast suite; the widths of the tests are slow.
+    for (a, b, e), slow in (((32, 32, 8), False), ((32, 8, 8), False), ((8, 32, 8), False),
+                            ((512, 512, 32), True), ((512, 128, 32), True), ((128, 512, 32), True),
+                            ((512, 32, 32), True), ((64, 1024, 32), True)):
+        yield Proof(f"width_converter.bytes[{a}->{b}]", "width_converter",
+                    "the output byte sequence is the input byte sequence",
+                    lambda a=a, b=b, e=e: unit_sequence_harness(
+                        _block("width_converter", input_width=a, output_width=b, element_width=e),
+                        unit=_byte_unit(a, b, e)),
+                    # A gather of 16 needs 17 cycles before its first output.
+                    depth=18 if b // a >= 8 else 10, slow=slow)
+    fast = {(2, 3, 8), (3, 2, 8), (1, 3, 8)}
+    for name, configs in (("counted_gearbox", [(2, 3, 8), (3, 2, 8), (2, 3, 32), (3, 2, 32), (4, 6, 16),
+                                                (6, 4, 16), (4, 5, 32), (5, 4, 32), (1, 3, 32), (3, 3, 8)]),
+                          ("counted_width_converter", [(1, 3, 8), (2, 6, 32), (6, 2, 32), (2, 8, 16),
+                                                        (8, 2, 16), (4, 1, 32), (1, 3, 32)])):
+        for p, q, word in configs:
+            yield Proof(f"{name}.words[{p}x{word}->{q}x{word}]", name,
+                        "the words out are the run's words in, in order; nothing taken beyond count",
+                        lambda name=name, p=p, q=q, word=word: _counted(name, p, q, word),
+                        depth=12, slow=(p, q, word) not in fast)
+
+
+def _planners():
+    for params, slow in (((13, 256, 16, 9), False), ((12, 1024, 5, 7), False), ((64, 512, 64, 32), False),
+                         ((12, 8, 256, 13), True), ((64, 64, 256, 32), True), ((32, 1024, 1, 16), True)):
+        kwargs = dict(zip(("address_width", "data_width", "max_burst", "length_width"), params, strict=True))
+        label = "A{address_width}-D{data_width}-M{max_burst}-L{length_width}".format(**kwargs)
+        claim = ("bursts cover each command once, in order; 1..max_burst beats; no 4 KB crossing; "
+                 "final on the last; busy and burst.valid exactly while uncovered")
+        yield Proof(f"axi_burst_planner.plan[{label}]", "axi_burst_planner", claim,
+                    lambda kwargs=kwargs: burst_planner_harness(**kwargs), depth=12, slow=slow)
+    yield Proof("axi_burst_planner.plan-induction", "axi_burst_planner",
+                "the plan properties, by k-induction",
+                lambda: burst_planner_harness(address_width=13, data_width=256, max_burst=16, length_width=9),
+                depth=4, mode="prove", slow=True, expect="unknown")
+
+
+def _dma():
+    params = dict(address_width=16, data_width=32, id_width=1, max_burst=4, max_outstanding=2, length_width=6)
+    reader = ("AR held until ready, payload stable; arlen + 1 <= max_burst; no 4 KB crossing; R never "
+              "refused (credits); <= max_outstanding bursts in flight")
+    writer = ("AW and W held until ready, payload stable; awlen + 1 <= max_burst; no 4 KB crossing; wlast on "
+              "the awlen + 1-th beat; <= max_outstanding bursts await B")
+    for block, harness, claim, bound in (("axi_burst_reader", axi_reader_harness, reader, 10),
+                                         ("axi_burst_writer", axi_writer_harness, writer, 10)):
+        yield Proof(f"{block}.axi", block, claim, lambda harness=harness: harness(**params), depth=bound)
+        yield Proof(f"{block}.axi-deep", block, claim, lambda harness=harness: harness(**params), depth=16,
+                    slow=True)
+        yield Proof(f"{block}.cover", block, "not vacuous: two whole bursts go through",
+                    lambda harness=harness: harness(**params), depth=24, mode="cover", slow=True)
+
+
+def _credits():
+    for latency, slow in ((1, False), (3, False), (8, True)):
+        yield Proof(f"credited_pipeline.credits[latency={latency}]", "credited_pipeline",
+                    "credits never under- or overflow (no result dropped or invented); i.ready exactly "
+                    "while a credit is left", lambda latency=latency: credit_harness(latency=latency),
+                    depth=12 if not slow else 16, slow=slow)
+
+
+def _all():
+    from rtl.registry import blocks
+
+    proofs = [_stream_proof(name) for name in blocks() if name not in NOT_PROVED]
+    proofs += [_induction_proof(name) for name in _INDUCTION]
+    proofs += [*_queues(), *_converters(), *_planners(), *_dma(), *_credits()]
+    return {proof.name: proof for proof in proofs}
+
+
+PROOFS = {}
+
+
+def proofs_of(selection=None, *, slow=True):
+    """The proofs whose name or block is in ``selection`` (all when None), fast ones only unless ``slow``."""
+    if not PROOFS:
+        PROOFS.update(_all())
+    chosen = [proof for proof in PROOFS.values()
+              if (selection is None or proof.block in selection or proof.name in selection)
+              and (slow or not proof.slow)]
+    return chosen
+
+
+def check_coverage():
+    """The registered blocks with neither a stream-rule proof nor a reason in :data:`NOT_PROVED`."""
+    from rtl.registry import blocks
+
+    proofs_of()
+    return [name for name in blocks()
+            if f"{name}.streams" not in PROOFS and name not in NOT_PROVED]

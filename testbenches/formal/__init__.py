@@ -1,0 +1,1 @@
+"""Tests of the formal flow (:mod:`scripts.formal`): the proofs, the broken variants, the docs table."""

@@ -1,0 +1,21 @@
+"""``neartrain prove``: a pass, a one-line error for an unknown block, the proof list."""
+
+from scripts.cli.main import main
+
+
+def test_prove_one_proof_passes(capsys):
+    assert main(["prove", "skid_buffer.tokens"]) == 0
+    out = capsys.readouterr().out
+    assert "skid_buffer.tokens: PASS" in out and "1 proof(s) gave their expected verdict" in out
+
+
+def test_prove_unknown_block_is_one_line(capsys):
+    assert main(["prove", "no_such_block"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("neartrain: error: no proof of no_such_block")
+
+
+def test_prove_list_names_modes_and_depths(capsys):
+    assert main(["prove", "--list", "axi_burst_planner"]) == 0
+    out = capsys.readouterr().out
+    assert "axi_burst_planner.plan-induction\tprove depth 4\tslow" in out
