@@ -54,9 +54,9 @@ class BarrierTable(wiring.Component):
 
     Notes
     -----
-    Latency: an acknowledgement is valid the cycle after the barrier that makes it due, and
-    ``base`` advances the cycle after the last leaf's barrier. Throughput: one barrier and one
-    acknowledgement per cycle.
+    Latency: an acknowledgement is valid two cycles after the barrier that makes it due (it is
+    registered), and ``base`` advances the cycle after the last leaf's barrier. Throughput: one
+    barrier and one acknowledgement per cycle.
     """
 
     def __init__(self, *, leaves=4):
@@ -87,16 +87,19 @@ class BarrierTable(wiring.Component):
             with m.If(event & (counter != (1 << COUNTER_BITS) - 1)):
                 m.d.sync += counter.eq(counter + 1)
 
-        # The lowest due leaf is acknowledged; its bit clears when the ack is taken.
+        # The lowest due leaf's acknowledgement is loaded into the output register, which holds it
+        # (payload and all) until it is taken; its due bit clears when it is loaded.
         chosen = Signal(range(leaves))
         for index in reversed(range(leaves)):
             with m.If(due[index]):
                 m.d.comb += chosen.eq(index)
-        m.d.comb += [self.ack.valid.eq(due.any()), self.ack.payload.leaf.eq(chosen),
-                     self.ack.payload.iteration.eq(self.iterations[chosen])]
         taken = Signal(leaves)
         with m.If(self.ack.valid & self.ack.ready):
+            m.d.sync += self.ack.valid.eq(0)
+        with m.If(due.any() & (~self.ack.valid | self.ack.ready)):
             m.d.comb += taken.eq(Const(1, leaves) << chosen)
+            m.d.sync += [self.ack.valid.eq(1), self.ack.payload.leaf.eq(chosen),
+                         self.ack.payload.iteration.eq(self.iterations[chosen])]
 
         advance = Signal(leaves)  # leaves at base that move to base + 1 now
         hold = Signal(leaves)  # leaves already ahead whose barrier is held
