@@ -155,6 +155,12 @@ SHAPES = {
 }
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+# The wide shape is the longest simulation: make test-full only (the 16-leaf arrival shape keeps a
+# 16-leaf build in make test).
+SLOW_SHAPES = {"wide"}
+
+
+@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
+                                   for name in SHAPES])
 def test_reduction_unit(shape):
     run_cocotb("reduction_unit", __name__, params=SHAPES[shape])
