@@ -5,6 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_int, register_block
+from .reduction_table import saturating_count
 
 __all__ = ["BarrierTable", "BarrierAck", "ITERATION_BITS"]
 
@@ -82,10 +83,8 @@ class BarrierTable(wiring.Component):
         bad = arrived & (leaf >= leaves) if leaves < 1 << LEAF_BITS else Const(0, 1)
         good = arrived & ~bad
         duplicate = good & pending.bit_select(leaf, 1)
-        for name, event in (("bad_leaf", bad), ("duplicates", duplicate)):
-            counter = getattr(self, name)
-            with m.If(event & (counter != (1 << COUNTER_BITS) - 1)):
-                m.d.sync += counter.eq(counter + 1)
+        saturating_count(m, self.bad_leaf, bad)
+        saturating_count(m, self.duplicates, duplicate)
 
         # The lowest due leaf's acknowledgement is loaded into the output register, which holds it
         # (payload and all) until it is taken; its due bit clears when it is loaded.

@@ -10,7 +10,7 @@ from ..runtime.common import pulse_count, sealed
 from ..runtime.net_interface import NetInterface
 from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType, checksum
 from .barrier_table import BarrierTable
-from .reduction_table import COUNTER_BITS
+from .reduction_table import COUNTER_BITS, saturating_count
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
 __all__ = ["GlobalControlUnit", "GCU_COUNTERS", "GCU_PARAMS"]
@@ -115,11 +115,6 @@ class GlobalControlUnit(wiring.Component):
         m.d.comb += [self.barrier_bad_leaf.eq(barrier.bad_leaf),
                      self.barrier_duplicates.eq(barrier.duplicates)]
 
-        def bump(name, event):
-            counter = getattr(self, name)
-            with m.If(event & (counter != (1 << COUNTER_BITS) - 1)):
-                m.d.sync += counter.eq(counter + 1)
-
         malformed = []
 
         def intact(rx):
@@ -182,7 +177,7 @@ class GlobalControlUnit(wiring.Component):
         events = {"bad_requests": bad, "duplicate_requests": duplicate, "stale_requests": stale,
                   "early_requests": early}
         for name, event in events.items():
-            bump(name, event)
+            saturating_count(m, getattr(self, name), event)
         # Up to one malformed packet per channel and cycle.
         with m.If(self.malformed < (1 << COUNTER_BITS) - len(malformed)):
             m.d.sync += self.malformed.eq(self.malformed + pulse_count(*malformed))

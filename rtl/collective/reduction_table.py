@@ -7,8 +7,8 @@ from amaranth.lib.memory import Memory
 from ..runtime.common import Queue
 from .reduction_engine import LINE_BITS, LINE_WORDS, ReductionEngine
 
-__all__ = ["ReductionTable", "Contribution", "ReducedLine", "slot_signal", "LEAF_BITS", "PARTITION_BITS",
-           "CHUNK_BITS", "COUNTER_BITS", "GROUP", "COUNTERS"]
+__all__ = ["ReductionTable", "saturating_count", "Contribution", "ReducedLine", "slot_signal", "LEAF_BITS",
+           "PARTITION_BITS", "CHUNK_BITS", "COUNTER_BITS", "GROUP", "COUNTERS"]
 
 LEAF_BITS = 4
 PARTITION_BITS = 10
@@ -40,6 +40,12 @@ class ReducedLine(data.Struct):
 
 def slot_signal(slots, name):
     return Signal(range(slots), name=name) if slots > 1 else Const(0, 1)
+
+
+def saturating_count(m, counter, event):
+    """Count ``event`` pulses in ``counter``, which stops at its largest value instead of wrapping."""
+    with m.If(event & ~counter.all()):
+        m.d.sync += counter.eq(counter + 1)
 
 
 class ReductionTable:
@@ -95,7 +101,7 @@ class ReductionTable:
         drops = {"bad_leaf": bad_leaf, "bad_partition": bad_partition, "bad_chunk": bad_chunk,
                  "conflicts": conflict, "duplicates": duplicate}
         for name, event in drops.items():
-            self._bump(getattr(unit, name), event)
+            saturating_count(m, getattr(unit, name), event)
         m.d.comb += [seen_set.addr.eq(seen_read.addr), seen_set.en.eq(merged),
                      seen_set.data.eq(seen_read.data | (Const(1, leaves) << c.leaf))]
         self.finished = merged & (self._count[slot] == total - 1)
@@ -116,10 +122,6 @@ class ReductionTable:
         m.d.sync += self.credits.eq(self.credits + returned - self.reserve)
         wiring.connect(m, self._out.r, wiring.flipped(unit.o))
 
-    def _bump(self, counter, event):
-        with self._m.If(event & (counter != (1 << COUNTER_BITS) - 1)):
-            self._m.d.sync += counter.eq(counter + 1)
-
     def clear(self, slot, chunk, enable):
         """Clear the seen word of ``(slot, chunk)`` when ``enable`` (the slot is being read out)."""
         with self._m.If(~self._clearing):
@@ -133,7 +135,7 @@ class ReductionTable:
                      out.w.payload.chunk.eq(tag.chunk), out.w.payload.last.eq(tag.last),
                      out.w.payload.data.eq(line)]
         special = Cat(*[line[32 * w + 23:32 * w + 31].all() for w in range(LINE_WORDS)]).any()
-        self._bump(unit.nonfinite, valid & special)
+        saturating_count(m, unit.nonfinite, valid & special)
         with m.If(valid & tag.last):
             m.d.sync += unit.reduced.eq(unit.reduced + 1)
 
