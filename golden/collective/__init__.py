@@ -4,10 +4,12 @@
 are merged, which are dropped and counted, the two summation orders (leaf-id order, the
 default, and arrival order), and the order in which reduced partitions leave the table.
 :mod:`golden.collective.barrier` states the global barrier table's: no leaf runs more than one
-iteration ahead of the slowest.
+iteration ahead of the slowest. :mod:`golden.collective.delayed_update` is the GCU's step of
+delayed-update training: the reduced gradient through Adam, in place.
 """
 
 from .barrier import BarrierTable
+from .delayed_update import delayed_update_step, mean_scale
 from .reduction import (
     CANONICAL_NAN_BITS,
     LINE_WORDS,
@@ -22,6 +24,8 @@ from .reduction import (
 
 __all__ = [
     "BarrierTable",
+    "delayed_update_step",
+    "mean_scale",
     "LINE_WORDS",
     "NEG_ZERO_BITS",
     "CANONICAL_NAN_BITS",
