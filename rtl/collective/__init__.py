@@ -6,4 +6,4 @@ move tasks and data between compute nodes; the collective blocks speak the runti
 share none of its handlers.
 """
 
-from . import barrier_table, gcu, gcu_cluster, reduction_engine, reduction_unit  # noqa: F401  (registers the blocks)
+from . import barrier_table, gcu, gcu_cluster, parameter_update, reduction_engine, reduction_unit  # noqa: F401,E501  (registers the blocks)
