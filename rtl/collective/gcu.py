@@ -1,5 +1,7 @@
 """The global control unit on a switch port: gradient reduction, broadcast on request, and the barrier."""
 
+from typing import NamedTuple
+
 from amaranth.hdl import Array, Const, Module, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.memory import Memory
@@ -10,12 +12,25 @@ from ..runtime.common import pulse_count, sealed
 from ..runtime.net_interface import NetInterface
 from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType, checksum
 from .barrier_table import BarrierTable
+from .parameter_update import UPDATE_LANES, ParameterUpdate, load_layout, scalars_signature
+from .reduction_engine import LINE_BITS
 from .reduction_table import COUNTER_BITS, saturating_count
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
-__all__ = ["GlobalControlUnit", "GCU_COUNTERS", "GCU_PARAMS"]
+__all__ = ["GlobalControlUnit", "GCU_COUNTERS", "GCU_PARAMS", "UPDATES", "update_members"]
 
 VERSION_BITS = 8
+UPDATES = ("none", "adam")
+
+
+def update_members(update, partitions, chunks):
+    """The ports of the parameter update (``update="adam"``): the state load, Adam's scalars, the status."""
+    if update == "none":
+        return {}
+    return {"load": In(stream.Signature(load_layout(partitions * chunks))),
+            "scalars": In(scalars_signature()), "update_nonfinite": Out(1), "update_clear": In(1)}
+
+
 GCU_COUNTERS = ("malformed", "bad_requests", "early_requests", "stale_requests", "duplicate_requests")
 
 
@@ -24,6 +39,13 @@ def _lookup(signals, index):
     bits = max(1, (len(signals) - 1).bit_length())
     padded = list(signals) + [Const(0, len(signals[0]))] * ((1 << bits) - len(signals))
     return Array(padded)[index[:bits]]
+
+
+class _ReadPort(NamedTuple):
+    addr: object
+    en: object
+    data: object
+    stored: object
 
 
 class _Phase(enum.Enum, shape=2):
@@ -43,6 +65,13 @@ class GlobalControlUnit(wiring.Component):
     * **task** packet to the GCU: a barrier (the leaf finished an iteration);
     * replies: a **data** packet per reduced line (``range``, ``line`` = chunk, ``last``), and a
       **task** packet per barrier acknowledgement (``range`` = the leaf's completed iterations).
+
+    With ``update="none"`` a fetch returns the gradient sums. With ``update="adam"`` the GCU runs
+    one step of delayed-update training: each reduced line goes through a
+    :class:`~rtl.collective.parameter_update.ParameterUpdate` (Adam on the mean gradient, the
+    parameters and moments held beside the GCU and loaded by the host through ``load``), and a
+    fetch returns the partition's new parameters, bit-exact with
+    :func:`golden.collective.delayed_update_step`.
 
     Gradient lines go to a :class:`ReductionUnit`; each reduced partition is stored and its
     version (reductions so far, mod 256) counts up. A fetch waits in its leaf's request slot until
@@ -74,6 +103,10 @@ class GlobalControlUnit(wiring.Component):
         Order of summation.
     queue_depth : int
         Network receive and send queue entries per channel (the credits).
+    update : {"none", "adam"}
+        What a fetch returns: the sums, or the parameters after an Adam step on them.
+    update_lanes : {1, 2, 7, 14}
+        Elements the Adam step updates per cycle (``update="adam"``).
 
     Attributes
     ----------
@@ -81,10 +114,13 @@ class GlobalControlUnit(wiring.Component):
     net_in_credit : Out(3)
     net_out_credit : In(3)
         The switch port, as :class:`rtl.runtime.net_interface.NetInterface` documents it.
+    load, scalars, update_nonfinite, update_clear
+        With ``update="adam"``: the parameter update's ``load``, ``scalars``, ``nonfinite`` and
+        ``clear`` (see :class:`~rtl.collective.parameter_update.ParameterUpdate`).
     """
 
     def __init__(self, *, leaves=3, node=3, partitions=8, chunks=4, slots=2, mode="deterministic",
-                 queue_depth=8):
+                 queue_depth=8, update="none", update_lanes=1):
         self._leaves = check_int("leaves", leaves, 2, (1 << NODE_BITS) - 1)
         self._node = check_int("node", node, leaves, (1 << NODE_BITS) - 1)
         self._partitions = check_int("partitions", partitions, 1, 64)
@@ -92,12 +128,15 @@ class GlobalControlUnit(wiring.Component):
         self._slots = check_choice("slots", slots, SLOT_CHOICES)
         self._mode = check_choice("mode", mode, MODES)
         self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
+        self._update = check_choice("update", update, UPDATES)
+        self._update_lanes = check_choice("update_lanes", update_lanes, UPDATE_LANES)
         self._unit = dict(leaves=leaves, partitions=partitions, slots=slots, chunks=chunks, mode=mode)
         members = {"net_in": In(stream.Signature(Flit)), "net_in_credit": Out(3),
                    "net_out": Out(stream.Signature(Flit)), "net_out_credit": In(3)}
         members.update({name: Out(COUNTER_BITS) for name in GCU_COUNTERS})
         members.update({f"reduction_{name}": Out(COUNTER_BITS) for name in ReductionUnit.counter_names()})
         members.update({"barrier_bad_leaf": Out(COUNTER_BITS), "barrier_duplicates": Out(COUNTER_BITS)})
+        members.update(update_members(update, partitions, chunks))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -141,15 +180,12 @@ class GlobalControlUnit(wiring.Component):
         m.d.comb += [net.tx_task.valid.eq(barrier.ack.valid), net.tx_task.payload.eq(sealed(ack)),
                      barrier.ack.ready.eq(net.tx_task.ready)]
 
-        # Reduced partitions: stored, and their version counts up.
-        m.submodules.results = results = Memory(shape=len(line.data), depth=partitions * chunks, init=[])
-        store, fetch = results.write_port(), results.read_port()
+        # Reduced partitions (or, with an update, the new parameters): stored, and their version
+        # counts up once every line is.
         version = [Signal(VERSION_BITS, name=f"version{p}") for p in range(partitions)]
-        reduced = unit.o.payload
-        m.d.comb += [unit.o.ready.eq(1), store.addr.eq(reduced.partition * chunks + reduced.chunk),
-                     store.data.eq(reduced.data), store.en.eq(unit.o.valid)]
+        fetch = self._results(m, unit.o)
         for p in range(partitions):
-            with m.If(unit.o.valid & reduced.last & (reduced.partition == p)):
+            with m.If(fetch.stored.valid & (fetch.stored.payload == p)):
                 m.d.sync += version[p].eq(version[p] + 1)
 
         # Fetches wait in one slot per leaf.
@@ -223,6 +259,26 @@ class GlobalControlUnit(wiring.Component):
         m.d.sync += waiting.eq((waiting & ~served) | taken)
         return m
 
+    def _results(self, m, reduced):
+        """Where reduced lines go; returns a read port with ``stored`` (a partition is complete)."""
+        chunks = self._chunks
+        if self._update == "adam":
+            m.submodules.update = update = ParameterUpdate(partitions=self._partitions, chunks=chunks,
+                                                           lanes=self._update_lanes)
+            wiring.connect(m, reduced, update.i)
+            wiring.connect(m, wiring.flipped(self.load), update.load)
+            wiring.connect(m, wiring.flipped(self.scalars), update.scalars)
+            m.d.comb += [self.update_nonfinite.eq(update.nonfinite), update.clear.eq(self.update_clear)]
+            return _ReadPort(update.read_addr, update.read_en, update.read_data, update.updated)
+        m.submodules.results = results = Memory(shape=LINE_BITS, depth=self._partitions * chunks, init=[])
+        store, fetch = results.write_port(), results.read_port()
+        line = reduced.payload
+        m.d.comb += [reduced.ready.eq(1), store.addr.eq(line.partition * chunks + line.chunk),
+                     store.data.eq(line.data), store.en.eq(reduced.valid)]
+        stored = wiring.Signature({"valid": Out(1), "payload": Out(len(line.partition))}).create()
+        m.d.comb += [stored.valid.eq(reduced.valid & line.last), stored.payload.eq(line.partition)]
+        return _ReadPort(fetch.addr, fetch.en, fetch.data, stored)
+
 
 # The parameters the GCU and the simulated network around it share.
 GCU_PARAMS = (
@@ -231,6 +287,8 @@ GCU_PARAMS = (
     Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
     Param("mode", str, "deterministic", "order of summation", choices=MODES),
     Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
+    Param("update", str, "none", "a fetch returns the sums, or the parameters after Adam", choices=UPDATES),
+    Param("update_lanes", int, 1, "elements the Adam step updates per cycle", choices=UPDATE_LANES),
 )
 
 register_block(

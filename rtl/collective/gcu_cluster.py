@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..registration import Param, check_choice, check_int, register_block
 from ..runtime.packet import Flit
 from ..runtime.switch import SWITCH_NODES, Switch
-from .gcu import GCU_COUNTERS, GCU_PARAMS, GlobalControlUnit
+from .gcu import GCU_COUNTERS, GCU_PARAMS, GlobalControlUnit, update_members
 from .reduction_table import COUNTER_BITS
 from .reduction_unit import ReductionUnit
 
@@ -26,7 +26,7 @@ class GcuCluster(wiring.Component):
         Switch ports: 4, 8 or 16.
     leaves : int
         Leaves, 2 to ``nodes - 1``.
-    partitions, chunks, slots, mode, queue_depth
+    partitions, chunks, slots, mode, queue_depth, update, update_lanes
         As :class:`~rtl.collective.gcu.GlobalControlUnit`.
     switch_depth : int
         Switch input buffer entries per port and channel.
@@ -45,14 +45,16 @@ class GcuCluster(wiring.Component):
     The names are the switch's own (:class:`~rtl.runtime.switch.Switch`).
     <counter> : Out(16)
         The GCU's counters, under their names there.
+    load, scalars, update_nonfinite, update_clear
+        The GCU's, with ``update="adam"``.
     """
 
     def __init__(self, *, nodes=4, leaves=3, partitions=8, chunks=4, slots=2, mode="deterministic",
-                 queue_depth=8, switch_depth=4):
+                 queue_depth=8, switch_depth=4, update="none", update_lanes=1):
         self._nodes = check_choice("nodes", nodes, SWITCH_NODES[1:])
         self._leaves = check_int("leaves", leaves, 2, nodes - 1)
         self._gcu = dict(leaves=leaves, node=nodes - 1, partitions=partitions, chunks=chunks, slots=slots,
-                         mode=mode, queue_depth=queue_depth)
+                         mode=mode, queue_depth=queue_depth, update=update, update_lanes=update_lanes)
         self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
         self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
         members = {}
@@ -62,6 +64,8 @@ class GcuCluster(wiring.Component):
         counters = (*GCU_COUNTERS, *(f"reduction_{name}" for name in ReductionUnit.counter_names()),
                     "barrier_bad_leaf", "barrier_duplicates")
         members.update({name: Out(COUNTER_BITS) for name in counters})
+        self._update_ports = update_members(update, partitions, chunks)
+        members.update(self._update_ports)
         self._counters = counters
         super().__init__(members)
 
@@ -82,6 +86,13 @@ class GcuCluster(wiring.Component):
                          switch.port(leaf, "out_credit").eq(getattr(self, f"p{leaf}_out_credit"))]
         for name in self._counters:
             m.d.comb += getattr(self, name).eq(getattr(gcu, name))
+        for name, member in self._update_ports.items():
+            if member.is_port:
+                inward = member.flow == wiring.In
+                ours, theirs = getattr(self, name), getattr(gcu, name)
+                m.d.comb += theirs.eq(ours) if inward else ours.eq(theirs)
+            else:
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(gcu, name))
         return m
 
 

@@ -12,7 +12,7 @@ from ..registration import Param, check_choice, check_int, register_block
 from .reduction_engine import LINE_BITS, LINE_WORDS
 from .reduction_table import PARTITION_BITS, ReducedLine
 
-__all__ = ["ParameterUpdate", "UPDATE_LANES", "STATE_TENSORS", "load_layout"]
+__all__ = ["ParameterUpdate", "UPDATE_LANES", "STATE_TENSORS", "load_layout", "scalars_signature"]
 
 UPDATE_LANES = (1, 2, 7, 14)  # divisors of a line's 14 words
 STATE_TENSORS = ("param", *OPTIMIZERS["adam"].states)  # the load port's tensor codes, in this order
@@ -21,6 +21,11 @@ STATE_TENSORS = ("param", *OPTIMIZERS["adam"].states)  # the load port's tensor 
 def load_layout(depth):
     """``{"tensor": 2, "address": range(depth), "data": 448}``: one line of the stored state."""
     return data.StructLayout({"tensor": 2, "address": range(depth), "data": LINE_BITS})
+
+
+def scalars_signature():
+    """Adam's host scalars (:func:`golden.optim.step_scalars`), binary32 bits each."""
+    return wiring.Signature({name: Out(32) for name in OPTIMIZERS["adam"].scalars})
 
 
 class ParameterUpdate(wiring.Component):
@@ -81,7 +86,7 @@ class ParameterUpdate(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(ReducedLine)),
             "load": In(stream.Signature(load_layout(self._depth))),
-            "scalars": In(wiring.Signature({name: Out(32) for name in self._scalar_names})),
+            "scalars": In(scalars_signature()),
             "updated": Out(wiring.Signature({"valid": Out(1), "payload": Out(PARTITION_BITS)})),
             "read_addr": In(range(self._depth)),
             "read_en": In(1),

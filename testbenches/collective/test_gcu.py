@@ -6,22 +6,31 @@ partitions open: it opens partition ``p`` once it holds the sums of ``p - slots`
 partition's sums, then sends a barrier and waits for its acknowledgement. Every leaf must receive
 every partition's sums equal to :func:`golden.collective.reduce_leaf_order` of all leaves'
 lines, in chunk order. Leaves have random gaps and return their receive credits slowly.
+
+With ``update="adam"`` the host loads random parameters and moments first and sets each step's
+scalars, and what every leaf fetches must be the new parameters of
+:func:`golden.collective.delayed_update_step`: one step of delayed-update training in the GCU.
 """
 
 import cocotb
+import numpy as np
 import pytest
 from cocotb.triggers import ClockCycles
 
-from golden.collective import LINE_WORDS, line_value, reduce_leaf_order
+from golden.collective import LINE_WORDS, delayed_update_step, line_value, mean_scale, reduce_leaf_order
+from golden.optim import nonfinite_gradient
+from golden.optim.host import scalar_bits
 from golden.runtime import packet as gp
 from scripts.sim import knobs
-from scripts.sim.runner import resolved_params_from_env, run_cocotb
+from scripts.sim.runner import component_from_env, resolved_params_from_env, run_cocotb
+from scripts.sim.stream import StreamSource, stream_layout
 from scripts.sim.tb import ClockedTB
 from testbenches.collective.tb import random_words
 from testbenches.runtime.tb import SwitchPort
 
 VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
 DROPS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")
+HYPER = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
 ZERO_COUNTERS = ("malformed", "bad_requests", "stale_requests", "duplicate_requests", "barrier_bad_leaf",
                  "barrier_duplicates", *(f"reduction_{name}" for name in DROPS))
 
@@ -96,25 +105,54 @@ class TB(ClockedTB):
         self.patience = 400 * self.params["leaves"] * self.partitions * self.chunks + 2000
         self.leaves = [Leaf(self, leaf, knobs.rng(salt + leaf), gaps=gaps, slow=slow)
                        for leaf in range(self.params["leaves"])]
+        self.adam = self.params["update"] == "adam"
+        self.nonfinite = False
+        if self.adam:
+            self.loads = StreamSource(dut, "load", self.clock, stream_layout(component_from_env(), "load"))
+
+    async def load_state(self, rng):
+        """The host loads random parameters, first moments and non-negative second moments."""
+        shape = (self.partitions, self.chunks, LINE_WORDS)
+        self.state = [random_words(rng, shape, specials=0), random_words(rng, shape, specials=0),
+                      random_words(rng, shape, specials=0) & 0x7FFFFFFF]
+        for tensor, lines in enumerate(self.state):
+            for partition, chunk in np.ndindex(shape[:2]):
+                self.loads.send_nowait({"tensor": tensor, "address": partition * self.chunks + chunk,
+                                        "data": line_value(lines[partition, chunk])})
+        await self.bounded(self.loads.wait_idle(), cycles=30 * shape[0] * shape[1] + 100, what="state load")
+
+    def expected(self, gradients, step):
+        """Every partition's lines a fetch returns after this iteration: sums, or new parameters."""
+        if not self.adam:
+            return reduce_leaf_order(gradients)
+        self.state = list(delayed_update_step(gradients, *self.state, step=step, **HYPER))
+        self.nonfinite |= nonfinite_gradient(reduce_leaf_order(gradients).view(np.float32))
+        return self.state[0]
 
     def gradients(self, rng):
         shape = (len(self.leaves), self.partitions, self.chunks, LINE_WORDS)
         return random_words(rng, shape, specials=0.01)
 
     async def run(self, rng, iterations):
+        if self.adam:
+            await self.load_state(rng)
         for iteration in range(iterations):
             gradients = self.gradients(rng)
+            if self.adam:  # the step's scalars are stable while its partitions are reduced
+                hyper = dict(HYPER, step=iteration + 1, grad_scale=mean_scale(len(self.leaves)))
+                for name, bits in scalar_bits("adam", hyper).items():
+                    getattr(self.dut, f"scalars__{name}").value = bits
             tasks = [cocotb.start_soon(leaf.iterate(iteration, gradients)) for leaf in self.leaves]
             for task in tasks:
                 await task
-            expected = reduce_leaf_order(gradients)  # (partitions, chunks, 14)
+            expected = self.expected(gradients, iteration + 1)  # (partitions, chunks, 14)
             for leaf in self.leaves:
                 for partition in range(self.partitions):
                     got = leaf.sums[(iteration + 1) % 256, partition]
                     want = [line_value(expected[partition, chunk]) for chunk in range(self.chunks)]
                     assert [got[chunk] for chunk in range(self.chunks)] == want, (
-                        f"leaf {leaf.leaf}, iteration {iteration}, partition {partition}: sums differ; "
-                        f"{knobs.describe()}")
+                        f"leaf {leaf.leaf}, iteration {iteration}, partition {partition}: "
+                        f"{'parameters' if self.adam else 'sums'} differ; {knobs.describe()}")
 
     def counters(self, names=ZERO_COUNTERS):
         return {name: int(getattr(self.dut, name).value) for name in names}
@@ -126,6 +164,8 @@ async def leaves_all_reduce_through_the_gcu(dut):
     await tb.reset()
     await tb.run(knobs.rng(5), knobs.vectors(3))
     assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
+    if tb.adam:
+        assert int(dut.update_nonfinite.value) == int(tb.nonfinite), knobs.describe()
 
 
 @cocotb.test()
@@ -173,6 +213,7 @@ SHAPES = {
     "3_leaves": {},
     "7_leaves_one_chunk": {"nodes": 8, "leaves": 7, "chunks": 1, "partitions": 6, "slots": 4},
     "15_leaves": {"nodes": 16, "leaves": 15, "chunks": 2, "partitions": 4, "slots": 2},
+    "3_leaves_adam": {"update": "adam", "partitions": 4, "chunks": 2},
 }
 
 
@@ -191,6 +232,8 @@ def test_gcu(shape):
     ({"slots": 3}, "slots must be one of"),
     ({"partitions": 65}, "partitions must be in 1..64"),
     ({"mode": "fastest"}, "mode must be one of"),
+    ({"update": "sgd"}, "update must be one of"),
+    ({"update_lanes": 4}, "update_lanes must be one of"),
 ])
 def test_gcu_rejects_bad_parameters_at_elaboration(params, message):
     from rtl.registry import get_block

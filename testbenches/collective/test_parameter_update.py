@@ -79,6 +79,12 @@ class TB(ClockedTB):
         for name, value in zip(self.state, new, strict=True):
             self.state[name][partition] = np.asarray(value, np.float32).view(np.uint32)
 
+    def send(self, partition, sums):
+        for chunk in range(self.chunks):
+            last = int(chunk == self.chunks - 1)
+            self.lines.send_nowait({"partition": partition, "chunk": chunk, "last": last,
+                                    "data": line_value(sums[chunk])})
+
     async def step(self, rng, step, order, *, specials=0.0):
         """Reduce ``order`` (partition ids, repeats allowed) with one step's scalars; check the params."""
         self.set_step(step)
@@ -88,9 +94,7 @@ class TB(ClockedTB):
             sums = random_words(rng, (self.chunks, LINE_WORDS), specials=specials)
             nonfinite |= nonfinite_gradient(sums.view(np.float32))
             self.expect(partition, sums, step)
-            for chunk in range(self.chunks):
-                self.lines.send_nowait({"partition": partition, "chunk": chunk, "last": int(chunk == self.chunks - 1),
-                                        "data": line_value(sums[chunk])})
+            self.send(partition, sums)
         await self.wait_until(lambda: len(self.updated) == len(order), what="updated partitions",
                               cycles=(14 * self.chunks + 400) * len(order) + 1000)
         assert self.updated == list(order), f"updated {self.updated}, sent {list(order)}; {knobs.describe()}"
@@ -149,9 +153,7 @@ async def reset_mid_step(dut):
     await tb.load(rng)
     tb.set_step(1)
     for partition in range(tb.partitions):
-        for chunk in range(tb.chunks):
-            tb.lines.send_nowait({"partition": partition, "chunk": chunk, "last": int(chunk == tb.chunks - 1),
-                                  "data": line_value(random_words(rng, LINE_WORDS))})
+        tb.send(partition, random_words(rng, (tb.chunks, LINE_WORDS)))
     await tb.reset_mid_transfer(rng, after=(2, 3 * tb.chunks), drivers=tb.drivers)
     await tb.load(rng)  # a reset leaves the stored state half-updated: the host loads it again
     await tb.step(rng, 1, rng.permutation(tb.partitions).tolist())
