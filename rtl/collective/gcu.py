@@ -3,7 +3,7 @@
 from typing import NamedTuple
 
 from amaranth.hdl import Array, Const, Module, Signal
-from amaranth.lib import enum, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -48,12 +48,6 @@ class _ReadPort(NamedTuple):
     stored: object
 
 
-class _Phase(enum.Enum, shape=2):
-    IDLE = 0
-    READ = 1
-    SEND = 2
-
-
 class GlobalControlUnit(wiring.Component):
     """An all-reduce through one switch port: leaves send gradient lines, then fetch the sums.
 
@@ -77,7 +71,7 @@ class GlobalControlUnit(wiring.Component):
     version (reductions so far, mod 256) counts up. A fetch waits in its leaf's request slot until
     the partition reaches the version asked for (one request slot per leaf and reduction slot, as a
     leaf has at most ``slots`` partitions open), then the partition's lines are sent to the leaf,
-    one line every two cycles. Barriers go to a :class:`BarrierTable`.
+    one line per cycle. Barriers go to a :class:`BarrierTable`.
 
     Dropped and counted (16-bit saturating): a packet whose check byte fails (``malformed``); a
     fetch of a partition id out of range or from a leaf id out of range (``bad_requests``); a
@@ -218,8 +212,9 @@ class GlobalControlUnit(wiring.Component):
         with m.If(self.malformed < (1 << COUNTER_BITS) - len(malformed)):
             m.d.sync += self.malformed.eq(self.malformed + pulse_count(*malformed))
 
-        # Serve the lowest waiting entry whose partition has reached its version.
-        phase = Signal(_Phase)
+        # Serve the lowest waiting entry whose partition has reached its version: one read per
+        # cycle; the read port's data register is the output register (its enable stalls it).
+        active = Signal()
         serving = Signal(range(entries))
         chunk = Signal(range(chunks))
         servable = Signal(entries)
@@ -230,26 +225,27 @@ class GlobalControlUnit(wiring.Component):
             with m.If(servable[e]):
                 m.d.comb += chosen.eq(e)
         served = Signal(entries)
-        reply = Signal(Packet)
         partition = _lookup(slot_partition, serving)
-        m.d.comb += [fetch.addr.eq(partition * chunks + chunk),
-                     fetch.en.eq(phase == _Phase.READ),
-                     reply.header.ptype.eq(PacketType.DATA), reply.header.dst.eq(serving >> slot_bits),
-                     reply.header.src.eq(self._node), reply.header.range.eq(partition),
-                     reply.data_reply().line.eq(chunk), reply.data_reply().last.eq(chunk == chunks - 1),
-                     reply.data_reply().data.eq(fetch.data),
-                     net.tx_data.payload.eq(sealed(reply)), net.tx_data.valid.eq(phase == _Phase.SEND)]
-        # If/Else rather than Switch: a Switch on a 3-state phase leaves incomplete Verilog cases.
-        with m.If(phase == _Phase.IDLE):
-            with m.If(servable.any()):
-                m.d.sync += [serving.eq(chosen), chunk.eq(0), phase.eq(_Phase.READ)]
-        with m.Elif(phase == _Phase.READ):
-            m.d.sync += phase.eq(_Phase.SEND)
-        with m.Elif(net.tx_data.ready):
-            m.d.sync += [chunk.eq(chunk + 1), phase.eq(_Phase.READ)]
-            with m.If(chunk == chunks - 1):
-                m.d.sync += phase.eq(_Phase.IDLE)
-                m.d.comb += served.eq(Const(1, entries) << serving)
+        out_valid, out_leaf = Signal(), Signal(NODE_BITS)
+        out_partition, out_chunk = Signal(range(partitions)), Signal(range(chunks))
+        advance = ~out_valid | net.tx_data.ready
+        m.d.comb += [fetch.addr.eq(partition * chunks + chunk), fetch.en.eq(advance)]
+        with m.If(advance):
+            m.d.sync += [out_valid.eq(active), out_leaf.eq(serving >> slot_bits), out_partition.eq(partition),
+                         out_chunk.eq(chunk)]
+            with m.If(active):
+                m.d.sync += chunk.eq(chunk + 1)
+                with m.If(chunk == chunks - 1):
+                    m.d.sync += active.eq(0)
+                    m.d.comb += served.eq(Const(1, entries) << serving)
+        with m.If(~active & servable.any()):
+            m.d.sync += [serving.eq(chosen), chunk.eq(0), active.eq(1)]
+        reply = Signal(Packet)
+        line = reply.data_reply()
+        m.d.comb += [reply.header.ptype.eq(PacketType.DATA), reply.header.dst.eq(out_leaf),
+                     reply.header.src.eq(self._node), reply.header.range.eq(out_partition),
+                     line.line.eq(out_chunk), line.last.eq(out_chunk == chunks - 1), line.data.eq(fetch.data),
+                     net.tx_data.payload.eq(sealed(reply)), net.tx_data.valid.eq(out_valid)]
         taken = Signal(entries)
         with m.If(take):
             m.d.comb += taken.eq(Const(1, entries) << entry)
