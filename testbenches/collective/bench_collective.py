@@ -5,13 +5,17 @@ Parts (each writes its table there):
 * ``buffering``: the reduction unit's gradient storage in each order, from the RTL's own
   parameters (:attr:`rtl.collective.reduction_unit.ReductionUnit.lines`), against the leaves;
 * ``area``: Yosys resources on ``xcup`` and ``ecp5`` of every collective block at its defaults
-  and of the reduction unit in both orders.
+  and of the reduction unit in both orders;
+* ``traffic``: one all-reduce through the GCU, simulated (``test_gcu.traffic_of_one_all_reduce``)
+  for several leaf counts: packets and packet-hops beside the seed's formula, and cycles, with
+  their projection to ``Z = 1M`` elements from the measured steady state.
 
 Run as ``.venv/bin/python -m testbenches.collective.bench_collective <part>``.
 """
 
 import argparse
 import logging
+import math
 
 from scripts.docs import write_table
 
@@ -26,6 +30,10 @@ AREA_POINTS = (
     ("barrier_table", {}),
     ("gcu", {}),
 )
+# One switch level: the smallest runtime switch with a port for each leaf and the GCU.
+TRAFFIC_LEAVES = (2, 3, 4, 7, 8, 15)
+TRAFFIC_SHAPE = {"partitions": 32, "chunks": 32, "slots": 4, "queue_depth": 8, "switch_depth": 4}
+PROJECTED_ELEMENTS = 1_000_000
 # A BRAM36 of UltraScale+ is 512 x 72 bits at its widest: a 448-bit line spans 7 of them.
 BRAM36_WIDTH, BRAM36_DEPTH = 72, 512
 
@@ -71,14 +79,51 @@ def area(args):
                 f"{COMMAND} area (neartrain synth <block> --target xcup|ecp5)", disable_numparse=True)
 
 
+def gcu_traffic(leaves, shape=TRAFFIC_SHAPE):
+    """One simulated all-reduce through the GCU: the reply of ``traffic_of_one_all_reduce``, plus
+    ``cycles`` (the last partition's arrival at its last leaf), ``cycles_per_partition`` (the
+    steady-state spacing of partitions) and ``projected_cycles`` (for ``Z = 1M``)."""
+    from scripts.sim.runner import run_cocotb
+
+    nodes = next(size for size in (4, 8, 16) if size > leaves)
+    params = dict(shape, nodes=nodes, leaves=leaves)
+    measured = run_cocotb("gcu_cluster", "testbenches.collective.test_gcu", params=params,
+                          testcase="traffic_of_one_all_reduce", job={}).reply
+    done = measured["partition_done"]
+    # The steady state: the second half, once the leaves' windows of open partitions are full.
+    half = len(done) // 2
+    spacing = (done[-1] - done[half]) / (len(done) - 1 - half)
+    partitions = math.ceil(PROJECTED_ELEMENTS / (measured["elements"] // len(done)))
+    return dict(measured, cycles=done[-1], cycles_per_partition=spacing,
+                projected_cycles=round(done[0] + (partitions - 1) * spacing))
+
+
+def traffic(args):
+    rows = []
+    for leaves in args.leaves:
+        t = gcu_traffic(leaves)
+        lines = t["elements"] // 14
+        formula = lines * 2 * leaves  # Z/P * 2(N + S), S = 0
+        rows.append([leaves, t["elements"], t["data_packets"], formula, t["control_packets"],
+                     t["hops_per_packet"] * (t["data_packets"] + t["control_packets"]),
+                     t["hops_per_packet"] * formula, t["cycles"], f"{t['cycles_per_partition']:.1f}",
+                     t["projected_cycles"]])
+        print(rows[-1], flush=True)
+    headers = ["leaves N", "Z", "data packets", "Z/P*2(N+S)", "control packets", "packet-hops",
+               "Z/P*2(N+S)*H", "cycles", "cycles per partition", "cycles, Z = 1M (projected)"]
+    write_table(DOC, "collective-gcu-traffic", headers, rows, f"{COMMAND} traffic", disable_numparse=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="bench_collective", description=__doc__.splitlines()[0])
     parts = parser.add_subparsers(dest="part", required=True)
     parts.add_parser("buffering")
     parts.add_parser("area")
+    part = parts.add_parser("traffic")
+    part.add_argument("--leaves", type=int, nargs="+", default=TRAFFIC_LEAVES)
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    {"buffering": buffering, "area": area}[args.part](args)
+    {"buffering": buffering, "area": area, "traffic": traffic}[args.part](args)
 
 
 if __name__ == "__main__":

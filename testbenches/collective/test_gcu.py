@@ -12,6 +12,8 @@ scalars, and what every leaf fetches must be the new parameters of
 :func:`golden.collective.delayed_update_step`: one step of delayed-update training in the GCU.
 """
 
+from collections import Counter
+
 import cocotb
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from golden.optim import nonfinite_gradient
 from golden.optim.host import scalar_bits
 from golden.runtime import packet as gp
 from scripts.sim import knobs
+from scripts.sim.channel import has_job, reply
 from scripts.sim.runner import component_from_env, resolved_params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource, stream_layout
 from scripts.sim.tb import ClockedTB
@@ -45,8 +48,11 @@ class Leaf:
         self.seen = 0
         self.sums = {}  # (version, partition) -> {chunk: line}
         self.acks = []
+        self.completed = {}  # (version, partition) -> the cycle its last line arrived
+        self.sent, self.got = Counter(), Counter()  # packets by type
 
     def send(self, packet, *, broken=False):
+        self.sent[packet.ptype] += 1
         word = gp.encode(packet)
         if broken:  # a flipped data bit: the header still routes it to the GCU
             word ^= 1 << int(self.rng.integers(gp.HEADER_BITS + 32, gp.PACKET_BITS))
@@ -57,6 +63,7 @@ class Leaf:
             _, word = self.port.received[self.seen]
             self.seen += 1
             packet = gp.decode(word)
+            self.got[packet.ptype] += 1
             assert gp.checksum(word) == 0, f"leaf {self.leaf}: a corrupt packet from the GCU"
             if packet.ptype == gp.TASK:
                 self.acks.append(packet.range)
@@ -65,6 +72,8 @@ class Leaf:
                 assert packet.line not in lines and packet.last == int(packet.line == self.tb.chunks - 1), (
                     f"leaf {self.leaf}: line {packet.line} (last {packet.last}) of partition {packet.range}")
                 lines[packet.line] = packet.data
+                if len(lines) == self.tb.chunks:
+                    self.completed[self.version, packet.range] = self.tb.cycle
 
     async def wait_for(self, condition, what):
         async def poll():
@@ -136,6 +145,7 @@ class TB(ClockedTB):
     async def run(self, rng, iterations):
         if self.adam:
             await self.load_state(rng)
+        self.started = self.cycle
         for iteration in range(iterations):
             gradients = self.gradients(rng)
             if self.adam:  # the step's scalars are stable while its partitions are reduced
@@ -207,6 +217,33 @@ async def reset_mid_iteration(dut):
         leaf.seen, leaf.sums, leaf.acks = 0, {}, []
     await tb.run(rng, 2)
     assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
+
+
+@cocotb.test()
+async def traffic_of_one_all_reduce(dut):
+    """The packets of one all-reduce, counted at the leaves' ports, against the seed's formula.
+
+    Section 7.5.1: reduce plus broadcast moves ``Z/P * 2(N + S)`` packets (``P`` = 14 elements per
+    packet, ``S`` = 0 second-level switches here), each crossing two links (leaf to switch, switch
+    to GCU). Beyond the formula: one fetch request per leaf and partition, and per leaf a barrier
+    and its acknowledgement. With a job (``bench_collective traffic``) the counts and the cycle at
+    which each partition's last line reached its last leaf are replied.
+    """
+    tb = TB(dut, gaps=False, slow=False, salt=4)
+    await tb.reset()
+    await tb.run(knobs.rng(8), 1)
+    leaves, lines = len(tb.leaves), tb.partitions * tb.chunks
+    sent = sum((leaf.sent for leaf in tb.leaves), Counter())
+    got = sum((leaf.got for leaf in tb.leaves), Counter())
+    assert sent[gp.DATA] == got[gp.DATA] == leaves * lines, (sent, got, knobs.describe())
+    assert sent[gp.DATA] + got[gp.DATA] == lines * 2 * leaves  # Z/P * 2(N + S), S = 0
+    assert sent[gp.RDMA] == leaves * tb.partitions and sent[gp.TASK] == got[gp.TASK] == leaves, (sent, got)
+    assert got[gp.RDMA] == 0, got
+    if has_job():
+        done = [max(leaf.completed[1, p] for leaf in tb.leaves) - tb.started for p in range(tb.partitions)]
+        reply({"leaves": leaves, "elements": lines * LINE_WORDS, "data_packets": sent[gp.DATA] + got[gp.DATA],
+               "control_packets": sent[gp.RDMA] + sent[gp.TASK] + got[gp.TASK], "hops_per_packet": 2,
+               "partition_done": sorted(done)})
 
 
 SHAPES = {
