@@ -39,12 +39,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..optim._float32 import CANONICAL_NAN_BITS, canonical_nan
+
 __all__ = ["LINE_WORDS", "NEG_ZERO_BITS", "CANONICAL_NAN_BITS", "MODES", "Contribution", "ReductionTable",
            "add_lines", "line_value", "reduce_leaf_order", "reduce_arrival_order"]
 
 LINE_WORDS = 14
 NEG_ZERO_BITS = 0x80000000
-CANONICAL_NAN_BITS = 0x7FC00000
 MODES = ("deterministic", "arrival")
 COUNTERS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")
 
@@ -53,9 +54,7 @@ def add_lines(a, b):
     """Word-wise binary32 ``a + b`` of two lines of raw bits (uint32 arrays), NaN made canonical."""
     with np.errstate(all="ignore"):
         total = np.asarray(a, np.uint32).view(np.float32) + np.asarray(b, np.uint32).view(np.float32)
-    bits = total.view(np.uint32).copy()
-    bits[np.isnan(total)] = CANONICAL_NAN_BITS
-    return bits
+    return np.asarray(canonical_nan(total), np.float32).view(np.uint32)
 
 
 def _chain(lines):
