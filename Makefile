@@ -56,8 +56,7 @@ SWEEP_COMMAND = neartrain sweep $(SWEEP_BLOCK) $(foreach vary,$(SWEEP_VARY),--va
 
 sweep: $(STAMP)
 	$(BIN)/$(SWEEP_COMMAND)
-	$(if $(SWEEP_DEFAULT),$(BIN)/python -m scripts.sweep_table build/sweep/$(SWEEP_BLOCK)/sweep.csv \
-		"make sweep ($(strip $(SWEEP_COMMAND)))")
+	$(if $(SWEEP_DEFAULT),$(BIN)/python -m scripts.sweep_table build/sweep/$(SWEEP_BLOCK)/sweep.csv "make sweep")
 
 # `make bitstream`: an ECP5 bitstream of BITSTREAM_BLOCK in its evaluation top, with Fmax and use.
 BITSTREAM_BLOCK ?= fp_add
