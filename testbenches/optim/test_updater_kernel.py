@@ -31,7 +31,7 @@ from cocotbext.axi.constants import AxiResp
 
 from golden.optim.host import GRAD_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
 from golden.optim.vectors import VARIANTS, f32_tensor, gradient_tensor, random_hyper
-from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE
+from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE, AdamUpdater
 from scripts.sim import knobs, updater_device
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
@@ -314,3 +314,11 @@ def test_stalled_elements():
     """The fast suite's long stalled run: 10**5 Adam elements (``NEARTRAIN_VECTORS``) under random
     stalls on every AXI channel, on FAST_STALLED's kernel (see :func:`_check_many_elements`)."""
     _check_many_elements("adam", knobs.vectors(100_000), **FAST_STALLED)
+
+
+@pytest.mark.parametrize("option,value", [("dsp_tile", 4), ("dsp_tile", 65), ("lut_bits", -1),
+                                          ("lut_bits", 25)])
+def test_product_options_are_validated(option, value):
+    """A product option out of range names itself (the core and its units take the same values)."""
+    with pytest.raises(ValueError, match=option):
+        AdamUpdater(**{option: value})
