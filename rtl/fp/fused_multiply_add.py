@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Mux
 
 from ..registration import check_int, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, LUT_BITS_PARAM, TAG_PARAM, FloatUnit
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import (
@@ -64,6 +64,9 @@ class FloatFusedMultiplyAdd(FloatUnit):
         underflow and inexact).
     dsp_tile : int
         Widest factor one DSP block multiplies, as for :class:`~rtl.fp.multiplier.FloatMultiplier`.
+    lut_bits : int
+        Low bits of one significand multiplied in LUTs, as for
+        :class:`~rtl.fp.multiplier.FloatMultiplier` (the latency does not change).
     tag_width : int
         Width of the tag carried from ``i`` to ``o`` (0 for none).
 
@@ -86,10 +89,11 @@ class FloatFusedMultiplyAdd(FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
-    def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, tag_width=0):
+    def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
         self._tile = check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE)
         p = self._fmt.precision
+        self._lut_bits = check_int("lut_bits", lut_bits, 0, p)
         self._split_shifts = 3 * p + _LOW_BITS + _GAP_BITS + 1 > _ONE_STAGE_SHIFT
         latency = 8 - self._flush + 3 * self._split_shifts
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width,
@@ -129,7 +133,7 @@ class FloatFusedMultiplyAdd(FloatUnit):
             active=product_infinite | c.is_infinite,
             bits=infinity(fmt, Mux(product_infinite, product_sign, c.sign)))
 
-        product = TiledProduct(s.a, s.b, tile=self._tile)
+        product = TiledProduct(s.a, s.b, tile=self._tile, lut_bits=self._lut_bits)
         distance = s.exponent_sum - s.addend_reference
         addend_on_top = ~c.is_zero & (product_zero | (distance < 0))
         stays = addend_on_top | (distance < 0)
@@ -215,6 +219,6 @@ register_block(
     "fp_fma", FloatFusedMultiplyAdd, family="fp",
     summary="Pipelined IEEE-754 fused multiply-add a * b + c (II = 1, single rounding, SoftFloat flags).",
     params=[FORMAT_PARAM, FLUSH_PARAM,
-            DSP_TILE_PARAM,
+            DSP_TILE_PARAM, LUT_BITS_PARAM,
             TAG_PARAM],
 )

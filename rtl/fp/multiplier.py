@@ -4,8 +4,8 @@ from amaranth.hdl import Cat, Mux
 
 from ..registration import check_int, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
-from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct
+from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, LUT_BITS_PARAM, TAG_PARAM, FloatUnit
+from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct, partial_count
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import count_leading_zeros, normalise_left
 
@@ -46,6 +46,11 @@ class FloatMultiplier(FloatUnit):
         at least the precision keeps a single ``*``: for f32 on UltraScale+ that takes 2
         DSP48E2 instead of 5, but on ECP5 the DSPs and their adders then share one cycle
         (about 85 MHz instead of 125).
+    lut_bits : int
+        Low bits of one significand multiplied in LUTs instead of DSPs, 0 (default) to the
+        precision (see :class:`~rtl.fp.product.TiledProduct`). With ``dsp_tile=24`` and
+        ``lut_bits=7`` an f32 product takes one DSP48E2 on xcup (24x17) and seven LUT rows.
+        The result is the same bit for bit; only the mapping changes.
     tag_width : int
         Width of the tag carried from ``i`` to ``o`` (0 for none).
 
@@ -59,16 +64,18 @@ class FloatMultiplier(FloatUnit):
     latency : int
         6 cycles (count leading zeros, normalise, multiply, product normalise, subnormal
         shift, round); 4 with ``flush_subnormals`` (unpack, multiply, product normalise,
-        round). Plus 1 when the precision exceeds ``dsp_tile`` (f32 with the default tile:
-        7, or 5 when flushing).
+        round). Plus 1 when the product has several partials to add (f32 with the default
+        tile: 7, or 5 when flushing; also whenever ``0 < lut_bits < precision``).
 
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
-    def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, tag_width=0):
+    def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
         self._tile = check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE)
-        tiled = self._fmt.precision > self._tile
+        p = self._fmt.precision
+        self._lut_bits = check_int("lut_bits", lut_bits, 0, p)
+        tiled = partial_count(p, p, tile=self._tile, lut_bits=self._lut_bits) > 1
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a", "b"),
                          tag_width=tag_width, latency=(4 if self._flush else 6) + tiled)
 
@@ -99,7 +106,7 @@ class FloatMultiplier(FloatUnit):
                        a=a_significand, b=b_significand, exponent=exponent)
 
         # Stage 3: multiply in DSP-sized tiles; stage 4 adds the tiles up when there are several.
-        product = TiledProduct(s.a, s.b, tile=self._tile)
+        product = TiledProduct(s.a, s.b, tile=self._tile, lut_bits=self._lut_bits)
         s = pipe.stage(s, "sign", "special", "exponent", **product.partials)
         s = pipe.stage(s, "sign", "special", "exponent", enabled=not product.single, product=product.total(s))
 
@@ -127,6 +134,6 @@ register_block(
     "fp_mul", FloatMultiplier, family="fp",
     summary="Pipelined IEEE-754 multiplier (II = 1, round to nearest even, SoftFloat flags).",
     params=[FORMAT_PARAM, FLUSH_PARAM,
-            DSP_TILE_PARAM,
+            DSP_TILE_PARAM, LUT_BITS_PARAM,
             TAG_PARAM],
 )

@@ -18,7 +18,7 @@ from .interface import operand_layout, result_layout
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE
 
 __all__ = ["Pipeline", "FloatUnit", "MAX_TAG_WIDTH", "FORMAT_NAMES", "FORMAT_PARAM", "FLUSH_PARAM",
-           "TAG_PARAM", "DSP_TILE_PARAM", "BITS_PER_STAGE_PARAM"]
+           "TAG_PARAM", "DSP_TILE_PARAM", "LUT_BITS_PARAM", "BITS_PER_STAGE_PARAM"]
 
 MAX_TAG_WIDTH = 1024
 FORMAT_NAMES = ("f32", "f16", "bf16")
@@ -32,6 +32,8 @@ TAG_PARAM = Param("tag_width", int, 0, "side-band tag bits carried with each ope
 # Shared by the units with a significand product (multiplier, fused multiply-add) ...
 DSP_TILE_PARAM = Param("dsp_tile", int, DEFAULT_TILE, "widest factor of one DSP multiplier (18 for ECP5)",
                        minimum=MIN_TILE, maximum=MAX_TILE)
+LUT_BITS_PARAM = Param("lut_bits", int, 0, "low bits of one significand multiplied in LUTs, not DSPs",
+                       minimum=0, maximum=MAX_TILE)
 # ... and by the digit-recurrence units (divider, square root).
 BITS_PER_STAGE_PARAM = Param("bits_per_stage", int, 1, "recurrence steps per pipeline stage",
                              minimum=1, maximum=4)

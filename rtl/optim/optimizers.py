@@ -47,12 +47,15 @@ def param_copy(df, param, copy_format):
     return df.choose(copy_format, [df.constant(Const(0, 16), "no_copy"), to_f16, to_bf16], "param16")
 
 
-def _mul(df, name, a, b):
-    return df.unit(FloatMultiplier(), name, a=a, b=b)
+def _product_units(products):
+    """``(mul, fma)``: builders of the multiplier and FMA units with the significand-product
+    options ``products`` (``dsp_tile``, ``lut_bits``), which change the mapping, never the result."""
+    def mul(df, name, a, b):
+        return df.unit(FloatMultiplier(**products), name, a=a, b=b)
 
-
-def _fma(df, name, a, b, c):
-    return df.unit(FloatFusedMultiplyAdd(), name, a=a, b=b, c=c)
+    def fma(df, name, a, b, c):
+        return df.unit(FloatFusedMultiplyAdd(**products), name, a=a, b=b, c=c)
+    return mul, fma
 
 
 def _add(df, name, a, b, subtract=False):
@@ -72,19 +75,21 @@ def _nonzero(df, scalar, name):
     return df.wire(scalar, lambda bits: bits[:31].any(), name).value
 
 
-def _unscale_and_decay(df, g0, param, k):
+def _unscale_and_decay(df, g0, param, k, products):
     """``g = grad * grad_scale``, then ``g = fma(param, weight_decay, g)`` unless ``weight_decay == 0``."""
+    _mul, _fma = _product_units(products)
     g = _mul(df, "unscale", g0, k["grad_scale"])
     with_l2 = _fma(df, "l2", param, k["weight_decay"], g)
     return df.select(_nonzero(df, k["weight_decay"], "has_l2"), with_l2, g, "g")
 
 
-def adam(df, x, k, flags):
+def adam(df, x, k, flags, products):
     """Adam / AdamW (``golden/optim/adam_model.py``). AdamW's ``decay_factor`` is 1 for Adam,
     and ``param * 1`` is ``param`` bit for bit (NaN payloads aside, and every output NaN is
     canonical), so the multiplication is always done; AdamW's ``weight_decay`` scalar is 0."""
+    _mul, _fma = _product_units(products)
     p = _mul(df, "decay", x["param"], k["decay_factor"])            # p = param * k.decay_factor
-    g = _unscale_and_decay(df, x["g0"], p, k)                        # g = grad * k.grad_scale [+ L2]
+    g = _unscale_and_decay(df, x["g0"], p, k, products)              # g = grad * k.grad_scale [+ L2]
     d = _add(df, "d", g, x["exp_avg"], subtract=True)                # d = g - exp_avg
     base_is_g = df.wire(k["beta1_weight"], lambda bits: bits[31], "base_is_g").value
     base = df.select(base_is_g, g, x["exp_avg"], "lerp_base")        # g if signbit(k.beta1_weight)
@@ -101,10 +106,11 @@ def adam(df, x, k, flags):
     return {"param": p, "exp_avg": m, "exp_avg_sq": v}
 
 
-def sgd(df, x, k, flags):
+def sgd(df, x, k, flags, products):
     """SGD with momentum, dampening, Nesterov and weight decay (``golden/optim/sgd_model.py``).
     With momentum 0 the buffer passes through unchanged, as the model returns it."""
-    g = _unscale_and_decay(df, x["g0"], x["param"], k)              # g = grad * k.grad_scale [+ L2]
+    _mul, _fma = _product_units(products)
+    g = _unscale_and_decay(df, x["g0"], x["param"], k, products)    # g = grad * k.grad_scale [+ L2]
     b = _mul(df, "b", x["momentum_buffer"], k["momentum"])          # b = momentum_buffer * k.momentum
     accumulated = _fma(df, "buf", g, k["one_minus_dampening"], b)   # buf = fma(g, k.one_minus_dampening, b)
     buf = df.select(flags["first_step"], g, accumulated, "buf_sel")  # step 1: buf = g
@@ -116,9 +122,10 @@ def sgd(df, x, k, flags):
     return {"param": p, "momentum_buffer": buf_out}
 
 
-def adagrad(df, x, k, flags):
+def adagrad(df, x, k, flags, products):
     """AdaGrad (``golden/optim/adagrad_model.py``)."""
-    g = _unscale_and_decay(df, x["g0"], x["param"], k)              # g = grad * k.grad_scale [+ L2]
+    _mul, _fma = _product_units(products)
+    g = _unscale_and_decay(df, x["g0"], x["param"], k, products)    # g = grad * k.grad_scale [+ L2]
     s = _fma(df, "s", g, g, x["state_sum"])                          # s = fma(g, g, state_sum)
     r = _sqrt(df, "r", s)                                            # r = sqrt(s)
     std = _add(df, "std", r, k["eps"])                               # std = r + k.eps
@@ -143,7 +150,8 @@ class OptimizerSpec:
     flags : tuple of str
         One-bit run-level inputs beyond the scalars.
     datapath : callable
-        ``datapath(df, x, k, flags)`` returning the new ``param`` and states as Timed values.
+        ``datapath(df, x, k, flags, products)`` returning the new ``param`` and states as Timed
+        values; ``products`` holds the multipliers' and FMAs' mapping options.
     """
 
     name: str

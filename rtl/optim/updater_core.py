@@ -1,19 +1,25 @@
 """The lane-parallel element datapath of an optimizer updater, with credit-based backpressure."""
 
+import dataclasses
+
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..fp.pipeline import DSP_TILE_PARAM, LUT_BITS_PARAM
+from ..fp.product import DEFAULT_TILE, MAX_TILE, MIN_TILE
 from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow
 from .optimizers import OPTIMIZERS, param_copy, widen_gradient
 
 __all__ = ["UpdaterCore", "core_input_layout", "core_output_layout", "gradient_layout", "MAX_LANES",
-           "ARITHMETIC_PARAM"]
+           "ARITHMETIC_PARAM", "PRODUCT_PARAMS"]
 
 MAX_LANES = 32
 ARITHMETIC_PARAM = Param("arithmetic", bool, True, "build the FP datapath (False: its timing only)")
+# The multipliers' and FMAs' significand-product mapping, shared with the kernels.
+PRODUCT_PARAMS = [DSP_TILE_PARAM, dataclasses.replace(LUT_BITS_PARAM, maximum=24)]
 # The gradient tap: widened gradient lanes, the lane mask and a valid bit; it never waits.
 _WIDEN_NAME = "g0"
 
@@ -102,10 +108,12 @@ class UpdaterCore(wiring.Component):
 
     throughput = 1
 
-    def __init__(self, *, optimizer="adam", lanes=1, arithmetic=True):
+    def __init__(self, *, optimizer="adam", lanes=1, arithmetic=True, dsp_tile=DEFAULT_TILE, lut_bits=0):
         self._spec = OPTIMIZERS[check_choice("optimizer", optimizer, tuple(OPTIMIZERS))]
         self._lanes = check_int("lanes", lanes, 1, MAX_LANES)
         self._arithmetic = check_bool("arithmetic", arithmetic)
+        self._products = {"dsp_tile": check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE),
+                          "lut_bits": check_int("lut_bits", lut_bits, 0, 24)}
         members = {
             "i": In(stream.Signature(core_input_layout(optimizer, lanes))),
             "o": Out(stream.Signature(core_output_layout(optimizer, lanes))),
@@ -134,7 +142,7 @@ class UpdaterCore(wiring.Component):
         x[_WIDEN_NAME] = widen_gradient(df, df.input(element.grad, "grad"), self.grad_format)
         k = {name: df.constant(getattr(self.scalars, name), name) for name in self._spec.scalars}
         flags = {flag: getattr(self, flag) for flag in self._spec.flags}
-        outputs = self._spec.datapath(df, x, k, flags)
+        outputs = self._spec.datapath(df, x, k, flags, self._products)
         outputs["param16"] = param_copy(df, outputs["param"], self.copy_format)
         outputs[_WIDEN_NAME] = x[_WIDEN_NAME]
         outputs["latency"] = max(value.time for value in outputs.values())
@@ -186,5 +194,6 @@ register_block(
         Param("optimizer", str, "adam", "which optimizer", choices=tuple(OPTIMIZERS)),
         Param("lanes", int, 1, "elements per transfer", minimum=1, maximum=MAX_LANES),
         ARITHMETIC_PARAM,
+        *PRODUCT_PARAMS,
     ],
 )

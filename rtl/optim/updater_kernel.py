@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.axi_lite_control import AXILiteControl
+from ..fp.product import DEFAULT_TILE, MAX_TILE, MIN_TILE
 from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .gradient_statistics import GradientStatistics
 from .optimizers import OPTIMIZERS
@@ -30,7 +31,7 @@ from .updater_control import (
     kernel_status,
     run_control,
 )
-from .updater_core import ARITHMETIC_PARAM, UpdaterCore
+from .updater_core import ARITHMETIC_PARAM, PRODUCT_PARAMS, UpdaterCore
 from .updater_datapath import (
     add_memory_ports,
     add_sequencers,
@@ -155,6 +156,11 @@ class UpdaterKernel(wiring.Component):
         ``False`` replaces the core's floating-point datapath by its timing alone (see
         :class:`~rtl.optim.updater_core.UpdaterCore`): cycle counts are unchanged and
         nothing is computed. For cycle benchmarks of wide kernels only.
+    dsp_tile, lut_bits : int
+        The significand-product mapping of the core's multipliers and FMAs (see
+        :class:`~rtl.optim.updater_core.UpdaterCore`); the defaults (18, 0) suit ECP5, and
+        ``dsp_tile=24, lut_bits=7`` brings Adam to 10 DSP48E2 per lane on xcup. Bit-exact
+        for every choice.
 
     Attributes
     ----------
@@ -170,7 +176,8 @@ class UpdaterKernel(wiring.Component):
     GRADIENT_TENSORS = ("grad",)
 
     def __init__(self, *, optimizer="adam", lanes=1, data_width=512, ports="shared", chunk_elements=1024,
-                 max_burst=64, max_outstanding=4, arithmetic=True):
+                 max_burst=64, max_outstanding=4, arithmetic=True, dsp_tile=DEFAULT_TILE,
+                 lut_bits=0):
         self._spec = OPTIMIZERS[check_choice("optimizer", optimizer, tuple(OPTIMIZERS))]
         self._lanes = check_int("lanes", lanes, 1, 32)
         self._data_width = check_int("data_width", data_width, 64, 1024)
@@ -185,9 +192,11 @@ class UpdaterKernel(wiring.Component):
         self._max_burst = check_int("max_burst", max_burst, 1, 256)
         self._max_outstanding = check_int("max_outstanding", max_outstanding, 2, 64)
         self._arithmetic = check_bool("arithmetic", arithmetic)
+        self._products = {"dsp_tile": check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE),
+                          "lut_bits": check_int("lut_bits", lut_bits, 0, 24)}
         self.parameters = {"lanes": lanes, "data_width": data_width, "ports": ports,
                            "chunk_elements": chunk_elements, "max_burst": max_burst,
-                           "max_outstanding": max_outstanding, "arithmetic": arithmetic}
+                           "max_outstanding": max_outstanding, "arithmetic": arithmetic, **self._products}
         states = self._spec.states
         self.read_tensors = ("param",) + self.GRADIENT_TENSORS + states
         self.write_tensors = ("param", "param16") + states
@@ -237,7 +246,7 @@ class UpdaterKernel(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axi_control), control.s_axi_control)
         m.d.comb += self.irq.eq(control.irq)
         m.submodules.core = core = UpdaterCore(optimizer=self._spec.name, lanes=lanes,
-                                               arithmetic=self._arithmetic)
+                                               arithmetic=self._arithmetic, **self._products)
         m.submodules.statistics = stats = GradientStatistics(lanes=lanes)
         run = run_control(m, control, stats, lanes=lanes, data_width=dw)
 
@@ -334,6 +343,7 @@ _KERNEL_PARAMS = [
     Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
     Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
     ARITHMETIC_PARAM,
+    *PRODUCT_PARAMS,
 ]
 for _name, _cls, _what in (("adam_updater", AdamUpdater, "Adam/AdamW"), ("sgd_updater", SGDUpdater, "SGD"),
                            ("adagrad_updater", AdagradUpdater, "AdaGrad")):

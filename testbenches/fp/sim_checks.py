@@ -53,6 +53,10 @@ CASES = (
      for op in ("add", "sub", "mul", "fma", "min", "max") for fmt in FORMATS for flush in MODES]
     # A single product tile (one plain `*`), as for Xilinx DSPs.
     + [arithmetic_case(op, "f32", False, dsp_tile=24) for op in ("mul", "fma")]
+    # Low significand bits multiplied in LUT rows beside one DSP tile, and products all in LUTs.
+    + [arithmetic_case(op, "f32", False, dsp_tile=24, lut_bits=bits)
+       for op in ("mul", "fma") for bits in (7, 24)]
+    + [arithmetic_case(op, "f16", True, lut_bits=3) for op in ("mul", "fma")]
     + [compare_case(op, fmt, flush) for op in ("eq", "lt", "le") for fmt in FORMATS for flush in MODES]
     + [compare_case(op, "f32", False) for op in ("lt_quiet", "le_quiet")]
     + [convert_case(source, target, flush)

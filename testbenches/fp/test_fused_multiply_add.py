@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (Units built only to check their parameters are never elaborated.)
 """fp_fma (:class:`rtl.fp.fused_multiply_add.FloatFusedMultiplyAdd`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configurations below:
@@ -29,6 +31,7 @@ globals().update(unit_tests(
         {"fmt": "bf16"},
     ],
     elaborations={"fma-bf16-flush": lambda: FloatFusedMultiplyAdd(fmt="bf16", flush_subnormals=True)},
+    bad_parameters=[(lambda: FloatFusedMultiplyAdd(fmt="f16", lut_bits=12), "lut_bits")],
 ))
 
 

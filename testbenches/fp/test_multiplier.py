@@ -30,5 +30,6 @@ globals().update(unit_tests(
     bad_parameters=[
         (lambda: FloatMultiplier(tag_width=-1), "tag_width"),
         (lambda: FloatMultiplier(dsp_tile=4), "dsp_tile"),
+        (lambda: FloatMultiplier(lut_bits=25), "lut_bits"),
     ],
 ))

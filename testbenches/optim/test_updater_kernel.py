@@ -19,8 +19,9 @@ through :class:`scripts.sim.updater_driver.UpdaterDevice`. Checked against
 
 The fast suite covers both port modes and all three lanes-to-beats conversions (split,
 equal, gather), and lane counts that are not powers of two (3 and 6: the gearbox and a 1:3
-converter), on a 64-bit bus with small chunks; the 512-bit, 16-lane configurations and the
-million-element runs are slow.
+converter), on a 64-bit bus with small chunks, and one run of 10**5 Adam elements under random
+stalls on every AXI channel on a 4-lane, 512-bit kernel with the DSP-frugal product options;
+the 512-bit, 16-lane configurations and the million-element runs (also stalled) are slow.
 """
 
 import cocotb
@@ -30,7 +31,7 @@ from cocotbext.axi.constants import AxiResp
 
 from golden.optim.host import GRAD_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
 from golden.optim.vectors import VARIANTS, f32_tensor, gradient_tensor, random_hyper
-from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE
+from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE, AdamUpdater
 from scripts.sim import knobs, updater_device
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
@@ -242,21 +243,23 @@ def test_updater_kernel(optimizer, params):
     run_cocotb(f"{optimizer}_updater", MODULE, params=params)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("optimizer", ["adam", "sgd", "adagrad"])
-def test_million_elements(optimizer):
-    """At least 10**6 elements per optimizer through the kernel, bit-exact with golden.
+# Pause probabilities of the memory model on every AXI channel (AR, R, AW, W, B), by variant.
+STALLS = (0.1, 0.3, 0.5)
+# The fast suite's stalled run: 4 lanes fill the shared 512-bit port (a quarter of the 1-lane
+# kernel's cycles for the same elements), with the DSP-frugal product options of `make sweep`.
+FAST_STALLED = {"lanes": 4, "dsp_tile": 24, "lut_bits": 7}
 
-    The registry's kernel (1 lane, one shared 512-bit port, 1024-element chunks, the
-    configuration ``make run`` checks) runs one step per control variant of
-    ``VARIANTS[optimizer]`` in one simulation, cycling through the gradient formats
-    (f32, f16, bf16) and copy formats (none, f16, bf16); 10 % of every tensor is IEEE
-    specials and another 10 % random encodings. The element count is ``NEARTRAIN_VECTORS``
-    (default 10**6) split over the variants, each a length that is not a multiple of the
-    chunk or the beat. About 20 minutes of simulation per optimizer here.
+
+def _check_many_elements(optimizer, total, **kernel_params):
+    """``total`` elements through the kernel in one simulation, under random stalls, bit-exact.
+
+    One step per control variant of ``VARIANTS[optimizer]``, cycling through the gradient
+    formats (f32, f16, bf16), the copy formats (none, f16, bf16) and the pause
+    probabilities :data:`STALLS` of every AXI channel; 10 % of every tensor is IEEE specials
+    and another 10 % random encodings, and each length is not a multiple of the chunk or
+    the beat.
     """
     rng = knobs.rng(61)
-    total = knobs.vectors(1_000_000)
     variants = len(VARIANTS[optimizer])
     formats = ("f32", "f16", "bf16")
     copies = ("bf16", "none", "f16")
@@ -269,23 +272,53 @@ def test_million_elements(optimizer):
         states = {name: f32_tensor(rng, n, scale=1e-3, positive=name != "exp_avg")
                   for name in STATE_NAMES[optimizer]}
         jobs.append({"kind": "update", "param": param, "grad": grad, "states": states, "hyper": hyper,
-                     "grad_format": grad_format, "copy_format": copy_format, "stall": 0.0})
+                     "grad_format": grad_format, "copy_format": copy_format,
+                     "stall": STALLS[(variant // 2) % len(STALLS)]})
         expected.append(reference_update(optimizer, param=param, grad=grad, states=states, hyper=hyper,
                                          grad_format=grad_format, copy_format=copy_format))
-    results = updater_device.run_jobs(optimizer, jobs)
+    results = updater_device.run_jobs(optimizer, jobs, **kernel_params)
     checked = 0
     for variant, (job, result, reference) in enumerate(zip(jobs, results, expected, strict=True)):
-        where = f"variant {variant} ({job['grad_format']} gradient, {job['copy_format']} copy)"
+        where = (f"variant {variant} ({job['grad_format']} gradient, {job['copy_format']} copy, "
+                 f"stall {job['stall']})")
         for name in ("param", *STATE_NAMES[optimizer]):
             differ = np.flatnonzero(result.outputs[name] != reference[name])
             assert differ.size == 0, (f"{name}, {where}: {differ.size} of {len(job['param'])} elements "
                                       f"differ, first at {differ[:1]}; {knobs.describe(total)}")
         if job["copy_format"] == "none":
-            assert result.outputs["param16"] is None
+            assert result.outputs["param16"] is None, f"{where}; {knobs.describe(total)}"
         else:
             assert np.array_equal(result.outputs["param16"], reference["param16"]), \
                 f"param16, {where}; {knobs.describe(total)}"
-        assert result.status == int(reference["nonfinite"]) and result.error == 0, where
-        assert result.guards_intact, where
+        assert result.status == int(reference["nonfinite"]) and result.error == 0, \
+            f"{where}; {knobs.describe(total)}"
+        assert result.guards_intact, f"{where}; {knobs.describe(total)}"
         checked += len(job["param"])
     assert checked >= total
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["adam", "sgd", "adagrad"])
+def test_million_elements(optimizer):
+    """At least 10**6 elements per optimizer through the kernel under random stalls, bit-exact.
+
+    The registry's kernel (1 lane, one shared 512-bit port, 1024-element chunks, the
+    configuration ``make run`` checks), with every AXI channel paused at random
+    (:func:`_check_many_elements`). The element count is ``NEARTRAIN_VECTORS`` (default
+    10**6) split over the variants.
+    """
+    _check_many_elements(optimizer, knobs.vectors(1_000_000))
+
+
+def test_stalled_elements():
+    """The fast suite's long stalled run: 10**5 Adam elements (``NEARTRAIN_VECTORS``) under random
+    stalls on every AXI channel, on FAST_STALLED's kernel (see :func:`_check_many_elements`)."""
+    _check_many_elements("adam", knobs.vectors(100_000), **FAST_STALLED)
+
+
+@pytest.mark.parametrize("option,value", [("dsp_tile", 4), ("dsp_tile", 65), ("lut_bits", -1),
+                                          ("lut_bits", 25)])
+def test_product_options_are_validated(option, value):
+    """A product option out of range names itself (the core and its units take the same values)."""
+    with pytest.raises(ValueError, match=option):
+        AdamUpdater(**{option: value})
