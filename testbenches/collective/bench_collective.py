@@ -29,6 +29,8 @@ AREA_POINTS = (
     ("reduction_unit", {"mode": "arrival"}),
     ("barrier_table", {}),
     ("gcu", {}),
+    ("parameter_update", {}),
+    ("gcu", {"update": "adam"}),
 )
 # One switch level: the smallest runtime switch with a port for each leaf and the GCU.
 TRAFFIC_LEAVES = (2, 3, 4, 7, 8, 15)
