@@ -96,7 +96,10 @@ class GlobalControlUnit(wiring.Component):
     mode : {"deterministic", "arrival"}
         Order of summation.
     queue_depth : int
-        Network receive and send queue entries per channel (the credits).
+        Network receive and send queue entries per channel (the credits the switch holds for them).
+    tx_credits : int
+        The switch's input buffer entries per channel at the GCU's port: the GCU sends only with a
+        credit for them (the switch has no backpressure).
     update : {"none", "adam"}
         What a fetch returns: the sums, or the parameters after an Adam step on them.
     update_lanes : {1, 2, 7, 14}
@@ -114,7 +117,7 @@ class GlobalControlUnit(wiring.Component):
     """
 
     def __init__(self, *, leaves=3, node=3, partitions=8, chunks=4, slots=2, mode="deterministic",
-                 queue_depth=8, update="none", update_lanes=1):
+                 queue_depth=8, tx_credits=4, update="none", update_lanes=1):
         self._leaves = check_int("leaves", leaves, 2, (1 << NODE_BITS) - 1)
         self._node = check_int("node", node, leaves, (1 << NODE_BITS) - 1)
         self._partitions = check_int("partitions", partitions, 1, 64)
@@ -122,6 +125,7 @@ class GlobalControlUnit(wiring.Component):
         self._slots = check_choice("slots", slots, SLOT_CHOICES)
         self._mode = check_choice("mode", mode, MODES)
         self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
+        self._tx_credits = check_int("tx_credits", tx_credits, 2, 1024)
         self._update = check_choice("update", update, UPDATES)
         self._update_lanes = check_choice("update_lanes", update_lanes, UPDATE_LANES)
         self._unit = dict(leaves=leaves, partitions=partitions, slots=slots, chunks=chunks, mode=mode)
@@ -137,7 +141,7 @@ class GlobalControlUnit(wiring.Component):
         m = Module()
         leaves, chunks, partitions = self._leaves, self._chunks, self._partitions
         m.submodules.net = net = NetInterface(rx_depth=self._queue_depth, tx_depth=self._queue_depth,
-                                              tx_credits=self._queue_depth)
+                                              tx_credits=self._tx_credits)
         wiring.connect(m, wiring.flipped(self.net_in), net.net_in)
         wiring.connect(m, net.net_out, wiring.flipped(self.net_out))
         m.d.comb += [self.net_in_credit.eq(net.net_in_credit), net.net_out_credit.eq(self.net_out_credit)]
@@ -295,5 +299,6 @@ register_block(
         Param("leaves", int, 3, "leaves (node ids 0 .. leaves - 1)", minimum=2, maximum=15),
         Param("node", int, 3, "the GCU's node id", minimum=2, maximum=15),
         *GCU_PARAMS,
+        Param("tx_credits", int, 4, "the switch's input buffer entries per channel", minimum=2, maximum=1024),
     ],
 )

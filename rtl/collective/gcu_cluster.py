@@ -53,10 +53,12 @@ class GcuCluster(wiring.Component):
                  queue_depth=8, switch_depth=4, update="none", update_lanes=1):
         self._nodes = check_choice("nodes", nodes, SWITCH_NODES[1:])
         self._leaves = check_int("leaves", leaves, 2, nodes - 1)
+        # The GCU's send credits are the switch's input buffer at its port (it has no backpressure).
         self._gcu = dict(leaves=leaves, node=nodes - 1, partitions=partitions, chunks=chunks, slots=slots,
-                         mode=mode, queue_depth=queue_depth, update=update, update_lanes=update_lanes)
-        self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
+                         mode=mode, queue_depth=queue_depth, tx_credits=switch_depth, update=update,
+                         update_lanes=update_lanes)
         self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
+        self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
         members = {}
         for leaf in range(leaves):
             members.update({f"p{leaf}_in": In(stream.Signature(Flit)), f"p{leaf}_in_credit": Out(3),
