@@ -37,9 +37,14 @@ DOC = "collective.md"
 COMMAND = ".venv/bin/python -m testbenches.collective.bench_ring"
 PLOT = "collective_ring_cycles.png"
 ELEMENTS = 1_000_000
-FIT_LINES = (4, 8, 16)
-HELD_OUT_LINES = 48
+# Below ~20 lines per segment the all-reduce is latency-bound (a few cycles per line, not the
+# 2 (N - 1) packets each node sends per line): the fit needs longer segments.
+FIT_LINES = (32, 48)
+HELD_OUT_LINES = 64
+COUNT_LINES = 2
 NODES = tuple(range(2, BENCH_PARAMS["nodes"] + 1))
+# Cycles cost simulation time in proportion to N * lines: four ring sizes, not fifteen.
+CYCLE_NODES = (2, 4, 8, 16)
 
 
 def lines_per_segment(nodes, elements=ELEMENTS):
@@ -86,25 +91,35 @@ def _fit(points, nodes):
 
 
 def measure(args):
-    points = measure_points([(n, lines) for n in args.nodes for lines in (*FIT_LINES, HELD_OUT_LINES)])
+    cycle_nodes = [n for n in CYCLE_NODES if n in args.nodes]
+    points = measure_points([(n, COUNT_LINES) for n in args.nodes]
+                            + [(n, lines) for n in cycle_nodes for lines in (*FIT_LINES, HELD_OUT_LINES)])
+    for p in points:
+        counts = ring_counts(p["nodes"], p["lines"])
+        assert (p["packets"], p["packet_hops"]) == (counts["packets"], counts["packet_hops"]), p
     rows, plotted = [], []
     for nodes in args.nodes:
-        for p in (p for p in points if p["nodes"] == nodes):
-            counts = ring_counts(nodes, p["lines"])
-            assert (p["packets"], p["packet_hops"]) == (counts["packets"], counts["packet_hops"]), p
-        slope, intercept, held, predicted = _fit(points, nodes)
+        counted = next(p for p in points if p["nodes"] == nodes and p["lines"] == COUNT_LINES)
         lines = lines_per_segment(nodes)
         counts, seed = ring_counts(nodes, lines), seed_ring_counts(nodes, lines)
-        cycles = intercept + slope * lines
-        plotted.append((nodes, cycles, counts["packets_per_node"]))
-        rows.append([nodes, lines, counts["packets_per_node"], counts["packets"], counts["packet_hops"],
-                     seed["packets"], seed["packet_hops"], f"{slope:.3f}", f"{intercept:.0f}", held,
-                     f"{predicted:.0f}", f"{100 * (predicted - held) / held:+.2f}", f"{cycles:,.0f}",
-                     f"{counts['packets_per_node'] / cycles:.3f}"])
-        print(rows[-1], flush=True)
-    headers = ["N", "lines per segment", "packets per node", "packets", "packet-hops",
+        row = [nodes, counted["packets"], counted["packet_hops"], lines, counts["packets_per_node"],
+               counts["packets"], counts["packet_hops"], seed["packets"], seed["packet_hops"]]
+        if nodes in cycle_nodes:
+            slope, intercept, held, predicted = _fit(points, nodes)
+            cycles = intercept + slope * lines
+            plotted.append((nodes, cycles, counts["packets_per_node"]))
+            row += [f"{slope:.2f}", f"{intercept:.0f}", held, f"{predicted:.0f}",
+                    f"{100 * (predicted - held) / held:+.2f}", f"{cycles:,.0f}",
+                    f"{counts['packets_per_node'] / cycles:.3f}"]
+        else:
+            row += [""] * 7
+        rows.append(row)
+        print(row, flush=True)
+    headers = ["N", f"packets, {COUNT_LINES} lines (simulated)",
+               f"packet-hops, {COUNT_LINES} lines (simulated)",
+               "lines per segment, Z = 1M", "packets per node", "packets", "packet-hops",
                "seed Z/P·2N(N-1)", "seed Z/P·4(N²H+SH)", "cycles per line", "cycles at 0 lines",
-               f"cycles at {HELD_OUT_LINES} lines", "fit there", "fit error %", "cycles, Z = 1M",
+               f"cycles at {HELD_OUT_LINES} lines (simulated)", "fit there", "fit error %", "cycles, Z = 1M",
                "packets per cycle per node"]
     fits = ", ".join(map(str, FIT_LINES))
     write_table(DOC, "collective-ring", headers, rows,
@@ -121,7 +136,8 @@ def _plot(plotted):
 
     figure, axis = plt.subplots(figsize=(6, 4))
     nodes = [n for n, _, _ in plotted]
-    axis.plot(nodes, [c for _, c, _ in plotted], marker="o", label="ring all-reduce (RTL, fitted)")
+    axis.plot(nodes, [c for _, c, _ in plotted], marker="o",
+              label="ring all-reduce (RTL, fitted in the lines)")
     axis.plot(nodes, [p for _, _, p in plotted], linestyle="--",
               label="packets each node sends (one per cycle at best)")
     axis.set_xlabel("nodes N")
