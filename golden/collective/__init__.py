@@ -21,6 +21,7 @@ from .reduction import (
     reduce_arrival_order,
     reduce_leaf_order,
 )
+from .ring import RingMessage, ring_all_reduce, ring_counts, ring_messages, seed_ring_counts
 
 __all__ = [
     "BarrierTable",
@@ -35,4 +36,9 @@ __all__ = [
     "add_lines",
     "reduce_leaf_order",
     "reduce_arrival_order",
+    "RingMessage",
+    "ring_all_reduce",
+    "ring_messages",
+    "ring_counts",
+    "seed_ring_counts",
 ]

@@ -6,4 +6,14 @@ move tasks and data between compute nodes; the collective blocks speak the runti
 share none of its handlers.
 """
 
-from . import barrier_table, gcu, gcu_cluster, parameter_update, reduction_engine, reduction_unit  # noqa: F401,E501  (registers the blocks)
+# Importing the block modules registers the blocks.
+from . import (  # noqa: F401
+    barrier_table,
+    gcu,
+    gcu_cluster,
+    parameter_update,
+    reduction_engine,
+    reduction_unit,
+    ring_cluster,
+    ring_node,
+)
