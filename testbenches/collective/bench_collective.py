@@ -8,12 +8,15 @@ Parts (each writes its table there):
   and of the reduction unit in both orders;
 * ``traffic``: one all-reduce through the GCU, simulated (``test_gcu.traffic_of_one_all_reduce``)
   for several leaf counts: packets and packet-hops beside the seed's formula, and cycles, with
-  their projection to ``Z = 1M`` elements from the measured steady state.
+  their projection to ``Z = 1M`` elements from the measured steady state;
+* ``compare``: the GCU's and the ring's figures at ``Z = 1M`` side by side, from the two tables'
+  data (``traffic`` here, ``testbenches.collective.bench_ring`` for the ring), with a plot.
 
 Run as ``.venv/bin/python -m testbenches.collective.bench_collective <part>``.
 """
 
 import argparse
+import json
 import logging
 import math
 
@@ -36,6 +39,7 @@ AREA_POINTS = (
 TRAFFIC_LEAVES = (2, 3, 4, 7, 8, 15)
 TRAFFIC_SHAPE = {"partitions": 32, "chunks": 32, "slots": 4, "queue_depth": 8, "switch_depth": 4}
 PROJECTED_ELEMENTS = 1_000_000
+COMPARE_PLOT = "collective_allreduce_cycles.png"
 # A BRAM36 of UltraScale+ is 512 x 72 bits at its widest: a 448-bit line spans 7 of them.
 BRAM36_WIDTH, BRAM36_DEPTH = 72, 512
 
@@ -116,6 +120,55 @@ def traffic(args):
     write_table(DOC, "collective-gcu-traffic", headers, rows, f"{COMMAND} traffic", disable_numparse=True)
 
 
+def _rows(name):
+    from scripts.docs import DATA
+
+    spec = json.loads((DATA / f"{name}.json").read_text())
+    return [dict(zip(spec["headers"], row, strict=True)) for row in spec["rows"]]
+
+
+def _number(cell):
+    return None if cell in ("", None) else float(str(cell).replace(",", ""))
+
+
+def compare(args):
+    from scripts.docs import DOCS
+
+    gcu = {row["leaves N"]: row for row in _rows("collective-gcu-traffic")}
+    ring = {row["N"]: row for row in _rows("collective-ring")}
+    lines = math.ceil(PROJECTED_ELEMENTS / 14)
+    rows = []
+    for n in sorted(set(gcu) | {k for k, row in ring.items() if _number(row["cycles, Z = 1M (fit)"])}):
+        g, r = gcu.get(n), ring.get(n)
+        gcu_packets = 2 * n * lines if g else None  # Z/P * 2(N + S): every leaf sends and fetches Z/P lines
+        rows.append([n, gcu_packets or "", 2 * gcu_packets if g else "",
+                     g["cycles, Z = 1M (projected)"] if g else "",
+                     r["packets"] if r else "", r["packet-hops"] if r else "",
+                     r["cycles, Z = 1M (fit)"] if r else ""])
+    headers = ["N", "GCU data packets", "GCU packet-hops", "GCU cycles (projected)", "ring packets",
+               "ring packet-hops", "ring cycles (fit)"]
+    write_table(DOC, "collective-compare", headers, rows, f"{COMMAND} compare", disable_numparse=True)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    curves = (("GCU (reduce + broadcast on request)", 3), ("ring (reduce-scatter + all-gather)", 6))
+    for label, column in curves:
+        points = [(row[0], _number(row[column])) for row in rows if _number(row[column])]
+        axis.plot([n for n, _ in points], [c for _, c in points], marker="o", label=label)
+    axis.set_xlabel("leaves N (one switch level)")
+    axis.set_ylabel("cycles for Z = 1M binary32")
+    axis.set_title("All-reduce of 1M binary32 on the simulated switch")
+    axis.set_ylim(bottom=0)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(DOCS / COMPARE_PLOT, dpi=100)
+    print(f"wrote docs/{COMPARE_PLOT}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="bench_collective", description=__doc__.splitlines()[0])
     parts = parser.add_subparsers(dest="part", required=True)
@@ -123,9 +176,10 @@ def main(argv=None):
     parts.add_parser("area")
     part = parts.add_parser("traffic")
     part.add_argument("--leaves", type=int, nargs="+", default=TRAFFIC_LEAVES)
+    parts.add_parser("compare")
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    {"buffering": buffering, "area": area, "traffic": traffic}[args.part](args)
+    {"buffering": buffering, "area": area, "traffic": traffic, "compare": compare}[args.part](args)
 
 
 if __name__ == "__main__":
