@@ -6,11 +6,12 @@ split evenly over the sparse features (table ``t`` holds global rows ``t * per_t
 an assumption of ours). A sample looks up one row in each table.
 
 Popularity follows a bounded Zipf law of exponent ``alpha``: the row of popularity rank ``k``
-(1 .. ``n``, the table's rows) is drawn with probability proportional to ``k ** -alpha``. Ranks
-come from the inverse of the distribution function of the continuous law on ``[1, n + 1)``,
+(1 .. ``n``, the table's rows) is drawn with a probability close to ``k ** -alpha`` (normalised).
+Ranks come from the inverse of the distribution function of the continuous law on ``[1, n + 1)``,
 ``k = floor((((n + 1) ** (1 - alpha) - 1) * u + 1) ** (1 / (1 - alpha)))`` for ``u`` uniform in
 [0, 1) (``k = floor((n + 1) ** u)`` at ``alpha = 1``): rank ``k`` gets the law's mass on
-``[k, k + 1)``, close to ``k ** -alpha`` but for the first few ranks. It needs no table of ``n`` probabilities (the Terabyte set has 226 M rows).
+``[k, k + 1)``, which differs from ``k ** -alpha`` noticeably only for the first few ranks, and
+needs no table of ``n`` probabilities (the Terabyte set has 226 M rows).
 Rank ``k`` is row ``((k - 1) * 40499) mod n`` of its table (40499 is a prime, and a table size
 it divides is refused, so the map is one to one), so popular rows are spread over the cache sets.
 Every draw comes from ``numpy.random.default_rng(seed)``.

@@ -35,8 +35,8 @@ def test_lru_matches_an_ordered_dict(ways, law):
     rng = knobs.rng(ways)
     count = knobs.vectors(20000)
     if law == "zipf":
-        rows = lookup_trace("criteo-kaggle", samples=count // 26 + 1, seed=knobs.seed() + ways, rows=26 * 5000)
-        rows = rows.ravel()[:count]
+        rows = lookup_trace("criteo-kaggle", samples=count // 26 + 1, seed=knobs.seed() + ways,
+                            rows=26 * 5000).ravel()[:count]
     else:
         rows = rng.integers(0, 40 * ways * 16, count)
     cache = LruCache(sets=16, ways=ways)
@@ -98,14 +98,14 @@ def test_reduction_chains_softfloat_adds_in_arrival_order():
     count = knobs.vectors(300)
     keys = rng.integers(0, 12, count)
     grads = random_words(rng, (count, WORDS), specials=0.05)
-    out, overflows = reduce_gradients(zip(keys.tolist(), grads), capacity=5)
+    out, overflows = reduce_gradients(zip(keys.tolist(), grads, strict=True), capacity=5)
     expected, table, cuts = [], {}, 0
-    for key, words in zip(keys.tolist(), grads):
+    for key, words in zip(keys.tolist(), grads, strict=True):
         if key not in table and len(table) == 5:
             expected.extend(table.items())
             table, cuts = {}, cuts + 1
         if key in table:
-            table[key] = [_softfloat_add(a, b) for a, b in zip(table[key], words)]
+            table[key] = [_softfloat_add(a, b) for a, b in zip(table[key], words, strict=True)]
         else:
             table[key] = [int(w) for w in words]
     expected.extend(table.items())
@@ -138,7 +138,8 @@ def test_traces_have_the_table_shapes_and_are_seeded():
         tables = trace // spec.per_table
         assert np.array_equal(tables, np.broadcast_to(np.arange(spec.sparse), trace.shape)), name
         assert np.array_equal(trace, lookup_trace(name, samples=50, seed=3))
-    assert not np.array_equal(lookup_trace("avazu", samples=50, seed=3), lookup_trace("avazu", samples=50, seed=4))
+    other = lookup_trace("avazu", samples=50, seed=4)
+    assert not np.array_equal(lookup_trace("avazu", samples=50, seed=3), other)
     # The scatter constant is a prime: rank -> row is one to one in every table.
     assert all(40499 % d for d in range(2, 202))
     rows = lookup_trace("avazu", samples=4000, seed=1, rows=21 * 50, alpha=0.5)
