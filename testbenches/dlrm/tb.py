@@ -50,9 +50,12 @@ class CacheTB(ClockedTB):
         def pauses(offset):
             return random_pauses(knobs.rng(salt + offset), stall) if stall else never()
 
-        self.source = StreamSource(dut, "i", self.clock, stream_layout(self.component, "i"), pause=pauses(3))
-        self.updates = StreamSource(dut, "u", self.clock, stream_layout(self.component, "u"), pause=pauses(4))
-        self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"), backpressure=pauses(5))
+        def layout(port):
+            return stream_layout(self.component, port)
+
+        self.source = StreamSource(dut, "i", self.clock, layout("i"), pause=pauses(3))
+        self.updates = StreamSource(dut, "u", self.clock, layout("u"), pause=pauses(4))
+        self.sink = StreamSink(dut, "o", self.clock, layout("o"), backpressure=pauses(5))
         dut.rows.value = rows
         dut.base.value = BASE
         self.stall = stall

@@ -69,8 +69,11 @@ async def reset_in_the_middle_of_a_lookup(dut):
     await tb.reset()
     rng = knobs.rng(41)
     tb.lookups(zipf_rows(200, rows=tb.rows, salt=42))
-    await tb.reset_mid_transfer(rng, after=(10, 80), drivers=tb.drivers,
-                                until=lambda: int(tb.dut.m_axi__arvalid.value) or int(tb.dut.m_axi__rvalid.value))
+
+    def fetching():
+        return int(tb.dut.m_axi__arvalid.value) or int(tb.dut.m_axi__rvalid.value)
+
+    await tb.reset_mid_transfer(rng, after=(10, 80), drivers=tb.drivers, until=fetching)
     tb.cold()
     # The cache sweeps its sets after reset before it takes lookups; the rows queue meanwhile.
     rows = zipf_rows(knobs.vectors(400), rows=tb.rows, salt=43)
