@@ -172,6 +172,11 @@ SHAPES = {
 }
 
 
-@pytest.mark.parametrize("shape", list(SHAPES))
+# A second build per block costs a minute of make test: the wider shape runs in make test-full.
+SLOW_SHAPES = {"dim32"}
+
+
+@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
+                                   for name in SHAPES])
 def test_dedupe_unit(shape):
     run_cocotb("dedupe_unit", __name__, params=SHAPES[shape])

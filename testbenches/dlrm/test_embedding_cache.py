@@ -87,7 +87,8 @@ SHAPES = {
     "ways8": {"sets": 8, "ways": 8},
     "dim64": {"sets": 16, "ways": 4, "dim": 64},
 }
-SLOW_SHAPES = {"ways2", "ways8"}
+# One build in make test (a minute each); every way count and the multi-line row in make test-full.
+SLOW_SHAPES = {"ways1", "ways2", "ways8", "dim64"}
 
 
 @pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
