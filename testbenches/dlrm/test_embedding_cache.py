@@ -11,7 +11,7 @@ cold cache.
 import cocotb
 import pytest
 
-from scripts.sim import knobs
+from scripts.sim import channel, knobs
 from scripts.sim.runner import run_cocotb
 from testbenches.dlrm.tb import BASE, LINE_BYTES, CacheTB, zipf_rows
 
@@ -80,6 +80,52 @@ async def reset_in_the_middle_of_a_lookup(dut):
     await tb.check(tb.lookups(rows), len(rows))
 
 
+async def _timed(tb, rows):
+    """Cycles from queueing ``rows`` to their last line, checked against the golden on the way."""
+    board = tb.lookups(rows)
+    start = tb.cycle
+    for _ in range(board.pending):
+        board.check(await tb.sink.recv())
+    return tb.cycle - start
+
+
+@cocotb.test()
+async def throughput_at_hit(dut):
+    """One lookup per cycle while they hit (and, for the bench, the rate on a Zipf trace)."""
+    tb = CacheTB(dut, salt=50)
+    await tb.reset()
+    count = channel.job()["lookups"] if channel.has_job() else knobs.vectors(400)
+    resident = list(range(tb.golden.sets * tb.golden.ways))  # every set filled, nothing evicted
+    await tb.check(tb.lookups(resident), len(resident))
+    rng = knobs.rng(51)
+    hits_before = tb.golden.hits
+    rows = [int(row) for row in rng.choice(resident, count)]
+    cycles = await _timed(tb, rows)
+    assert tb.golden.hits - hits_before == count
+    # Two cycles of latency and one for the source to raise valid: nothing else.
+    assert cycles <= count + 4, f"{count} hits took {cycles} cycles; {knobs.describe()}"
+    result = {"all hits": {"lookups": count, "cycles": cycles, "hits": count}}
+    hits_before = tb.golden.hits
+    zipf = zipf_rows(count, rows=tb.rows, salt=52)
+    cycles = await _timed(tb, zipf)
+    result["Zipf (3,900 rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
+                                               "hits": tb.golden.hits - hits_before}
+    if channel.has_job():
+        channel.reply(result)
+
+
+@cocotb.test()
+async def long_zipf_trace(dut):
+    """10^5 lookups (``NEARTRAIN_VECTORS``) of a Zipf trace under stalls: the LRU sequence holds."""
+    tb = CacheTB(dut, stall=0.1, salt=60)
+    await tb.reset()
+    rows = zipf_rows(knobs.vectors(100_000), rows=tb.rows, salt=61)
+    await tb.check(tb.lookups(rows), len(rows))
+
+
+FAST_TESTS = ["zipf_trace_matches_the_golden_lru", "uniform_trace_with_bad_indexes", "updates_write_through",
+              "reset_in_the_middle_of_a_lookup", "throughput_at_hit"]
+
 SHAPES = {
     "ways4": {"sets": 16, "ways": 4},
     "ways1": {"sets": 64, "ways": 1},
@@ -94,4 +140,9 @@ SLOW_SHAPES = {"ways1", "ways2", "ways8", "dim64"}
 @pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
                                    for name in SHAPES])
 def test_embedding_cache(shape):
-    run_cocotb("embedding_cache", __name__, params=SHAPES[shape])
+    run_cocotb("embedding_cache", __name__, params=SHAPES[shape], testcase=FAST_TESTS)
+
+
+@pytest.mark.slow
+def test_embedding_cache_long_zipf_trace():
+    run_cocotb("embedding_cache", __name__, params=SHAPES["ways4"], testcase="long_zipf_trace")
