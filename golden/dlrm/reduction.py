@@ -15,19 +15,13 @@ the key's first gradient, and clears the table.
 
 import numpy as np
 
-__all__ = ["WORDS", "reduce_gradients", "add_words"]
+from ..collective.reduction import CANONICAL_NAN_BITS, add_lines
+
+__all__ = ["WORDS", "CANONICAL_NAN_BITS", "reduce_gradients", "add_words"]
 
 WORDS = 16
-CANONICAL_NAN_BITS = 0x7FC00000
-
-
-def add_words(a, b):
-    """Word-wise binary32 ``a + b`` of raw bits (uint32 arrays), NaN results made canonical."""
-    with np.errstate(all="ignore"):
-        total = np.asarray(a, np.uint32).view(np.float32) + np.asarray(b, np.uint32).view(np.float32)
-    bits = total.view(np.uint32).copy()
-    bits[np.isnan(total)] = CANONICAL_NAN_BITS
-    return bits
+# The collective reduction's word-wise binary32 add (any line length), NaN results made canonical.
+add_words = add_lines
 
 
 def reduce_gradients(gradients, *, capacity):

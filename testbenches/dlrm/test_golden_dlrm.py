@@ -4,12 +4,11 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-import softfloatpy as sf
 
 from golden.dlrm import DATASETS, LruCache, add_words, lookup_trace, reduce_gradients, segments, zipf_ranks
 from golden.dlrm.reduction import CANONICAL_NAN_BITS, WORDS
 from scripts.sim import knobs
-from testbenches.collective.tb import random_words
+from testbenches.collective.tb import random_words, softfloat_add
 
 
 def ordered_dict_lru(rows, *, sets, ways):
@@ -86,13 +85,6 @@ def test_dedupe_all_duplicates_and_all_unique():
     assert [unique for unique, _ in cut] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]] and overflows == 2
 
 
-def _softfloat_add(a, b):
-    result = sf.f32_add(sf.Float32.from_bytes(int(a).to_bytes(4, "big")),
-                        sf.Float32.from_bytes(int(b).to_bytes(4, "big")))
-    bits = int.from_bytes(result.to_bytes(), "big")
-    return CANONICAL_NAN_BITS if (bits >> 23) & 0xFF == 0xFF and bits & 0x7FFFFF else bits
-
-
 def test_reduction_chains_softfloat_adds_in_arrival_order():
     rng = knobs.rng(7)
     count = knobs.vectors(300)
@@ -105,7 +97,7 @@ def test_reduction_chains_softfloat_adds_in_arrival_order():
             expected.extend(table.items())
             table, cuts = {}, cuts + 1
         if key in table:
-            table[key] = [_softfloat_add(a, b) for a, b in zip(table[key], words, strict=True)]
+            table[key] = [softfloat_add(a, b) for a, b in zip(table[key], words, strict=True)]
         else:
             table[key] = [int(w) for w in words]
     expected.extend(table.items())
