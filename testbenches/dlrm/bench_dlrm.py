@@ -69,7 +69,7 @@ def _plot(curves):
     axis.set_xscale("log", base=2)
     axis.set_xlabel(f"cache rows ({WAYS}-way LRU)")
     axis.set_ylabel("hit rate, %")
-    axis.set_title(f"Embedding cache, synthetic Zipf traces (alpha {ALPHA}, {SAMPLES} samples)")
+    axis.set_title(f"Embedding cache, Zipf traces (alpha {ALPHA}, {SAMPLES:,} samples)")
     axis.grid(True, which="both", alpha=0.3)
     axis.legend()
     figure.tight_layout()
