@@ -125,8 +125,8 @@ def area(args):
         params = block.resolve({})
         xcup = synthesize(block.build({}), "xcup")
         ecp5 = synthesize(block.build({}), "ecp5")
-        fmax = ""
-        if not args.no_fmax:
+        fmax = "not run"
+        if not args.no_fmax and name not in args.skip_fmax:
             try:
                 summary = measure_bitstream(block.build({}), board=reference_board("ecp5"))
                 fmax = f"{min(clock['achieved'] for clock in summary['fmax'].values()):.1f}"
@@ -138,8 +138,10 @@ def area(args):
         print(rows[-1], flush=True)
     headers = (["block"] + [f"xcup {column}" for column in RESOURCE_COLUMNS["xcup"]]
                + [f"ECP5 {column}" for column in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax MHz"])
+    skipped = "".join(f" --skip-fmax {name}" for name in args.skip_fmax)
     write_table(DOC, "dlrm-area", headers, rows,
-                f"{COMMAND} area (neartrain synth <block> --target xcup|ecp5; neartrain bitstream <block>)",
+                f"{COMMAND} area{skipped} (neartrain synth <block> --target xcup|ecp5; "
+                "neartrain bitstream <block>)",
                 disable_numparse=True)
 
 
@@ -152,6 +154,8 @@ def main(argv=None):
     p_throughput.add_argument("--lookups", type=int, default=4000)
     p_area = parts.add_parser("area")
     p_area.add_argument("--no-fmax", action="store_true")
+    p_area.add_argument("--skip-fmax", action="append", default=[], metavar="BLOCK",
+                        help="no bitstream for this block (its place and route can take most of an hour)")
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
     {"hitrate": hitrate, "savings": savings, "throughput": throughput, "area": area}[args.part](args)
