@@ -1,14 +1,16 @@
 """Pieces the collective testbenches share: gradient lines with special values, and leaf traffic."""
 
 import numpy as np
+import softfloatpy as sf
 
-from golden.collective import LINE_WORDS, Contribution, line_value
+from golden.collective import CANONICAL_NAN_BITS, LINE_WORDS, Contribution, line_value
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
 
-__all__ = ["StreamTB", "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite"]
+__all__ = ["StreamTB", "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite",
+           "softfloat_add"]
 
 _SPECIALS = np.array([0x7FC00000, 0x7F800001, 0x7F800000, 0xFF800000, 0x00000001, 0x80000000, 0x00000000,
                       0x7F7FFFFF, 0xFF7FFFFF, 0x00800000], np.uint32)
@@ -21,6 +23,14 @@ def random_words(rng, shape, *, specials=0.02):
     picks = rng.random(shape) < specials
     bits[picks] = rng.choice(_SPECIALS, int(picks.sum()))
     return bits
+
+
+def softfloat_add(a, b):
+    """Berkeley SoftFloat's binary32 ``a + b`` of raw bits, a NaN result made canonical (the oracle)."""
+    result = sf.f32_add(sf.Float32.from_bytes(int(a).to_bytes(4, "big")),
+                        sf.Float32.from_bytes(int(b).to_bytes(4, "big")))
+    bits = int.from_bytes(result.to_bytes(), "big")
+    return CANONICAL_NAN_BITS if (bits >> 23) & 0xFF == 0xFF and bits & 0x7FFFFF else bits
 
 
 def nonfinite(line):

@@ -2,10 +2,8 @@
 
 import numpy as np
 import pytest
-import softfloatpy as sf
 
 from golden.collective import (
-    CANONICAL_NAN_BITS,
     LINE_WORDS,
     BarrierTable,
     Contribution,
@@ -16,14 +14,7 @@ from golden.collective import (
     reduce_leaf_order,
 )
 from scripts.sim import knobs
-from testbenches.collective.tb import by_partition, leaf_traffic, random_words, reshuffled
-
-
-def _softfloat_add(a, b):
-    result = sf.f32_add(sf.Float32.from_bytes(int(a).to_bytes(4, "big")),
-                        sf.Float32.from_bytes(int(b).to_bytes(4, "big")))
-    bits = int.from_bytes(result.to_bytes(), "big")
-    return CANONICAL_NAN_BITS if (bits >> 23) & 0xFF == 0xFF and bits & 0x7FFFFF else bits
+from testbenches.collective.tb import by_partition, leaf_traffic, random_words, reshuffled, softfloat_add
 
 
 def test_add_lines_matches_softfloat():
@@ -32,7 +23,7 @@ def test_add_lines_matches_softfloat():
     a, b = (random_words(rng, (count, LINE_WORDS), specials=0.1) for _ in range(2))
     ours = add_lines(a, b)
     for index in np.ndindex(a.shape):
-        assert int(ours[index]) == _softfloat_add(a[index], b[index]), f"{index}: {knobs.describe()}"
+        assert int(ours[index]) == softfloat_add(a[index], b[index]), f"{index}: {knobs.describe()}"
 
 
 def test_the_first_pass_is_exact():

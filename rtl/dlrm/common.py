@@ -1,0 +1,16 @@
+"""What the DLRM blocks share: the 512-bit line, counter width, and the row-line arithmetic."""
+
+__all__ = ["LINE_BITS", "LINE_WORDS", "COUNTER_BITS", "DIM_CHOICES", "POW2_WAYS", "log2"]
+
+# One line of the cache's data path: 16 binary32 values, the width of a 512-bit AXI beat.
+LINE_BITS = 512
+LINE_WORDS = 16
+COUNTER_BITS = 32
+# Embedding dimensions: whole lines only, so a row is 1, 2, 4 or 8 lines.
+DIM_CHOICES = (16, 32, 64, 128)
+POW2_WAYS = (1, 2, 4, 8)
+
+
+def log2(value):
+    """log2 of a power of two."""
+    return value.bit_length() - 1

@@ -1,0 +1,181 @@
+"""The dedupe kernel: each unique row of a batch is asked for once, and replies fan out in input order."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..collective.reduction_table import saturating_count
+from ..registration import Param, check_choice, check_int, register_block
+from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, log2
+
+__all__ = ["DedupeUnit", "COUNTERS", "CAPACITY_CHOICES"]
+
+COUNTERS = ("issued", "duplicates", "overflows", "bad_replies")
+CAPACITY_CHOICES = (2, 4, 8, 16, 32, 64)
+_STATES = ("COLLECT", "FANOUT")
+
+
+class DedupeUnit(wiring.Component):
+    """Dedupe of a batch's row lookups (dissertation Section 5.5.1), as :mod:`golden.dlrm.dedupe` states it.
+
+    A content-addressed table of ``capacity`` rows (registers compared in parallel) and a
+    position list of ``positions`` lookups. A lookup whose row is in the table only takes a
+    position; a new row takes the next entry and is issued once on ``req`` with the entry's
+    number as its tag. A lookup that finds the table full (no free entry for a new row, or no
+    free position) **overflows**: it waits, and the lookups taken so far form a segment that
+    is answered and fanned out alone; then the table is cleared and the lookup is taken.
+
+    Replies (``rep``, one per line of each issued row, in any order) are written into a row
+    buffer and are taken while the segment is being collected, so the unit never blocks the
+    cache that answers it. A reply whose tag names no issued entry of the segment, or a line
+    already answered, is dropped and counted in ``bad_replies``. Once every line is in, the
+    segment fans out: for each lookup in input order, the lines of its row on ``o``.
+
+    Parameters
+    ----------
+    capacity : int
+        Unique rows per segment: 2, 4, 8, 16, 32 or 64.
+    positions : int
+        Lookups per segment, 2 to 1024.
+    dim : int
+        Embedding dimension: 16, 32, 64 or 128 (a row is ``dim / 16`` lines of 512 bits).
+    index_bits : int
+        Width of a row index, 4 to 32.
+
+    Attributes
+    ----------
+    i : In(stream.Signature({"index": index_bits, "last": 1}))
+        Lookups; ``last`` ends a batch (and its final segment).
+    req : Out(stream.Signature({"index": index_bits, "tag": log2(capacity)}))
+        Unique rows to fetch (the cache's lookups).
+    rep : In(stream.Signature({"tag": log2(capacity), "line": ..., "data": 512}))
+        Replies.
+    o : Out(stream.Signature({"index": index_bits, "line": ..., "last": 1, "data": 512}))
+        The fanned-out rows in input order; ``last`` marks the final line of a batch.
+    issued, duplicates, overflows, bad_replies : Out(32)
+        Saturating counters.
+
+    Notes
+    -----
+    Throughput: one lookup per cycle while collecting (``req`` ready), one line per cycle of
+    fan-out while ``o`` is ready; a segment's fan-out starts once its last reply is in.
+    """
+
+    def __init__(self, *, capacity=16, positions=64, dim=16, index_bits=24):
+        self._capacity = check_choice("capacity", capacity, CAPACITY_CHOICES)
+        self._positions = check_int("positions", positions, 2, 1024)
+        self._dim = check_choice("dim", dim, DIM_CHOICES)
+        self._index_bits = check_int("index_bits", index_bits, 4, 32)
+        self.lines = dim // 16
+        tag_bits, line_bits = log2(capacity), max(log2(self.lines), 1)
+        members = {
+            "i": In(stream.Signature(data.StructLayout({"index": index_bits, "last": 1}))),
+            "req": Out(stream.Signature(data.StructLayout({"index": index_bits, "tag": tag_bits}))),
+            "rep": In(stream.Signature(data.StructLayout({"tag": tag_bits, "line": line_bits,
+                                                          "data": LINE_BITS}))),
+            "o": Out(stream.Signature(data.StructLayout({"index": index_bits, "line": line_bits, "last": 1,
+                                                        "data": LINE_BITS}))),
+        }
+        members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        capacity, positions, lines = self._capacity, self._positions, self.lines
+        tag_bits, line_bits = log2(capacity), log2(lines)
+        events = {name: Signal(name=f"{name}_event") for name in COUNTERS}
+
+        keys = [Signal(self._index_bits, name=f"key{k}") for k in range(capacity)]
+        count = Signal(range(capacity + 1))
+        taken = Signal(range(positions + 1))
+        batch_end = Signal()
+        entry = data.StructLayout({"index": self._index_bits, "tag": tag_bits})
+        m.submodules.position_list = plist = Memory(shape=entry, depth=positions, init=[])
+        plist_write, plist_read = plist.write_port(), plist.read_port(domain="comb")
+        m.submodules.row_buffer = rows = Memory(shape=LINE_BITS, depth=capacity * lines, init=[])
+        row_write, row_read = rows.write_port(), rows.read_port()
+
+        state = Signal(range(len(_STATES)))
+        COLLECT, FANOUT = range(len(_STATES))
+
+        # Replies, in any state: a line of an issued entry of this segment, answered once.
+        got = Signal(capacity * lines)
+        received = Signal(range(capacity * lines + 1))
+        reply = self.rep.payload
+        reply_slot = Cat(reply.line[:line_bits], reply.tag)
+        fresh = (reply.tag < count) & (reply.line < lines) & ~got.bit_select(reply_slot, 1)
+        m.d.comb += [self.rep.ready.eq(1), row_write.addr.eq(reply_slot), row_write.data.eq(reply.data),
+                     row_write.en.eq(self.rep.valid & fresh),
+                     events["bad_replies"].eq(self.rep.valid & ~fresh)]
+        with m.If(row_write.en):
+            m.d.sync += [got.eq(got | (Const(1, len(got)) << reply_slot)), received.eq(received + 1)]
+
+        # Collect: match the lookup against the table (entries below ``count`` are in use).
+        lookup = self.i.payload
+        match = Cat(*[(count > k) & (keys[k] == lookup.index) for k in range(capacity)])
+        found = match.any()
+        found_tag = Signal(tag_bits)
+        for k in range(capacity):
+            with m.If(match[k]):
+                m.d.comb += found_tag.eq(k)
+        full = (taken == positions) | (~found & (count == capacity))
+        m.d.comb += [self.req.payload.index.eq(lookup.index), self.req.payload.tag.eq(count[:tag_bits]),
+                     plist_write.addr.eq(taken), plist_write.data.index.eq(lookup.index)]
+        with m.If(state == COLLECT):
+            m.d.comb += [self.req.valid.eq(self.i.valid & ~found & ~full),
+                         self.i.ready.eq(~full & (found | self.req.ready))]
+            take = self.i.valid & self.i.ready
+            m.d.comb += [plist_write.en.eq(take),
+                         plist_write.data.tag.eq(Mux(found, found_tag, count[:tag_bits]))]
+            with m.If(take):
+                m.d.sync += taken.eq(taken + 1)
+                m.d.comb += [events["duplicates"].eq(found), events["issued"].eq(~found)]
+                with m.If(~found):
+                    m.d.sync += count.eq(count + 1)
+                    for k in range(capacity):  # slot by slot: a variable-index write is an incomplete case
+                        with m.If(count == k):
+                            m.d.sync += keys[k].eq(lookup.index)
+            cut = self.i.valid & full
+            m.d.comb += events["overflows"].eq(cut)
+            with m.If(cut | (take & lookup.last)):
+                m.d.sync += batch_end.eq(take & lookup.last)
+                m.d.sync += state.eq(FANOUT)
+
+        # Fan-out: once every reply is in, each position's row lines, through the row buffer.
+        position = Signal(range(positions))
+        line = Signal(max(line_bits, 1))
+        o_free = ~self.o.valid | self.o.ready
+        ready = (state == FANOUT) & (received == count * lines)
+        step = ready & o_free
+        final_line = line == lines - 1 if lines > 1 else Const(1)
+        final = final_line & (position == taken - 1)
+        m.d.comb += [plist_read.addr.eq(position),
+                     row_read.addr.eq(Cat(line[:line_bits], plist_read.data.tag)), row_read.en.eq(step)]
+        m.d.comb += self.o.payload.data.eq(row_read.data)
+        with m.If(step):
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.index.eq(plist_read.data.index),
+                         self.o.payload.line.eq(line), self.o.payload.last.eq(final & batch_end)]
+            m.d.sync += line.eq(line + 1)
+            with m.If(final_line):
+                m.d.sync += [line.eq(0), position.eq(position + 1)]
+            with m.If(final):
+                m.d.sync += [position.eq(0), count.eq(0), taken.eq(0), got.eq(0), received.eq(0),
+                             state.eq(COLLECT)]
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        for name, event in events.items():
+            saturating_count(m, getattr(self, name), event)
+        return m
+
+
+register_block(
+    "dedupe_unit", DedupeUnit, family="dlrm",
+    summary="DLRM: dedupe of a batch's row lookups (CAM, overflow cuts segments), replies fanned out.",
+    params=[
+        Param("capacity", int, 16, "unique rows per segment", choices=CAPACITY_CHOICES),
+        Param("positions", int, 64, "lookups per segment", minimum=2, maximum=1024),
+        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
+        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+    ],
+)

@@ -1,0 +1,308 @@
+"""The SmartNIC's local embedding cache: set-associative, exact LRU, write-through to the GPU's HBM."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..bus.axi import AXI4Signature
+from ..bus.axi_burst_reader import AXIBurstReader
+from ..bus.axi_burst_writer import AXIBurstWriter
+from ..collective.reduction_table import saturating_count
+from ..registration import Param, check_choice, check_int, register_block
+from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, POW2_WAYS, log2
+
+__all__ = ["EmbeddingCache", "COUNTERS", "lookup_layout", "row_line_layout", "update_layout"]
+
+COUNTERS = ("hits", "misses", "bad_index", "updates")
+_STATES = ("CLEAR", "RUN", "FETCH", "FILL", "WRITE_CMD", "WRITE_DATA")
+
+
+def lookup_layout(index_bits, tag_width):
+    """A lookup: the row ``index`` and a side-band ``tag`` returned with the row."""
+    return data.StructLayout({"index": index_bits, "tag": max(tag_width, 1)})
+
+
+def row_line_layout(index_bits, tag_width, line_bits):
+    """One line of a looked-up row: ``line`` of the row, ``last`` its final line, ``hit``, ``data``."""
+    return data.StructLayout({"index": index_bits, "tag": max(tag_width, 1), "line": max(line_bits, 1),
+                              "last": 1, "hit": 1, "data": LINE_BITS})
+
+
+def update_layout(index_bits, line_bits):
+    """A write-through update: ``data`` becomes ``line`` of row ``index``."""
+    return data.StructLayout({"index": index_bits, "line": max(line_bits, 1), "data": LINE_BITS})
+
+
+class EmbeddingCache(wiring.Component):
+    """An LRU cache of embedding rows in front of the GPU's HBM (dissertation Section 5.5.1).
+
+    Row ``r`` (``dim`` binary32 values, ``dim / 16`` lines of 512 bits, at byte ``base + r * dim *
+    4`` of HBM) lives in set ``r mod sets``, tag ``r // sets``, and may sit in any of the ``ways``
+    ways. Replacement is exact LRU; the order of hits and misses is that of
+    :class:`golden.dlrm.LruCache`, bit for bit.
+
+    Tags (with a valid bit) and the per-set LRU ages sit in memories read combinationally
+    (distributed RAM): a lookup reads, decides and writes back its set in the cycle it is
+    taken, so back-to-back lookups of one set need no forwarding and a hit is taken every
+    cycle. The rows sit in a block-RAM data memory (one line per address, read one cycle later).
+
+    A miss is blocking: the way of age ``ways - 1`` is claimed at once (tags and ages as the
+    golden), the row is read from HBM with :class:`rtl.bus.AXIBurstReader`, written into the
+    way, and then leaves like a hit (``hit`` low); no lookup is taken meanwhile, so rows leave
+    in lookup order.
+
+    Gradient updates are **write-through**: an update of a row line writes HBM (with
+    :class:`rtl.bus.AXIBurstWriter`, one beat per update) and the cached copy when the row is
+    present; it changes neither tags nor ages. An update is taken only while no miss is being
+    served and no lookup waits to read its row, and takes priority over lookups.
+
+    A lookup or update whose ``index`` is not below ``rows`` (or whose ``line`` is not below
+    ``dim / 16``) is dropped and counted in ``bad_index``. After reset the cache sweeps every
+    set invalid (``sets`` cycles) before it takes anything.
+
+    Parameters
+    ----------
+    sets : int
+        Sets, a power of two, 1 to 4096.
+    ways : int
+        Ways per set: 1, 2, 4 or 8.
+    dim : int
+        Embedding dimension (binary32 values per row): 16, 32, 64 or 128.
+    index_bits : int
+        Width of a row index, 4 to 32.
+    tag_width : int
+        Side-band bits carried from a lookup to its row lines, 0 to 32.
+    address_width : int
+        HBM byte address width, 32 to 64.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(lookup_layout(index_bits, tag_width)))
+        Lookups.
+    o : Out(stream.Signature(row_line_layout(...)))
+        The ``dim / 16`` lines of every looked-up row, in lookup order.
+    u : In(stream.Signature(update_layout(index_bits, line_bits)))
+        Write-through updates.
+    rows, base : In
+        Rows of the table, and HBM byte address of row 0 (line aligned).
+    m_axi : Out(AXI4Signature(address_width, 512))
+        The GPU's HBM.
+    hits, misses, bad_index, updates : Out(32)
+        Saturating counters (``updates``: updates taken and written through).
+    hbm_error : Out(1)
+        Sticky: an HBM read or write answered SLVERR or DECERR (a failed read fills zeros).
+
+    Notes
+    -----
+    Latency of a hit: its first line is on ``o`` two cycles after the lookup is taken.
+    Throughput: one row every ``dim / 16`` cycles while hits follow each other and ``o`` is
+    ready; a miss adds the HBM read latency plus about four cycles.
+    """
+
+    def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48):
+        self._sets = check_int("sets", sets, 1, 4096)
+        if sets & (sets - 1):
+            raise ValueError(f"sets must be a power of two, not {sets}")
+        self._ways = check_choice("ways", ways, POW2_WAYS)
+        self._dim = check_choice("dim", dim, DIM_CHOICES)
+        self._index_bits = check_int("index_bits", index_bits, 4, 32)
+        self._tag_width = check_int("tag_width", tag_width, 0, 32)
+        self._address_width = check_int("address_width", address_width, 32, 64)
+        self.lines = dim // 16
+        self._set_bits, self._way_bits, self._line_bits = log2(sets), log2(ways), log2(self.lines)
+        if self._set_bits >= index_bits:
+            raise ValueError(f"index_bits must exceed log2(sets) = {self._set_bits}, not {index_bits}")
+        members = {
+            "i": In(stream.Signature(lookup_layout(index_bits, tag_width))),
+            "o": Out(stream.Signature(row_line_layout(index_bits, tag_width, self._line_bits))),
+            "u": In(stream.Signature(update_layout(index_bits, self._line_bits))),
+            "rows": In(index_bits + 1),
+            "base": In(address_width),
+            "m_axi": Out(AXI4Signature(address_width=address_width, data_width=LINE_BITS)),
+            "hbm_error": Out(1),
+        }
+        members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        sets, ways, lines = self._sets, self._ways, self.lines
+        set_bits, way_bits, line_bits = self._set_bits, self._way_bits, self._line_bits
+        tag_bits = self._index_bits - set_bits
+        entry = tag_bits + 1  # a way's tag and, on top, its valid bit
+        age_bits = max(way_bits, 1)
+        fresh_ages = sum(way << (age_bits * way) for way in range(ways))
+
+        m.submodules.tags = tags = Memory(shape=entry * ways, depth=sets, init=[])
+        m.submodules.ages = ages = Memory(shape=age_bits * ways, depth=sets, init=[fresh_ages] * sets)
+        tag_read, tag_write = tags.read_port(domain="comb"), tags.write_port()
+        age_read, age_write = ages.read_port(domain="comb"), ages.write_port()
+        m.submodules.data_ram = rows = Memory(shape=LINE_BITS, depth=sets * ways * lines, init=[])
+        row_read, row_write = rows.read_port(), rows.write_port()
+
+        m.submodules.reader = reader = AXIBurstReader(
+            address_width=self._address_width, data_width=LINE_BITS, max_burst=lines, max_outstanding=2,
+            length_width=log2(lines) + 1)
+        m.submodules.writer = writer = AXIBurstWriter(
+            address_width=self._address_width, data_width=LINE_BITS, max_burst=1, max_outstanding=2,
+            length_width=1)
+        self._share_axi(m, reader, writer)
+        m.d.comb += [reader.clear.eq(0), reader.cancel.eq(0), writer.clear.eq(0), writer.cancel.eq(0)]
+        m.d.sync += self.hbm_error.eq(self.hbm_error | reader.error | writer.error)
+
+        def row_address(index, line=0):
+            return self.base + (index << log2(lines * LINE_BITS // 8)) + (line << log2(LINE_BITS // 8))
+
+        # After reset, every set is made invalid with fresh ages before anything is taken.
+        sweep = Signal(range(sets))
+
+        # The lookup or update being decided reads its set's tags and ages combinationally.
+        lookup, update = self.i.payload, self.u.payload
+        updating = Signal()  # an update, not a lookup, owns the tag port this cycle
+        index = Mux(updating, update.index, lookup.index)
+        set_index = index[:set_bits]
+        tag = index[set_bits:]
+        m.d.comb += [tag_read.addr.eq(set_index), age_read.addr.eq(set_index)]
+        way_tag = [tag_read.data[entry * w:entry * w + tag_bits] for w in range(ways)]
+        way_valid = [tag_read.data[entry * w + tag_bits] for w in range(ways)]
+        way_age = [age_read.data[age_bits * w:age_bits * (w + 1)] for w in range(ways)]
+        match = Cat(*[way_valid[w] & (way_tag[w] == tag) for w in range(ways)])
+        hit = match.any()
+        way = Signal(max(way_bits, 1))
+        for w in range(ways):  # one-hot match, else the oldest way
+            with m.If(match[w] | (~hit & (way_age[w] == ways - 1))):
+                m.d.comb += way.eq(w)
+        used_age = Signal(age_bits)
+        for w in range(ways):
+            with m.If(way == w):
+                m.d.comb += used_age.eq(way_age[w])
+        new_ages = Cat(*[Mux(way == w, 0, Mux(way_age[w] < used_age, way_age[w] + 1, way_age[w]))[:age_bits]
+                         for w in range(ways)])
+        new_tags = Cat(*[Mux(way == w, Cat(tag, Const(1, 1)), tag_read.data[entry * w:entry * (w + 1)])
+                         for w in range(ways)])
+
+        # Stage R: the row whose lines are read from the data memory, line after line.
+        r_valid = Signal()
+        r = Signal(row_line_layout(self._index_bits, self._tag_width, line_bits))
+        r_slot = Signal(set_bits + way_bits)
+        o_free = ~self.o.valid | self.o.ready
+        r_step = r_valid & o_free
+        r_last = r.line == lines - 1 if lines > 1 else Const(1)
+        r_free = ~r_valid | (r_step & r_last)
+        m.d.comb += [row_read.addr.eq(Cat(r.line[:line_bits], r_slot)), row_read.en.eq(r_step)]
+        with m.If(r_step):
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.index.eq(r.index), self.o.payload.tag.eq(r.tag),
+                         self.o.payload.line.eq(r.line), self.o.payload.last.eq(r_last),
+                         self.o.payload.hit.eq(r.hit), r.line.eq(r.line + 1)]
+            with m.If(r_last):
+                m.d.sync += r_valid.eq(0)
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        m.d.comb += self.o.payload.data.eq(row_read.data)
+
+        def start_row(source_index, source_tag, slot, was_hit):
+            m.d.sync += [r_valid.eq(1), r.index.eq(source_index), r.tag.eq(source_tag), r.line.eq(0),
+                         r.hit.eq(was_hit), r_slot.eq(slot)]
+
+        slot = Cat(way[:way_bits], set_index)
+        bad_lookup = lookup.index >= self.rows
+        bad_update = (update.index >= self.rows) | (update.line >= lines)
+        events = {name: Signal(name=f"{name}_event") for name in COUNTERS}
+
+        miss_index = Signal(self._index_bits)
+        miss_tag = Signal.like(r.tag)
+        miss_slot = Signal.like(r_slot)
+        fill_line = Signal(line_bits)
+        pending = Signal(update_layout(self._index_bits, line_bits))
+        pending_hit = Signal()
+        pending_slot = Signal(set_bits + way_bits + line_bits)
+
+        # State machine as if-chains on a state register: Amaranth prints m.FSM as a case
+        # statement without a default, which Verilator -Wall rejects (CASEINCOMPLETE).
+        state = Signal(range(len(_STATES)))
+        CLEAR, RUN, FETCH, FILL, WRITE_CMD, WRITE_DATA = range(len(_STATES))
+        with m.If(state == CLEAR):
+            m.d.comb += [tag_write.addr.eq(sweep), tag_write.data.eq(0), tag_write.en.eq(1),
+                         age_write.addr.eq(sweep), age_write.data.eq(fresh_ages), age_write.en.eq(1)]
+            m.d.sync += sweep.eq(sweep + 1)
+            with m.If(sweep == sets - 1):
+                m.d.sync += state.eq(RUN)
+        with m.Elif(state == RUN):
+            m.d.comb += [updating.eq(self.u.valid & ~r_valid),
+                         self.u.ready.eq(~r_valid),
+                         self.i.ready.eq(~self.u.valid & r_free)]
+            take_update = self.u.valid & self.u.ready
+            take_lookup = self.i.valid & self.i.ready
+            with m.If(take_update):
+                m.d.comb += events["bad_index"].eq(bad_update)
+                with m.If(~bad_update):
+                    m.d.sync += [pending.eq(update), pending_hit.eq(hit),
+                                 pending_slot.eq(Cat(update.line[:line_bits], slot))]
+                    m.d.sync += state.eq(WRITE_CMD)
+            with m.Elif(take_lookup):
+                m.d.comb += events["bad_index"].eq(bad_lookup)
+                with m.If(~bad_lookup):
+                    m.d.comb += [age_write.addr.eq(set_index), age_write.data.eq(new_ages),
+                                 age_write.en.eq(ways > 1)]
+                    with m.If(hit):
+                        m.d.comb += events["hits"].eq(1)
+                        start_row(lookup.index, lookup.tag, slot, 1)
+                    with m.Else():
+                        m.d.comb += [events["misses"].eq(1), tag_write.addr.eq(set_index),
+                                     tag_write.data.eq(new_tags), tag_write.en.eq(1)]
+                        m.d.sync += [miss_index.eq(lookup.index), miss_tag.eq(lookup.tag), miss_slot.eq(slot),
+                                     fill_line.eq(0)]
+                        m.d.sync += state.eq(FETCH)
+        with m.Elif(state == FETCH):
+            m.d.comb += [reader.cmd.valid.eq(1), reader.cmd.payload.address.eq(row_address(miss_index)),
+                         reader.cmd.payload.length.eq(lines)]
+            with m.If(reader.cmd.ready):
+                m.d.sync += state.eq(FILL)
+        with m.Elif(state == FILL):
+            # Earlier hits leave stage R before the fill may overwrite a line they read.
+            m.d.comb += [reader.data.ready.eq(~r_valid),
+                         row_write.addr.eq(Cat(fill_line, miss_slot)),
+                         row_write.data.eq(reader.data.payload.data),
+                         row_write.en.eq(reader.data.valid & ~r_valid)]
+            with m.If(reader.data.valid & ~r_valid):
+                m.d.sync += fill_line.eq(fill_line + 1)
+                with m.If(reader.data.payload.last):
+                    start_row(miss_index, miss_tag, miss_slot, 0)
+                    m.d.sync += state.eq(RUN)
+        with m.Elif(state == WRITE_CMD):
+            m.d.comb += [writer.cmd.valid.eq(1),
+                         writer.cmd.payload.address.eq(row_address(pending.index, pending.line)),
+                         writer.cmd.payload.length.eq(1)]
+            with m.If(writer.cmd.ready):
+                m.d.sync += state.eq(WRITE_DATA)
+        with m.Elif(state == WRITE_DATA):
+            m.d.comb += [writer.data.valid.eq(1), writer.data.payload.eq(pending.data),
+                         row_write.addr.eq(pending_slot), row_write.data.eq(pending.data)]
+            with m.If(writer.data.ready):
+                m.d.comb += [row_write.en.eq(pending_hit), events["updates"].eq(1)]
+                m.d.sync += state.eq(RUN)
+        for name, event in events.items():
+            saturating_count(m, getattr(self, name), event)
+        return m
+
+    def _share_axi(self, m, reader, writer):
+        """Reads (AR, R) go to the reader, writes (AW, W, B) to the writer: one HBM port."""
+        for name, member in self.m_axi.signature.members.items():
+            owner = reader if name.startswith(("ar", "r")) else writer
+            ours, theirs = getattr(self.m_axi, name), getattr(owner.m_axi, name)
+            m.d.comb += ours.eq(theirs) if member.flow == Out else theirs.eq(ours)
+
+
+register_block(
+    "embedding_cache", EmbeddingCache, family="dlrm",
+    summary="DLRM: set-associative exact-LRU embedding cache, write-through to HBM over AXI4.",
+    params=[
+        Param("sets", int, 64, "sets (power of two)", minimum=1, maximum=4096),
+        Param("ways", int, 4, "ways per set", choices=POW2_WAYS),
+        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
+        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
+        Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
+    ],
+)

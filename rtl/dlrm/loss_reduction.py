@@ -1,0 +1,165 @@
+"""Local loss reduction: the FP32 gradients of one row line summed in arrival order, one per cycle."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..collective.reduction_table import saturating_count
+from ..fp.adder import FloatAdder
+from ..registration import Param, check_choice, check_int, register_block
+from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, LINE_WORDS, log2
+from .dedupe_unit import CAPACITY_CHOICES
+
+__all__ = ["LossReduction", "COUNTERS", "gradient_layout"]
+
+COUNTERS = ("merged", "overflows")
+_STATES = ("COLLECT", "FLUSH")
+
+
+def gradient_layout(index_bits, line_bits):
+    """A gradient line: ``line`` of row ``index``; ``last`` ends a batch."""
+    return data.StructLayout({"index": index_bits, "line": max(line_bits, 1), "last": 1, "data": LINE_BITS})
+
+
+class LossReduction(wiring.Component):
+    """Sums a batch's gradients per row line (dissertation Section 5.5.2), as :mod:`golden.dlrm.reduction`.
+
+    A table of ``capacity`` keys ``(index, line)`` (registers compared in parallel) and their
+    running sums (a memory read combinationally). The first gradient of a key is stored as it
+    came; each later one is added to the sum by sixteen :class:`rtl.fp.adder.FloatAdder` lanes
+    (binary32, round to nearest even, canonical NaN), in arrival order, so the sums are
+    deterministic. While a key's addition is in the adder, a further gradient of that key
+    waits (no forwarding: the order of each key's additions is the arrival order); gradients
+    of other keys go on, one per cycle.
+
+    A gradient of a new key that finds the table full (an overflow), and the end of a batch
+    (``last``), flush the table: once every addition is done, each key's sum leaves on ``o``
+    in order of its first gradient, and the table is cleared.
+
+    Parameters
+    ----------
+    capacity : int
+        Keys in the table: 2, 4, 8, 16, 32 or 64.
+    dim : int
+        Embedding dimension: 16, 32, 64 or 128 (``dim / 16`` lines per row).
+    index_bits : int
+        Width of a row index, 4 to 32.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(gradient_layout(index_bits, line_bits)))
+        Gradients.
+    o : Out(stream.Signature(gradient_layout(index_bits, line_bits)))
+        Sums; ``last`` marks the final sum of a batch.
+    merged, overflows : Out(32)
+        Saturating counters: gradients added to a sum, flushes caused by a full table.
+
+    Notes
+    -----
+    Latency of an addition: 6 cycles (the adder's). A flush starts at most 6 cycles after
+    its cause and then gives one sum per cycle while ``o`` is ready.
+    """
+
+    def __init__(self, *, capacity=16, dim=16, index_bits=24):
+        self._capacity = check_choice("capacity", capacity, CAPACITY_CHOICES)
+        self._dim = check_choice("dim", dim, DIM_CHOICES)
+        self._index_bits = check_int("index_bits", index_bits, 4, 32)
+        self.lines = dim // 16
+        layout = gradient_layout(index_bits, log2(self.lines))
+        members = {"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))}
+        members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        capacity, lines = self._capacity, self.lines
+        slot_bits, line_bits = log2(capacity), log2(lines)
+        events = {name: Signal(name=f"{name}_event") for name in COUNTERS}
+        key_layout = data.StructLayout({"index": self._index_bits, "line": max(line_bits, 1)})
+
+        keys = [Signal(key_layout, name=f"key{k}") for k in range(capacity)]
+        count = Signal(range(capacity + 1))
+        busy = Signal(capacity)  # an addition into this slot is in the adder
+        batch_end = Signal()
+        m.submodules.sums = sums = Memory(shape=LINE_BITS, depth=capacity, init=[])
+        sum_read = sums.read_port(domain="comb")
+        first_write, result_write = sums.write_port(), sums.write_port()
+
+        lanes = []
+        for word in range(LINE_WORDS):
+            lane = FloatAdder(fmt="f32", tag_width=slot_bits if word == 0 else 0)
+            m.submodules[f"lane{word}"] = lane
+            lanes.append(lane)
+            m.d.comb += [lane.o.ready.eq(1),
+                         result_write.data[32 * word:32 * word + 32].eq(lane.o.payload.result)]
+        head = lanes[0]  # every lane advances on the same condition, so lane 0 speaks for all
+        done_slot = head.o.payload.tag
+        m.d.comb += [result_write.addr.eq(done_slot), result_write.en.eq(head.o.valid)]
+
+        state = Signal(range(len(_STATES)))
+        COLLECT, FLUSH = range(len(_STATES))
+        grad = self.i.payload
+        match = Cat(*[(count > k) & (keys[k].index == grad.index) & (keys[k].line == grad.line)
+                      for k in range(capacity)])
+        found = match.any()
+        slot = Signal(slot_bits)
+        for k in range(capacity):
+            with m.If(match[k]):
+                m.d.comb += slot.eq(k)
+        full = ~found & (count == capacity)
+        out_slot = Signal(slot_bits)
+        m.d.comb += sum_read.addr.eq(Mux(state == FLUSH, out_slot, slot))
+
+        issued = Signal()
+        with m.If(state == COLLECT):
+            waits = found & busy.bit_select(slot, 1)
+            m.d.comb += self.i.ready.eq(~full & ~waits & head.i.ready)
+            take = self.i.valid & self.i.ready
+            m.d.comb += [issued.eq(take & found), events["merged"].eq(issued),
+                         first_write.addr.eq(count[:slot_bits]), first_write.data.eq(grad.data),
+                         first_write.en.eq(take & ~found)]
+            with m.If(take & ~found):
+                m.d.sync += count.eq(count + 1)
+                for k in range(capacity):  # slot by slot: a variable-index write is an incomplete case
+                    with m.If(count == k):
+                        m.d.sync += [keys[k].index.eq(grad.index), keys[k].line.eq(grad.line)]
+            overflow = self.i.valid & full
+            m.d.comb += events["overflows"].eq(overflow)
+            with m.If(overflow | (take & grad.last)):
+                m.d.sync += [batch_end.eq(~overflow), state.eq(FLUSH), out_slot.eq(0)]
+        for word, lane in enumerate(lanes):
+            bits = slice(32 * word, 32 * word + 32)
+            m.d.comb += [lane.i.valid.eq(issued), lane.i.payload.a.eq(sum_read.data[bits]),
+                         lane.i.payload.b.eq(grad.data[bits])]
+        m.d.comb += head.i.payload.tag.eq(slot)
+        set_busy = Mux(issued, Const(1, capacity) << slot, 0)
+        clear_busy = Mux(head.o.valid, Const(1, capacity) << done_slot, 0)
+        m.d.sync += busy.eq((busy | set_busy) & ~clear_busy)
+
+        # Flush: every addition done, then one sum per cycle in slot (first-gradient) order.
+        with m.If(state == FLUSH):
+            final = out_slot == count - 1
+            m.d.comb += [self.o.valid.eq(busy == 0), self.o.payload.data.eq(sum_read.data),
+                         self.o.payload.last.eq(final & batch_end)]
+            for k in range(capacity):
+                with m.If(out_slot == k):
+                    m.d.comb += [self.o.payload.index.eq(keys[k].index), self.o.payload.line.eq(keys[k].line)]
+            with m.If(self.o.valid & self.o.ready):
+                m.d.sync += out_slot.eq(out_slot + 1)
+                with m.If(final):
+                    m.d.sync += [count.eq(0), state.eq(COLLECT)]
+        for name, event in events.items():
+            saturating_count(m, getattr(self, name), event)
+        return m
+
+
+register_block(
+    "loss_reduction", LossReduction, family="dlrm",
+    summary="DLRM: local loss reduction, binary32 gradients of each row line summed in arrival order.",
+    params=[
+        Param("capacity", int, 16, "row lines in the table", choices=CAPACITY_CHOICES),
+        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
+        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+    ],
+)

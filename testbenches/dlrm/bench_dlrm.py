@@ -1,0 +1,165 @@
+"""Measurements of the DLRM blocks for ``docs/dlrm.md``.
+
+Parts (each writes its tables there):
+
+* ``hitrate``: the golden LRU's hit rate against cache size on each Table 5.1 dataset's
+  synthetic Zipf trace, and the plot ``docs/dlrm_hitrate.png``;
+* ``savings``: HBM lookups per batch with no dedupe and no cache, with dedupe, and with dedupe
+  and the cache, per batch size (golden models);
+* ``throughput``: lookups per cycle of the RTL cache at hit and on a Zipf trace (cocotb);
+* ``area``: Yosys resources on ``xcup`` and ``ecp5`` of each block at its defaults and the
+  ECP5 Fmax of its bitstream (nextpnr, ULX3S 85F).
+
+Run as ``.venv/bin/python -m testbenches.dlrm.bench_dlrm <part>``.
+"""
+
+import argparse
+import logging
+
+import numpy as np
+
+from golden.dlrm import DATASETS, LruCache, hit_rate, lookup_trace
+from scripts.docs import DOCS, write_table
+from scripts.sim.runner import run_cocotb
+
+DOC = "dlrm.md"
+COMMAND = ".venv/bin/python -m testbenches.dlrm.bench_dlrm"
+ALPHA = 1.05
+SEED = 1
+SAMPLES = 20_000  # per dataset: 420 k to 520 k lookups
+WAYS = 8
+CACHE_ROWS = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18)
+BATCHES = (128, 512, 2048, 8192)
+SAVINGS_DATASET = "criteo-kaggle"
+SAVINGS_CACHE_ROWS = 1 << 16
+AREA_POINTS = ("embedding_cache", "dedupe_unit", "loss_reduction")
+THROUGHPUT_SHAPE = {"sets": 16, "ways": 4}
+
+
+def _trace(name):
+    return lookup_trace(name, samples=SAMPLES, alpha=ALPHA, seed=SEED).ravel()
+
+
+def hitrate(args):
+    curves = {}
+    for name in DATASETS:
+        trace = _trace(name)
+        curves[name] = [hit_rate(trace, sets=rows // WAYS, ways=WAYS) for rows in CACHE_ROWS]
+        print(name, curves[name], flush=True)
+    rows = []
+    for index, cache_rows in enumerate(CACHE_ROWS):
+        megabytes = [cache_rows * spec.dim * 4 / 2 ** 20 for spec in DATASETS.values()]
+        rows.append([cache_rows, ", ".join(f"{mb:g}" for mb in sorted(set(megabytes)))]
+                    + [f"{100 * curves[name][index]:.1f}" for name in DATASETS])
+    headers = ["cache rows", "MiB (dim 16, 64)"] + [f"{spec.name} hit %" for spec in DATASETS.values()]
+    write_table(DOC, "dlrm-hitrate", headers, rows, f"{COMMAND} hitrate", disable_numparse=True)
+    _plot(curves)
+
+
+def _plot(curves):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for name, spec in DATASETS.items():
+        axis.plot(CACHE_ROWS, [100 * rate for rate in curves[name]], marker="o",
+                  label=f"{spec.name} ({spec.rows / 1e6:g} M rows)")
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel(f"cache rows ({WAYS}-way LRU)")
+    axis.set_ylabel("hit rate, %")
+    axis.set_title(f"Embedding cache, Zipf traces (alpha {ALPHA}, {SAMPLES:,} samples)")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(DOCS / "dlrm_hitrate.png", dpi=100)
+    print("wrote docs/dlrm_hitrate.png")
+
+
+def savings(args):
+    spec = DATASETS[SAVINGS_DATASET]
+    trace = _trace(SAVINGS_DATASET).reshape(SAMPLES, spec.sparse)
+    rows = []
+    for batch in BATCHES:
+        cache = LruCache(sets=SAVINGS_CACHE_ROWS // WAYS, ways=WAYS)
+        batches = SAMPLES // batch
+        lookups = unique = misses = 0
+        for number in range(batches):
+            part = trace[number * batch:(number + 1) * batch].ravel()
+            # Dedupe first: the cache sees each row of the batch once, in order of first appearance.
+            values, first = np.unique(part, return_index=True)
+            ordered = values[np.argsort(first)]
+            lookups += part.size
+            unique += ordered.size
+            misses += int((~cache.run(ordered)).sum())
+        rows.append([batch, batches, f"{lookups / batches:.0f}", f"{unique / batches:.0f}",
+                     f"{misses / batches:.0f}", f"{lookups / unique:.2f}", f"{lookups / max(misses, 1):.2f}"])
+        print(rows[-1], flush=True)
+    headers = ["batch (samples)", "batches", "HBM lookups, none", "with dedupe", "with dedupe + cache",
+               "saved x (dedupe)", "saved x (dedupe + cache)"]
+    write_table(DOC, "dlrm-savings", headers, rows, f"{COMMAND} savings", disable_numparse=True)
+
+
+def throughput(args):
+    result = run_cocotb("embedding_cache", "testbenches.dlrm.test_embedding_cache", params=THROUGHPUT_SHAPE,
+                        testcase="throughput_at_hit", job={"lookups": args.lookups}).reply
+    described = ", ".join(f"{key}={value}" for key, value in THROUGHPUT_SHAPE.items())
+    rows = [[f"embedding_cache ({described}, dim=16)", name, point["lookups"], point["cycles"],
+             f"{point['lookups'] / point['cycles']:.3f}", f"{100 * point['hits'] / point['lookups']:.1f}"]
+            for name, point in result.items()]
+    write_table(DOC, "dlrm-throughput", ["block", "trace", "lookups", "cycles", "lookups per cycle", "hit %"],
+                rows, f"{COMMAND} throughput --lookups {args.lookups}", disable_numparse=True)
+
+
+def area(args):
+    from boards import reference_board
+    from boards.targets import RESOURCE_COLUMNS
+    from rtl.registry import get_block
+    from scripts.bitstream import measure_bitstream
+    from scripts.synth import synthesize
+
+    rows = []
+    for name in AREA_POINTS:
+        block = get_block(name)
+        params = block.resolve({})
+        xcup = synthesize(block.build({}), "xcup")
+        ecp5 = synthesize(block.build({}), "ecp5")
+        fmax = "not run"
+        if not args.no_fmax and name not in args.skip_fmax:
+            try:
+                summary = measure_bitstream(block.build({}), board=reference_board("ecp5"))
+                fmax = f"{min(clock['achieved'] for clock in summary['fmax'].values()):.1f}"
+            except Exception as error:  # noqa: BLE001 - reported in the table
+                fmax = f"failed: {str(error).splitlines()[0]}"
+        described = ", ".join(f"{key}={value}" for key, value in params.items())
+        rows.append([f"{name} ({described})"] + [xcup[column] for column in RESOURCE_COLUMNS["xcup"]]
+                    + [ecp5[column] for column in RESOURCE_COLUMNS["ecp5"]] + [fmax])
+        print(rows[-1], flush=True)
+    headers = (["block"] + [f"xcup {column}" for column in RESOURCE_COLUMNS["xcup"]]
+               + [f"ECP5 {column}" for column in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax MHz"])
+    skipped = "".join(f" --skip-fmax {name}" for name in args.skip_fmax)
+    write_table(DOC, "dlrm-area", headers, rows,
+                f"{COMMAND} area{skipped} (neartrain synth <block> --target xcup|ecp5; "
+                "neartrain bitstream <block>)",
+                disable_numparse=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="bench_dlrm", description=__doc__.splitlines()[0])
+    parts = parser.add_subparsers(dest="part", required=True)
+    parts.add_parser("hitrate")
+    parts.add_parser("savings")
+    p_throughput = parts.add_parser("throughput")
+    p_throughput.add_argument("--lookups", type=int, default=4000)
+    p_area = parts.add_parser("area")
+    p_area.add_argument("--no-fmax", action="store_true")
+    p_area.add_argument("--skip-fmax", action="append", default=[], metavar="BLOCK",
+                        help="no bitstream for this block (its place and route can take most of an hour)")
+    args = parser.parse_args(argv)
+    logging.disable(logging.INFO)
+    {"hitrate": hitrate, "savings": savings, "throughput": throughput, "area": area}[args.part](args)
+
+
+if __name__ == "__main__":
+    main()

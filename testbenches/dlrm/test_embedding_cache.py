@@ -1,0 +1,148 @@
+"""The embedding cache: hit/miss sequence and rows bit-exact with golden.dlrm's LRU, under stalls.
+
+Zipf and uniform traces of row lookups go through the cache with random pauses on every AXI
+channel of the HBM model, random gaps on the lookup and update streams and backpressure on the
+row lines; every line (its row, tag, hit flag and data) and the hit, miss and bad-index counters
+must equal the golden's. Out-of-range lookups and updates are dropped and counted; updates are
+written through to HBM and into the cached copy; a reset in the middle of a lookup leaves a
+cold cache.
+"""
+
+import cocotb
+import pytest
+
+from scripts.sim import channel, knobs
+from scripts.sim.runner import run_cocotb
+from testbenches.dlrm.tb import BASE, LINE_BYTES, CacheTB, zipf_rows
+
+
+@cocotb.test()
+@cocotb.parametrize(stall=[0.0, 0.3])
+async def zipf_trace_matches_the_golden_lru(dut, stall):
+    tb = CacheTB(dut, stall=stall, salt=int(stall * 10))
+    await tb.reset()
+    rows = zipf_rows(knobs.vectors(1500), rows=tb.rows, salt=int(stall * 10))
+    board = tb.lookups(rows)
+    assert 0 < tb.golden.hits < len(rows), "the trace must both hit and miss"
+    await tb.check(board, len(rows))
+
+
+@cocotb.test()
+async def uniform_trace_with_bad_indexes(dut):
+    tb = CacheTB(dut, stall=0.2, salt=20)
+    await tb.reset()
+    rng = knobs.rng(21)
+    span = 4 * tb.golden.sets * tb.golden.ways
+    rows = [int(r) for r in rng.integers(0, span, knobs.vectors(800))]
+    for position in rng.choice(len(rows), len(rows) // 20, replace=False):
+        rows[position] = tb.rows + int(rng.integers(0, 1000))
+    board = tb.lookups(rows)
+    assert tb.expected_bad > 0
+    await tb.check(board, len(rows))
+
+
+@cocotb.test()
+async def updates_write_through(dut):
+    tb = CacheTB(dut, stall=0.2, salt=30)
+    await tb.reset()
+    rng = knobs.rng(31)
+    warm = zipf_rows(knobs.vectors(300), rows=tb.rows, salt=32)
+    await tb.check(tb.lookups(warm), len(warm))
+    # Half the updates hit cached rows, half do not; a few are out of range.
+    present = [row for row in set(warm) if tb.golden.find(row) is not None]
+    targets = [int(rng.choice(present)) if k % 2 else int(rng.integers(0, tb.rows)) for k in range(60)]
+    targets[7] = tb.rows + 3
+    for row in targets:
+        tb.update(row, int(rng.integers(0, tb.lines)), int.from_bytes(rng.bytes(LINE_BYTES), "little"))
+    await tb.wait_until(lambda: int(tb.dut.updates.value) == len(targets) - 1, cycles=tb.bound(len(targets)),
+                        what="updates written through")
+    again = list(dict.fromkeys(targets[:-1])) + warm[:100]
+    again = [row for row in again if row < tb.rows]
+    await tb.check(tb.lookups(again), len(again))
+    memory = tb.ram.read(BASE, len(tb.image))
+    assert memory == bytes(tb.image), f"HBM differs from the written-through image; {knobs.describe()}"
+
+
+@cocotb.test()
+async def reset_in_the_middle_of_a_lookup(dut):
+    tb = CacheTB(dut, stall=0.3, salt=40)
+    await tb.reset()
+    rng = knobs.rng(41)
+    tb.lookups(zipf_rows(200, rows=tb.rows, salt=42))
+
+    def fetching():
+        return int(tb.dut.m_axi__arvalid.value) or int(tb.dut.m_axi__rvalid.value)
+
+    await tb.reset_mid_transfer(rng, after=(10, 80), drivers=tb.drivers, until=fetching)
+    tb.cold()
+    # The cache sweeps its sets after reset before it takes lookups; the rows queue meanwhile.
+    rows = zipf_rows(knobs.vectors(400), rows=tb.rows, salt=43)
+    await tb.check(tb.lookups(rows), len(rows))
+
+
+async def _timed(tb, rows):
+    """Cycles from queueing ``rows`` to their last line, checked against the golden on the way."""
+    board = tb.lookups(rows)
+    start = tb.cycle
+    for _ in range(board.pending):
+        board.check(await tb.sink.recv())
+    return tb.cycle - start
+
+
+@cocotb.test()
+async def throughput_at_hit(dut):
+    """One row line per cycle while lookups hit (and, for the bench, the rate on a Zipf trace)."""
+    tb = CacheTB(dut, salt=50)
+    await tb.reset()
+    count = channel.job()["lookups"] if channel.has_job() else knobs.vectors(400)
+    resident = list(range(tb.golden.sets * tb.golden.ways))  # every set filled, nothing evicted
+    await tb.check(tb.lookups(resident), len(resident))
+    rng = knobs.rng(51)
+    hits_before = tb.golden.hits
+    rows = [int(row) for row in rng.choice(resident, count)]
+    cycles = await _timed(tb, rows)
+    assert tb.golden.hits - hits_before == count
+    # One line per cycle (a row is dim / 16 lines), two cycles of latency, one for the source's valid.
+    assert cycles <= count * tb.lines + 4, f"{count} hits took {cycles} cycles; {knobs.describe()}"
+    result = {"all hits": {"lookups": count, "cycles": cycles, "hits": count}}
+    hits_before = tb.golden.hits
+    zipf = zipf_rows(count, rows=tb.rows, salt=52)
+    cycles = await _timed(tb, zipf)
+    result["Zipf (3,900 rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
+                                               "hits": tb.golden.hits - hits_before}
+    if channel.has_job():
+        channel.reply(result)
+
+
+@cocotb.test()
+async def long_zipf_trace(dut):
+    """10^5 lookups (``NEARTRAIN_VECTORS``) of a Zipf trace under stalls: the LRU sequence holds."""
+    tb = CacheTB(dut, stall=0.1, salt=60)
+    await tb.reset()
+    rows = zipf_rows(knobs.vectors(100_000), rows=tb.rows, salt=61)
+    await tb.check(tb.lookups(rows), len(rows))
+
+
+FAST_TESTS = ["zipf_trace_matches_the_golden_lru", "uniform_trace_with_bad_indexes", "updates_write_through",
+              "reset_in_the_middle_of_a_lookup", "throughput_at_hit"]
+
+SHAPES = {
+    "ways4": {"sets": 16, "ways": 4},
+    "ways1": {"sets": 64, "ways": 1},
+    "ways2": {"sets": 32, "ways": 2},
+    "ways8": {"sets": 8, "ways": 8},
+    "dim64": {"sets": 16, "ways": 4, "dim": 64},
+}
+# One build in make test (a minute each); every way count and the multi-line row in make test-full.
+SLOW_SHAPES = {"ways1", "ways2", "ways8", "dim64"}
+
+
+@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
+                                   for name in SHAPES])
+def test_embedding_cache(shape):
+    run_cocotb("embedding_cache", __name__, params=SHAPES[shape], testcase=FAST_TESTS)
+
+
+@pytest.mark.slow
+def test_embedding_cache_long_zipf_trace():
+    run_cocotb("embedding_cache", __name__, params=SHAPES["ways4"], testcase="long_zipf_trace")
