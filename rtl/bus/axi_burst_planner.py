@@ -1,6 +1,6 @@
 """Splits DMA commands into AXI4 INCR bursts that respect the burst length and 4 KB rules."""
 
-from amaranth.hdl import C, Cat, Module, Signal
+from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -55,6 +55,9 @@ class AXIBurstPlanner(wiring.Component):
     -----
     Latency: a command taken at one clock edge offers its first burst after that edge.
     Throughput: one burst per cycle; a command costs one cycle more than its bursts.
+    The offered burst comes straight from registers, and so does the length limit of the
+    burst after it, so a handshake moves each register through one short chain; the page
+    arithmetic of a new command is done as it is taken.
     """
 
     def __init__(self, *, address_width=64, data_width=512, max_burst=64, length_width=32):
@@ -79,28 +82,33 @@ class AXIBurstPlanner(wiring.Component):
         # The longest burst the page rule could ever allow also bounds max_burst usefully.
         cap = min(self._max_burst, page_beats)
 
+        index_bits = (page_beats - 1).bit_length()
+
+        def limit_at(beat_in_page, skip=0):
+            """The longest burst allowed from beat ``beat_in_page + skip`` of a page (``beat_in_page``
+            taken modulo the page, ``skip`` a constant that stays within it)."""
+            index = beat_in_page[:index_bits]
+            # Compared with a constant beside the subtraction, not after it: one level less.
+            # (Comparisons that are constant for this geometry are folded: Verilator rejects them.)
+            threshold = page_beats - cap - skip
+            near_end = C(threshold < 0) if not 0 <= threshold < page_beats - 1 else index > threshold
+            return Mux(near_end, page_beats - skip - index, cap)
+
+        # The burst on offer is held in registers, and so is the length limit of the burst
+        # after it: a handshake then moves each register through one short chain, where it
+        # used to chain the page arithmetic, the length comparison and the address addition.
         active = Signal()
         address = Signal(self._address_width)
-        remaining = Signal(self._length_width)
-
-        # Beats from `address` to the end of its 4 KB page (1..page_beats).
-        beat_in_page = address[beat_bytes_log2:12]
-        to_page_end = Signal(range(page_beats + 1))
-        m.d.comb += to_page_end.eq(page_beats - beat_in_page)
-
-        limit = Signal(range(cap + 1))
-        with m.If(to_page_end < cap):
-            m.d.comb += limit.eq(to_page_end)
-        with m.Else():
-            m.d.comb += limit.eq(cap)
-
+        remaining = Signal(self._length_width)     # beats of the command from the offered burst on
+        # Two bursts span at most 2 * cap beats, so whether the burst after the offered one
+        # ends the command is decided on the low `low` bits of `remaining`, given `small`:
+        # remaining < 2 ** low, kept as a register and updated from the bits before the
+        # subtraction rather than after it.
+        low = (2 * cap).bit_length()
+        small = Signal()
         beats = Signal(range(cap + 1))
         final = Signal()
-        m.d.comb += final.eq(remaining <= limit)
-        with m.If(final):
-            m.d.comb += beats.eq(remaining)
-        with m.Else():
-            m.d.comb += beats.eq(limit)
+        next_limit = Signal(range(cap + 1))        # the next burst's length if it does not end the command
 
         m.d.comb += [
             self.cmd.ready.eq(~active),
@@ -112,20 +120,45 @@ class AXIBurstPlanner(wiring.Component):
         ]
 
         with m.If(self.cmd.valid & self.cmd.ready):
-            aligned = Cat(C(0, beat_bytes_log2), self.cmd.payload.address[beat_bytes_log2:])
+            length = self.cmd.payload.length
+            start = self.cmd.payload.address[beat_bytes_log2:12]
+            limit = limit_at(start)
+            # length <= min(cap, room) as two comparisons side by side, not one after the minimum.
+            short = (length <= cap) if cap < 2 ** self._length_width - 1 else C(1)
+            # Given `short` the count fits in cap's bits: the page comparison is that narrow.
+            ends = short & (length[:cap.bit_length()] <= page_beats - start)
             m.d.sync += [
-                active.eq(self.cmd.payload.length != 0),
-                address.eq(aligned),
-                remaining.eq(self.cmd.payload.length),
+                active.eq(length != 0),
+                address.eq(Cat(C(0, beat_bytes_log2), self.cmd.payload.address[beat_bytes_log2:])),
+                remaining.eq(length),
+                small.eq(length[low:] == 0 if low < self._length_width else 1),
+                beats.eq(Mux(ends, length, limit)),
+                final.eq(ends),
+                # The burst after the first starts at the next page (limit cap) or cap beats on.
+                next_limit.eq(Mux(start >= page_beats - cap, cap, limit_at(start, skip=cap))
+                              if cap < page_beats else cap),
             ]
         with m.If(self.burst.valid & self.burst.ready):
+            ends = small & (remaining[:low] <= beats + next_limit)
             m.d.sync += [
                 address.eq(address + (beats << beat_bytes_log2)),
                 remaining.eq(remaining - beats),
+                small.eq(self._still_small(remaining, low, beats)),
+                beats.eq(Mux(ends, remaining[:low] - beats, next_limit)),
+                final.eq(ends),
+                next_limit.eq(limit_at(address[beat_bytes_log2:12] + beats + next_limit)),
             ]
             with m.If(final):
                 m.d.sync += active.eq(0)
         return m
+
+
+    def _still_small(self, remaining, low, beats):
+        """``remaining - beats < 2 ** low``, from the bits of ``remaining`` before the subtraction."""
+        if low >= self._length_width:
+            return C(1)  # the whole count is below 2 ** low
+        high = remaining[low:]
+        return (high == 0) | ((high == 1) & (remaining[:low] < beats))
 
 
 register_block(

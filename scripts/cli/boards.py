@@ -161,7 +161,8 @@ def command_results(args):
     board = _board(args.board, target="ecp5")
     try:
         path = write_results(pathlib.Path(args.output), board=board, frequency_mhz=args.freq,
-                             with_fmax=not args.no_fmax, only=args.blocks, families=args.families)
+                             with_fmax=not args.no_fmax, only=args.blocks, families=args.families,
+                             cached_only=args.cached)
     except ValueError as error:
         raise UsageError(str(error)) from None
     print(path)
@@ -258,6 +259,8 @@ def register(commands):
     results.add_argument("--no-fmax", action="store_true", help="skip place and route")
     results.add_argument("--blocks", nargs="+", metavar="BLOCK", help="only these blocks")
     results.add_argument("--families", nargs="+", metavar="FAMILY", help="only blocks of these families")
+    results.add_argument("--cached", action="store_true",
+                         help="run no tool: write the cached figures, 'not measured yet' for the rest")
     results.set_defaults(handler=command_results)
 
     vitis = commands.add_parser("vitis", help="write a Vitis RTL-kernel source tree (Verilog, kernel.xml, "

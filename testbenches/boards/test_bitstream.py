@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 
 from rtl.bus.skid_buffer import SkidBuffer
 from rtl.eval_top import EvaluationCore, ecp5_pll_dividers
-from scripts.bitstream import parse_nextpnr
+from scripts.bitstream import critical_path, parse_nextpnr
 
 
 def _parity(value, width):
@@ -89,6 +89,39 @@ def test_parse_nextpnr_report_and_log():
     from_log = parse_nextpnr(log=_LOG)
     assert from_log["fmax"] == {"$glbnet$clk": {"achieved": 118.2, "constraint": 125.0, "pass": False}}
     assert from_log["utilisation"] == {}
+
+
+def _step(kind, delay, source, sink):
+    return {"type": kind, "delay": delay, "from": {"cell": source, "port": "Q"},
+            "to": {"cell": sink, "port": "D"}}
+
+
+def test_critical_path_names_the_block_signals_at_its_ends():
+    # As nextpnr writes it: the path into the LED pin first, then the one within the clock.
+    report = {"critical_paths": [
+        {"from": "posedge $glbnet$clk", "to": "<async>",
+         "path": [_step("clk-to-q", 0.5, "core.result_TRELLIS_FF_Q", "core.result_TRELLIS_FF_Q")]},
+        {"from": "posedge $glbnet$clk", "to": "posedge $glbnet$clk", "path": [
+            _step("clk-to-q", 0.52, "core.block.planner.address_TRELLIS_FF_Q_7", "core.block.planner"),
+            _step("routing", 1.25, "core.block.planner.address_TRELLIS_FF_Q_7", "core.block.x_LUT4_Z"),
+            _step("logic", 0.24, "core.block.x_LUT4_Z", "core.block.x_LUT4_Z"),
+            _step("routing", 2.0, "core.block.x_LUT4_Z", "core.block.credits_TRELLIS_FF_Q_3"),
+            _step("setup", 0.0, "core.block.credits_TRELLIS_FF_Q_3", "core.block.credits_TRELLIS_FF_Q_3")]}]}
+    assert critical_path(report) == {"from": "planner.address", "to": "credits", "logic_ns": 0.76,
+                                     "routing_ns": 3.25, "levels": 1}
+    assert critical_path({"critical_paths": report["critical_paths"][:1]}) is None
+    assert parse_nextpnr(report=report)["critical_path"]["to"] == "credits"
+    assert parse_nextpnr(log=_LOG)["critical_path"] is None
+
+
+def test_results_call_a_block_over_the_budget_too_large():
+    from boards import boards
+    from scripts.results_table import too_large
+
+    board = boards()["ulx3s-85f"]
+    assert too_large({"LUT4": 83_640, "FF": 10, "MULT18": 156, "EBR": 0}, board) is None
+    assert too_large({"LUT4": 90_001, "FF": 10, "MULT18": 157, "EBR": 0}, board) == \
+        "too large for the LFE5U-85F (LUT4 90,001 > 83,640; MULT18 157 > 156)"
 
 
 @pytest.mark.slow
