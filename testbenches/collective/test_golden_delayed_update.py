@@ -11,6 +11,7 @@ import pytest
 from golden.collective import LINE_WORDS, delayed_update_step, mean_scale, reduce_leaf_order
 from golden.optim import adam
 from scripts.sim import knobs
+from testbenches.optim.test_golden_optim import _reference64  # torch's Adam/AdamW in float64
 
 HYPER = {
     "adam": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0),
@@ -18,19 +19,6 @@ HYPER = {
     "adam_l2": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-1),
     "adamw": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, decoupled=True),
 }
-
-
-def _reference64(hyper, p, g, state, step):
-    """torch's documented Adam/AdamW in float64 (docs.pytorch.org/docs/stable/optim.html)."""
-    lr, wd, (beta1, beta2) = hyper["lr"], hyper["weight_decay"], hyper["betas"]
-    if hyper.get("decoupled"):
-        p = p * (1 - lr * wd)
-    else:
-        g = g + wd * p
-    state["m"] = beta1 * state["m"] + (1 - beta1) * g
-    state["v"] = beta2 * state["v"] + (1 - beta2) * g * g
-    m_hat, v_hat = state["m"] / (1 - beta1**step), state["v"] / (1 - beta2**step)
-    return p - lr * m_hat / (np.sqrt(v_hat) + hyper["eps"])
 
 
 @pytest.mark.parametrize("leaves", [2, 3, 8, 16])
@@ -55,7 +43,7 @@ def test_delayed_update_follows_torch_adam_on_the_mean_gradient(name, leaves):
         param, m, v = delayed_update_step(grads.view(np.uint32), param, m, v, step=step, **hyper)
         torch_param.grad = torch.from_numpy(grads).mean(0)
         torch_opt.step()
-        reference = _reference64(hyper, reference, grads.astype(np.float64).mean(0), state, step)
+        reference = _reference64("adam", hyper, reference, grads.astype(np.float64).mean(0), state, step)
         golden, torch_result = param.view(np.float32), torch_param.detach().numpy()
         allowed = np.maximum(2 * np.abs(torch_result - reference), 1e-6 * np.maximum(1, np.abs(reference)))
         bad = np.flatnonzero(np.abs(golden - reference) > allowed)

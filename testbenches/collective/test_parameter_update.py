@@ -114,12 +114,18 @@ class TB(ClockedTB):
         self.dut.read_en.value = 0
 
 
+async def _loaded(dut, salt, *, idle=True):
+    """A reset block with a random state loaded; the TB and the test's generator."""
+    tb = TB(dut, idle=idle, salt=salt)
+    await tb.reset()
+    rng = knobs.rng(40 + salt)
+    await tb.load(rng)
+    return tb, rng
+
+
 @cocotb.test()
 async def steps_match_the_golden(dut):
-    tb = TB(dut, salt=1)
-    await tb.reset()
-    rng = knobs.rng(41)
-    await tb.load(rng)
+    tb, rng = await _loaded(dut, 1)
     for step in range(1, knobs.vectors(3) + 1):
         await tb.step(rng, step, rng.permutation(tb.partitions).tolist())
     assert int(dut.nonfinite.value) == 0, knobs.describe()
@@ -128,29 +134,20 @@ async def steps_match_the_golden(dut):
 @cocotb.test()
 async def back_to_back_reductions_of_one_partition(dut):
     """The second reduction of a partition must read the state the first one wrote."""
-    tb = TB(dut, idle=False, salt=2)
-    await tb.reset()
-    rng = knobs.rng(42)
-    await tb.load(rng)
+    tb, rng = await _loaded(dut, 2, idle=False)
     await tb.step(rng, 5, [0, 0, 1, 1, 0])
 
 
 @cocotb.test()
 async def nonfinite_sums_set_the_sticky_status(dut):
-    tb = TB(dut, salt=3)
-    await tb.reset()
-    rng = knobs.rng(43)
-    await tb.load(rng)
+    tb, rng = await _loaded(dut, 3)
     nonfinite = await tb.step(rng, 1, list(range(tb.partitions)), specials=0.05)
     assert int(dut.nonfinite.value) == int(nonfinite), knobs.describe()
 
 
 @cocotb.test()
 async def reset_mid_step(dut):
-    tb = TB(dut, salt=4)
-    await tb.reset()
-    rng = knobs.rng(44)
-    await tb.load(rng)
+    tb, rng = await _loaded(dut, 4)
     tb.set_step(1)
     for partition in range(tb.partitions):
         tb.send(partition, random_words(rng, (tb.chunks, LINE_WORDS)))
