@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(BIN)/neartrain run
 
 test: $(STAMP)
-	$(BIN)/pytest -n auto -m "not slow" -q
+	$(BIN)/pytest -n auto -m "not slow" -q --durations=30
 
 test-full: $(STAMP)
 	$(BIN)/pytest -n auto -q

@@ -9,7 +9,13 @@ Faults: a task that raises is retried once (``retries=1``), so a point that fail
 reported, with its Yosys log, and the others go on. A worker that dies mid-point has its
 task moved to another worker by the scheduler, up to ``allowed-failures`` deaths per task:
 set to :data:`ALLOWED_FAILURES` on the local cluster; an existing cluster keeps its own
-setting (Dask's default is 3). On Ctrl-C the outstanding tasks are cancelled; the cache
+setting (Dask's default is 3). The scheduler counts a death against every task assigned to the
+dead worker, not only the one running. So that a point that kills its worker cannot take a
+point queued behind it down too, the points go to the scheduler in one batch (one task group)
+and the local cluster holds every task on the scheduler until a worker thread is free
+(``worker-saturation`` 1.0, :data:`CLUSTER_CONFIG`). Dask queues a group this way only when it
+has more than twice as many tasks as the cluster has threads; a smaller sweep has at most two
+points on a worker at once. On Ctrl-C the outstanding tasks are cancelled; the cache
 stays consistent because :meth:`scripts.cache.Cache.put` is atomic.
 """
 
@@ -20,10 +26,15 @@ import threading
 
 from distributed import WorkerPlugin
 
-__all__ = ["DaskRunner", "ALLOWED_FAILURES", "RETRIES"]
+__all__ = ["DaskRunner", "ALLOWED_FAILURES", "CLUSTER_CONFIG", "RETRIES"]
 
 RETRIES = 1
 ALLOWED_FAILURES = 1
+#: Scheduler settings of a local cluster; the scheduler reads them when it starts.
+CLUSTER_CONFIG = {
+    "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+    "distributed.scheduler.worker-saturation": 1.0,
+}
 
 
 class _QuietInterrupt(WorkerPlugin):
@@ -64,6 +75,7 @@ class DaskRunner:
         self.function = function
         self.workers = workers
         self.scheduler = scheduler
+        self.pending = []  # (key, arguments) added but not started
         self.futures = []
         self.cluster = None
         self.client = client
@@ -81,25 +93,30 @@ class DaskRunner:
                 raise ConnectionError(f"cannot reach the Dask scheduler at {self.scheduler}: "
                                       f"{error}") from None
         else:
-            # The scheduler reads allowed-failures when it starts, so the setting must wrap its creation.
+            # The scheduler reads its settings when it starts, so they must wrap its creation.
             # Its HTTP server (which it starts even without a dashboard) takes any free port, not
             # 8787, which another cluster on this machine may hold.
-            with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+            with dask.config.set(CLUSTER_CONFIG):
                 self.cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                             dashboard_address=":0", silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
             self.client.register_plugin(_QuietInterrupt())
 
     def submit(self, key, *args):
-        """Start the task ``key``: the function on ``args``."""
+        """Add the task ``key``, the function on ``args``; :meth:`results` starts the tasks added."""
         if self.client is None:
             self._connect()
-        self.futures.append(self.client.submit(self.function, *args, key=key, retries=RETRIES))
+        self.pending.append((key, args))
 
     def results(self):
         """Yield ``(key, answer)`` as tasks finish: the task's dict, or the exception it ended with."""
         from distributed import as_completed
 
+        if self.pending:
+            keys, arguments = zip(*self.pending, strict=True)
+            self.pending.clear()
+            self.futures.extend(self.client.map(self.function, *zip(*arguments, strict=True), key=list(keys),
+                                                retries=RETRIES))
         if not self.futures:
             return
         for future in as_completed(self.futures):
@@ -112,11 +129,13 @@ class DaskRunner:
 
     def cancel(self):
         """Cancel every task not finished yet."""
+        self.pending.clear()
         if self.futures:
             self.client.cancel(self.futures, force=True)
 
     def close(self):
         """Release the tasks; close the client and the local cluster if this runner opened them."""
+        self.pending.clear()
         self.futures.clear()
         if self.owns_client and self.client is not None:
             self.client.close()

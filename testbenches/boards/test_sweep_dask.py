@@ -24,7 +24,7 @@ from rtl.registry import get_block
 from scripts.cache import Cache
 from scripts.cli import main
 from scripts.sweep import _failure, parse_vary, run_sweep, synthesise_point
-from scripts.sweep_cluster import ALLOWED_FAILURES, DaskRunner
+from scripts.sweep_cluster import CLUSTER_CONFIG, DaskRunner
 from scripts.synth import CACHE, SynthesisError, cache_key, forget_resources
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def _numbers(result):
 
 
 def _local_cluster():
-    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+    with dask.config.set(CLUSTER_CONFIG):
         return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
 
 
@@ -102,7 +102,9 @@ class _KillWorkers(WorkerPlugin):
 
 
 def test_a_worker_killed_mid_point_is_retried_and_a_point_that_kills_twice_fails_alone(tmp_path):
-    widths, doomed_width = (36, 37), 38
+    # Five points on two one-thread workers: more than twice the threads, so Dask holds the points
+    # on the scheduler and a worker never has an innocent point queued behind the doomed one.
+    widths, doomed_width = (36, 37, 43, 44), 38
     doomed = f"synth-ecp5-{cache_key(_verilog(doomed_width), 'ecp5')}"
     marker = tmp_path / "killed-once"
     _forget((*widths, doomed_width))
