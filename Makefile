@@ -69,9 +69,10 @@ bitstream: $(STAMP)
 		--board $(BITSTREAM_BOARD) --freq $(BITSTREAM_FREQ) -o build/bitstream/$(BITSTREAM_BLOCK)
 
 # `make vitis`: a Vitis RTL-kernel source tree (Verilog, kernel.xml, package_xo TCL, v++ link
-# configs for SmartSSD/U250/U280, an XRT host example) for VITIS_BLOCK.
+# configs for SmartSSD/U250/U280, an XRT host example) for VITIS_BLOCK. The default is the
+# 16-lane Adam updater with the DSP-frugal products (160 DSP48E2; docs/optim.md, Resources).
 VITIS_BLOCK ?= adam_updater
-VITIS_SET ?= lanes=16
+VITIS_SET ?= lanes=16 dsp_tile=24 lut_bits=7
 
 vitis: $(STAMP)
 	$(BIN)/neartrain vitis $(VITIS_BLOCK) $(foreach set,$(VITIS_SET),--set $(set)) -o build/vitis/$(VITIS_BLOCK)
