@@ -6,6 +6,7 @@ from collections import Counter
 import cocotb
 import numpy as np
 import softfloatpy as sf
+from cocotb.triggers import ClockCycles
 
 from golden.collective import (
     CANONICAL_NAN_BITS,
@@ -282,6 +283,18 @@ class TB(ClockedTB):
                     assert [got[chunk] for chunk in range(self.chunks)] == want, (
                         f"leaf {leaf.leaf}, iteration {iteration}, partition {partition}: "
                         f"{'parameters' if self.adam else 'sums'} differ; {knobs.describe()}")
+
+    async def reset_mid_iteration(self, rng, cycles):
+        """Start an iteration, reset the DUT after a random number of ``cycles`` (a pair, low and high),
+        and make the leaves forget it."""
+        gradients = self.gradients(rng)
+        tasks = [cocotb.start_soon(leaf.iterate(0, gradients)) for leaf in self.leaves]
+        await ClockCycles(self.clock, int(rng.integers(*cycles)))
+        for task in tasks:
+            task.cancel()
+        await self.reset_mid_transfer(rng, after=(0, 0), drivers=[leaf.port for leaf in self.leaves])
+        for leaf in self.leaves:
+            leaf.seen, leaf.sums, leaf.acks = 0, {}, []
 
     def counters(self, names=ZERO_COUNTERS):
         """The DUT's counters of ``names``."""

@@ -65,14 +65,7 @@ async def reset_mid_iteration(dut):
     tb = TB(dut, salt=3)
     await tb.reset()
     rng = knobs.rng(7)
-    gradients = tb.gradients(rng)
-    tasks = [cocotb.start_soon(leaf.iterate(0, gradients)) for leaf in tb.leaves]
-    await ClockCycles(tb.clock, int(rng.integers(20, 200)))
-    for task in tasks:
-        task.cancel()
-    await tb.reset_mid_transfer(rng, after=(0, 0), drivers=[leaf.port for leaf in tb.leaves])
-    for leaf in tb.leaves:
-        leaf.seen, leaf.sums, leaf.acks = 0, {}, []
+    await tb.reset_mid_iteration(rng, (20, 200))
     await tb.run(rng, 2)
     assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
 

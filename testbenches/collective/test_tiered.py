@@ -85,14 +85,7 @@ async def reset_mid_iteration(dut):
     tb = TieredTB(dut, salt=13)
     await tb.reset()
     rng = knobs.rng(17)
-    gradients = tb.gradients(rng)
-    tasks = [cocotb.start_soon(leaf.iterate(0, gradients)) for leaf in tb.leaves]
-    await ClockCycles(tb.clock, int(rng.integers(50, 400)))
-    for task in tasks:
-        task.cancel()
-    await tb.reset_mid_transfer(rng, after=(0, 0), drivers=[leaf.port for leaf in tb.leaves])
-    for leaf in tb.leaves:
-        leaf.seen, leaf.sums, leaf.acks = 0, {}, []
+    await tb.reset_mid_iteration(rng, (50, 400))
     await tb.run(rng, 2)
     counters = tb.all_counters()
     assert counters == dict.fromkeys(counters, 0), knobs.describe()
