@@ -9,15 +9,18 @@ gaps and slow credits). Every leaf must fetch every partition's sums equal to
 in region order.
 """
 
+from collections import Counter
+
 import cocotb
 import pytest
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, RisingEdge
 
-from golden.collective import reduce_hierarchical
+from golden.collective import LINE_WORDS, reduce_hierarchical
 from golden.runtime import packet as gp
 from rtl.collective.region_unit import REGION_COUNTERS
 from rtl.collective.tiered_cluster import switch_size
 from scripts.sim import knobs
+from scripts.sim.channel import has_job, reply
 from scripts.sim.runner import run_cocotb
 from testbenches.collective.tb import TB, ZERO_COUNTERS
 
@@ -89,6 +92,56 @@ async def reset_mid_iteration(dut):
     await tb.run(rng, 2)
     counters = tb.all_counters()
     assert counters == dict.fromkeys(counters, 0), knobs.describe()
+
+
+async def count_gcu_port(tb, counts):
+    """Count the packets into and out of the GCU's root switch port, by direction and type (the
+    root level's traffic: every packet there goes between a regional unit and the GCU)."""
+    gcu = tb.dut.block.gcu
+    while True:
+        await RisingEdge(tb.clock)
+        for direction in ("in", "out"):
+            if int(getattr(gcu, f"net_{direction}__valid").value):
+                word = int(getattr(gcu, f"net_{direction}__payload").value) & ((1 << gp.PACKET_BITS) - 1)
+                counts[direction, gp.decode(word).ptype] += 1
+
+
+@cocotb.test()
+async def traffic_of_one_all_reduce(dut):
+    """The packets of one all-reduce on two levels, against the seed's ``Z/P * 2(N + S)``.
+
+    Section 7.5.1 with ``S`` sub-region switches: the ``N`` leaves send ``Z/P`` lines each to their
+    region, the ``S`` regions send ``Z/P`` reduced lines each to the GCU, and the broadcast moves as
+    many back (each region fetches once for its leaves). Counted at the leaves' ports and at the
+    GCU's root port; each packet crosses two links at its level. Beyond the formula: a fetch request
+    per leaf (region) and partition, a barrier and its acknowledgement per leaf (region). With a job
+    (``bench_collective tiered``) the counts and the cycle at which each partition's last line reached
+    its last leaf are replied.
+    """
+    tb = TieredTB(dut, gaps=False, slow=False, salt=14)
+    await tb.reset()
+    root = Counter()
+    cocotb.start_soon(count_gcu_port(tb, root))
+    await tb.run(knobs.rng(18), 1)
+    leaves, regions, lines = len(tb.leaves), tb.params["regions"], tb.partitions * tb.chunks
+    sent = sum((leaf.sent for leaf in tb.leaves), Counter())
+    got = sum((leaf.got for leaf in tb.leaves), Counter())
+    assert sent[gp.DATA] == got[gp.DATA] == leaves * lines, (sent, got, knobs.describe())
+    assert root["in", gp.DATA] == root["out", gp.DATA] == regions * lines, (root, knobs.describe())
+    assert sent[gp.DATA] + got[gp.DATA] + root["in", gp.DATA] + root["out", gp.DATA] == lines * 2 * (
+        leaves + regions)  # Z/P * 2(N + S)
+    assert sent[gp.RDMA] == leaves * tb.partitions and sent[gp.TASK] == got[gp.TASK] == leaves, (sent, got)
+    assert root["in", gp.RDMA] == regions * tb.partitions, root
+    assert root["in", gp.TASK] == root["out", gp.TASK] == regions and not root["out", gp.RDMA], root
+    if has_job():
+        done = [max(leaf.completed[1, p] for leaf in tb.leaves) - tb.started for p in range(tb.partitions)]
+        leaf_control = sent[gp.RDMA] + sent[gp.TASK] + got[gp.TASK]
+        root_control = root["in", gp.RDMA] + root["in", gp.TASK] + root["out", gp.TASK]
+        reply({"leaves": leaves, "regions": regions, "elements": lines * LINE_WORDS,
+               "leaf_data_packets": sent[gp.DATA] + got[gp.DATA],
+               "root_data_packets": root["in", gp.DATA] + root["out", gp.DATA],
+               "control_packets": leaf_control + root_control, "hops_per_packet": 2,
+               "partition_done": sorted(done)})
 
 
 SHAPES = {
