@@ -35,6 +35,9 @@ TESTED_TOGETHER = {
     "counted_width_converter": "testbenches/optim/test_gearbox.py",
     # The cluster is the global control unit's testbench: the leaves are cocotb models on its ports.
     "gcu_cluster": "testbenches/collective/test_gcu.py",
+    # The regional units are tested between their region switches and the root, in the two-level cluster.
+    "region_unit": "testbenches/collective/test_tiered.py",
+    "tiered_cluster": "testbenches/collective/test_tiered.py",
     # The ring nodes are tested on their cluster's switch, which is the ring's only topology.
     "ring_node": "testbenches/collective/test_ring.py",
     "ring_cluster": "testbenches/collective/test_ring.py",

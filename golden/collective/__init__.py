@@ -2,7 +2,8 @@
 
 :mod:`golden.collective.reduction` states the reduction table's semantics: which contributions
 are merged, which are dropped and counted, the two summation orders (leaf-id order, the
-default, and arrival order), and the order in which reduced partitions leave the table.
+default, and arrival order), the order in which reduced partitions leave the table, and the
+two-level table (per region, then over the regions).
 :mod:`golden.collective.barrier` states the global barrier table's: no leaf runs more than one
 iteration ahead of the slowest. :mod:`golden.collective.delayed_update` is the GCU's step of
 delayed-update training: the reduced gradient through Adam, in place.
@@ -16,9 +17,11 @@ from .reduction import (
     NEG_ZERO_BITS,
     Contribution,
     ReductionTable,
+    TieredTable,
     add_lines,
     line_value,
     reduce_arrival_order,
+    reduce_hierarchical,
     reduce_leaf_order,
 )
 from .ring import RingMessage, ring_all_reduce, ring_counts, ring_messages, seed_ring_counts
@@ -36,6 +39,8 @@ __all__ = [
     "add_lines",
     "reduce_leaf_order",
     "reduce_arrival_order",
+    "reduce_hierarchical",
+    "TieredTable",
     "RingMessage",
     "ring_all_reduce",
     "ring_messages",

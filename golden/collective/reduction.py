@@ -33,6 +33,13 @@ A contribution that arrives after its partition was reduced opens that partition
 the first contribution of the next iteration's reduction; the barrier table tells the two apart).
 
 Reduced partitions leave in the order they completed (the order of their last contribution).
+
+**Two levels** (:class:`TieredTable`, dissertation Section 7.3.2's sub-region switches): leaf
+``i`` is leaf ``i mod region_leaves`` of region ``i // region_leaves``. Each region has a table of
+its own leaves; its reduced lines (chunk order) are the contributions of leaf ``region`` to a
+table of the regions. In deterministic mode the sum is therefore hierarchical
+(:func:`reduce_hierarchical`): the regions' sums in region order, each the chain of its leaves in
+leaf order, which is not the flat leaf-order chain (binary32 addition does not associate).
 """
 
 from dataclasses import dataclass, field
@@ -42,7 +49,8 @@ import numpy as np
 from ..optim._float32 import CANONICAL_NAN_BITS, canonical_nan
 
 __all__ = ["LINE_WORDS", "NEG_ZERO_BITS", "CANONICAL_NAN_BITS", "MODES", "Contribution", "ReductionTable",
-           "add_lines", "line_value", "reduce_leaf_order", "reduce_arrival_order"]
+           "add_lines", "line_value", "reduce_leaf_order", "reduce_arrival_order", "reduce_hierarchical",
+           "TieredTable"]
 
 LINE_WORDS = 14
 NEG_ZERO_BITS = 0x80000000
@@ -74,6 +82,14 @@ def reduce_arrival_order(lines, order):
     """The sum of ``lines[leaf]`` taken in ``order`` (a permutation of the leaf ids)."""
     lines = np.asarray(lines, np.uint32)
     return _chain([lines[leaf] for leaf in order])
+
+
+def reduce_hierarchical(lines, regions):
+    """The two-level sum of ``lines[leaf]``: each of ``regions`` equal groups of consecutive leaves in
+    leaf order, then the groups' sums in region order (both chains start with ``+ (-0.0)``)."""
+    lines = np.asarray(lines, np.uint32)
+    groups = np.split(lines, regions)
+    return reduce_leaf_order([reduce_leaf_order(group) for group in groups])
 
 
 @dataclass(frozen=True)
@@ -162,3 +178,45 @@ class ReductionTable:
     def _count(self, name):
         self.counters[name] += 1
         return None
+
+
+class TieredTable:
+    """Two levels of :class:`ReductionTable`: one per region, then one over the regions (module docstring).
+
+    Parameters
+    ----------
+    regions, region_leaves : int
+        Regions, and leaves in each (leaf ids ``0 .. regions * region_leaves - 1``).
+    partitions, slots, chunks, mode
+        As :class:`ReductionTable`, at both levels.
+
+    Attributes
+    ----------
+    regions : list of ReductionTable
+        The regions' tables (their counters count what each region drops).
+    root : ReductionTable
+        The table of the regions.
+    """
+
+    def __init__(self, *, regions, region_leaves, partitions, slots, chunks, mode="deterministic"):
+        shape = dict(partitions=partitions, slots=slots, chunks=chunks, mode=mode)
+        self.region_leaves = region_leaves
+        self.regions = [ReductionTable(leaves=region_leaves, **shape) for _ in range(regions)]
+        self.root = ReductionTable(leaves=regions, **shape)
+
+    def accept(self, contribution):
+        """Take one contribution of a global leaf id; returns what the root completes, as
+        :meth:`ReductionTable.accept` does."""
+        region, leaf = divmod(contribution.leaf, self.region_leaves)
+        done = self.regions[region].accept(Contribution(leaf, contribution.partition, contribution.chunk,
+                                                        contribution.data))
+        if done is None:
+            return None
+        partition, lines = done
+        results = [self.root.accept(Contribution(region, partition, chunk, line))
+                   for chunk, line in enumerate(lines)]
+        return results[-1]
+
+    def run(self, contributions):
+        """Every partition the root reduces, in completion order."""
+        return [done for done in map(self.accept, contributions) if done is not None]

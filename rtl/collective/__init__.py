@@ -14,6 +14,8 @@ from . import (  # noqa: F401
     parameter_update,
     reduction_engine,
     reduction_unit,
+    region_unit,
     ring_cluster,
     ring_node,
+    tiered_cluster,
 )

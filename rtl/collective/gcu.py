@@ -1,25 +1,29 @@
 """The global control unit on a switch port: gradient reduction, broadcast on request, and the barrier."""
 
-from typing import NamedTuple
-
-from amaranth.hdl import Array, Const, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_choice, check_int, register_block
-from ..runtime.common import pulse_count, sealed
+from ..runtime.common import sealed
 from ..runtime.net_interface import NetInterface
-from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType, checksum
+from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType
 from .barrier_table import BarrierTable
+from .fetch_slots import (
+    FETCH_COUNTERS,
+    VERSION_BITS,
+    Intact,
+    ReadPort,
+    feed_reduction,
+    line_store,
+    serve_fetches,
+)
 from .parameter_update import UPDATE_LANES, ParameterUpdate, load_layout, scalars_signature
-from .reduction_engine import LINE_BITS
-from .reduction_table import COUNTER_BITS, saturating_count
+from .reduction_table import COUNTER_BITS
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
-__all__ = ["GlobalControlUnit", "GCU_COUNTERS", "GCU_PARAMS", "UPDATES", "update_members"]
+__all__ = ["GlobalControlUnit", "GCU_COUNTERS", "GCU_PARAMS", "NETWORK_PARAMS", "UPDATES", "update_members"]
 
-VERSION_BITS = 8
 UPDATES = ("none", "adam")
 
 
@@ -32,20 +36,6 @@ def update_members(update, partitions, chunks):
 
 
 GCU_COUNTERS = ("malformed", "bad_requests", "early_requests", "stale_requests", "duplicate_requests")
-
-
-def _lookup(signals, index):
-    """``signals[index]`` for an index known to be in range (a full case: Verilator's lint wants one)."""
-    bits = max(1, (len(signals) - 1).bit_length())
-    padded = list(signals) + [Const(0, len(signals[0]))] * ((1 << bits) - len(signals))
-    return Array(padded)[index[:bits]]
-
-
-class _ReadPort(NamedTuple):
-    addr: object
-    en: object
-    data: object
-    stored: object
 
 
 class GlobalControlUnit(wiring.Component):
@@ -152,23 +142,11 @@ class GlobalControlUnit(wiring.Component):
         m.d.comb += [self.barrier_bad_leaf.eq(barrier.bad_leaf),
                      self.barrier_duplicates.eq(barrier.duplicates)]
 
-        malformed = []
-
-        def intact(rx):
-            broken = rx.valid & (checksum(rx.payload) != 0)
-            malformed.append(broken & rx.ready)
-            return ~broken
-
-        # Gradient lines.
-        data = net.rx_data.payload
-        line = data.data_reply()
-        m.d.comb += [unit.i.payload.leaf.eq(data.header.src), unit.i.payload.partition.eq(data.header.range),
-                     unit.i.payload.chunk.eq(line.line), unit.i.payload.data.eq(line.data)]
-        ok = intact(net.rx_data)
-        m.d.comb += [unit.i.valid.eq(net.rx_data.valid & ok), net.rx_data.ready.eq(unit.i.ready | ~ok)]
+        intact = Intact(m)
+        feed_reduction(m, unit, net.rx_data, intact)
 
         # Barriers and their acknowledgements.
-        ok = intact(net.rx_task)
+        ok = intact.check(net.rx_task)
         m.d.comb += [barrier.barrier.valid.eq(net.rx_task.valid & ok),
                      barrier.barrier.payload.eq(net.rx_task.payload.header.src), net.rx_task.ready.eq(1)]
         ack = Signal(Packet)
@@ -187,76 +165,10 @@ class GlobalControlUnit(wiring.Component):
                 m.d.sync += version[p].eq(version[p] + 1)
 
         # Fetches wait in one slot per leaf.
-        request = net.rx_rdma.payload
-        wanted_of = request.rdma().first[:VERSION_BITS]
-        ok = intact(net.rx_rdma)
-        m.d.comb += net.rx_rdma.ready.eq(1)
-        # One entry per leaf and reduction slot: a leaf has at most ``slots`` partitions open.
-        slots = self._slots
-        slot_bits = (slots - 1).bit_length()
-        entries = leaves * slots
-        waiting = Signal(entries)
-        slot_partition = [Signal(range(partitions), name=f"wants_partition{e}") for e in range(entries)]
-        slot_version = [Signal(VERSION_BITS, name=f"wants_version{e}") for e in range(entries)]
-        leaf = request.header.src
-        entry = Signal(range(1 << (NODE_BITS + slot_bits)))
-        m.d.comb += entry.eq(leaf if slots == 1 else (leaf << slot_bits) | request.header.range[:slot_bits])
-        arrived = net.rx_rdma.valid & ok
-        bad = arrived & ((leaf >= leaves) | (request.header.range >= partitions))
-        duplicate = arrived & ~bad & waiting.bit_select(entry, 1)
-        behind = (_lookup(version, request.header.range) - wanted_of)[:VERSION_BITS]
-        stale = arrived & ~bad & ~duplicate & (behind != 0) & ~behind[-1]
-        early = arrived & ~bad & ~duplicate & behind[-1]
-        take = arrived & ~bad & ~duplicate & ~stale
-        events = {"bad_requests": bad, "duplicate_requests": duplicate, "stale_requests": stale,
-                  "early_requests": early}
-        for name, event in events.items():
-            saturating_count(m, getattr(self, name), event)
-        # Up to one malformed packet per channel and cycle.
-        with m.If(self.malformed < (1 << COUNTER_BITS) - len(malformed)):
-            m.d.sync += self.malformed.eq(self.malformed + pulse_count(*malformed))
-
-        # Serve the lowest waiting entry whose partition has reached its version: one read per
-        # cycle; the read port's data register is the output register (its enable stalls it).
-        active = Signal()
-        serving = Signal(range(entries))
-        chunk = Signal(range(chunks))
-        servable = Signal(entries)
-        for e in range(entries):
-            m.d.comb += servable[e].eq(waiting[e] & (_lookup(version, slot_partition[e]) == slot_version[e]))
-        chosen = Signal(range(entries))
-        for e in reversed(range(entries)):
-            with m.If(servable[e]):
-                m.d.comb += chosen.eq(e)
-        served = Signal(entries)
-        partition = _lookup(slot_partition, serving)
-        out_valid, out_leaf = Signal(), Signal(NODE_BITS)
-        out_partition, out_chunk = Signal(range(partitions)), Signal(range(chunks))
-        advance = ~out_valid | net.tx_data.ready
-        m.d.comb += [fetch.addr.eq(partition * chunks + chunk), fetch.en.eq(advance)]
-        with m.If(advance):
-            m.d.sync += [out_valid.eq(active), out_leaf.eq(serving >> slot_bits), out_partition.eq(partition),
-                         out_chunk.eq(chunk)]
-            with m.If(active):
-                m.d.sync += chunk.eq(chunk + 1)
-                with m.If(chunk == chunks - 1):
-                    m.d.sync += active.eq(0)
-                    m.d.comb += served.eq(Const(1, entries) << serving)
-        with m.If(~active & servable.any()):
-            m.d.sync += [serving.eq(chosen), chunk.eq(0), active.eq(1)]
-        reply = Signal(Packet)
-        line = reply.data_reply()
-        m.d.comb += [reply.header.ptype.eq(PacketType.DATA), reply.header.dst.eq(out_leaf),
-                     reply.header.src.eq(self._node), reply.header.range.eq(out_partition),
-                     line.line.eq(out_chunk), line.last.eq(out_chunk == chunks - 1), line.data.eq(fetch.data),
-                     net.tx_data.payload.eq(sealed(reply)), net.tx_data.valid.eq(out_valid)]
-        taken = Signal(entries)
-        with m.If(take):
-            m.d.comb += taken.eq(Const(1, entries) << entry)
-            for e in range(entries):
-                with m.If(entry == e):
-                    m.d.sync += [slot_partition[e].eq(request.header.range), slot_version[e].eq(wanted_of)]
-        m.d.sync += waiting.eq((waiting & ~served) | taken)
+        serve_fetches(m, requests=net.rx_rdma, ok=intact.check(net.rx_rdma), version=version, read=fetch,
+                      tx=net.tx_data, leaves=leaves, partitions=partitions, chunks=chunks, slots=self._slots,
+                      node=self._node, counters={name: getattr(self, name) for name in FETCH_COUNTERS})
+        intact.count(self.malformed)
         return m
 
     def _results(self, m, reduced):
@@ -269,15 +181,11 @@ class GlobalControlUnit(wiring.Component):
             wiring.connect(m, wiring.flipped(self.load), update.load)
             wiring.connect(m, wiring.flipped(self.scalars), update.scalars)
             m.d.comb += [self.update_nonfinite.eq(update.nonfinite), update.clear.eq(self.update_clear)]
-            return _ReadPort(update.read_addr, update.read_en, update.read_data, update.updated)
-        m.submodules.results = results = Memory(shape=LINE_BITS, depth=self._partitions * chunks, init=[])
-        store, fetch = results.write_port(), results.read_port()
+            return ReadPort(update.read_addr, update.read_en, update.read_data, update.updated)
         line = reduced.payload
-        m.d.comb += [reduced.ready.eq(1), store.addr.eq(line.partition * chunks + line.chunk),
-                     store.data.eq(line.data), store.en.eq(reduced.valid)]
-        stored = wiring.Signature({"valid": Out(1), "payload": Out(len(line.partition))}).create()
-        m.d.comb += [stored.valid.eq(reduced.valid & line.last), stored.payload.eq(line.partition)]
-        return _ReadPort(fetch.addr, fetch.en, fetch.data, stored)
+        m.d.comb += reduced.ready.eq(1)
+        return line_store(m, partitions=self._partitions, chunks=chunks, valid=reduced.valid,
+                          partition=line.partition, chunk=line.chunk, data=line.data, last=line.last)
 
 
 # The parameters the GCU and the simulated network around it share.
@@ -290,6 +198,8 @@ GCU_PARAMS = (
     Param("update", str, "none", "a fetch returns the sums, or the parameters after Adam", choices=UPDATES),
     Param("update_lanes", int, 1, "elements the Adam step updates per cycle", choices=UPDATE_LANES),
 )
+# Those without the parameter update: what the regional control units share with the GCU.
+NETWORK_PARAMS = tuple(param for param in GCU_PARAMS if not param.name.startswith("update"))
 
 register_block(
     "gcu", GlobalControlUnit, family="collective",

@@ -11,7 +11,34 @@ from .gcu import GCU_COUNTERS, GCU_PARAMS, GlobalControlUnit, update_members
 from .reduction_table import COUNTER_BITS
 from .reduction_unit import ReductionUnit
 
-__all__ = ["GcuCluster"]
+__all__ = ["GcuCluster", "leaf_members", "attach", "expose_leaves"]
+
+
+def leaf_members(leaves, first=0):
+    """The cluster's members of leaf ports ``p<first> .. p<first + leaves - 1>`` (the switch's names)."""
+    members = {}
+    for leaf in range(first, first + leaves):
+        members.update({f"p{leaf}_in": In(stream.Signature(Flit)), f"p{leaf}_in_credit": Out(3),
+                        f"p{leaf}_out": Out(stream.Signature(Flit)), f"p{leaf}_out_credit": In(3)})
+    return members
+
+
+def attach(m, switch, port, unit, prefix="net"):
+    """Wire ``unit``'s ``<prefix>_in/out`` and credits to ``switch``'s port ``port``."""
+    wiring.connect(m, getattr(unit, f"{prefix}_out"), switch.port(port, "in"))
+    wiring.connect(m, switch.port(port, "out"), getattr(unit, f"{prefix}_in"))
+    m.d.comb += [switch.port(port, "out_credit").eq(getattr(unit, f"{prefix}_in_credit")),
+                 getattr(unit, f"{prefix}_out_credit").eq(switch.port(port, "in_credit"))]
+
+
+def expose_leaves(m, cluster, switch, leaves, first=0):
+    """Switch ports ``0 .. leaves - 1`` as the cluster's leaf ports from ``p<first>`` on."""
+    for leaf in range(leaves):
+        ours = first + leaf
+        wiring.connect(m, wiring.flipped(getattr(cluster, f"p{ours}_in")), switch.port(leaf, "in"))
+        wiring.connect(m, switch.port(leaf, "out"), wiring.flipped(getattr(cluster, f"p{ours}_out")))
+        m.d.comb += [getattr(cluster, f"p{ours}_in_credit").eq(switch.port(leaf, "in_credit")),
+                     switch.port(leaf, "out_credit").eq(getattr(cluster, f"p{ours}_out_credit"))]
 
 
 class GcuCluster(wiring.Component):
@@ -59,10 +86,7 @@ class GcuCluster(wiring.Component):
                          update_lanes=update_lanes)
         self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
         self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
-        members = {}
-        for leaf in range(leaves):
-            members.update({f"p{leaf}_in": In(stream.Signature(Flit)), f"p{leaf}_in_credit": Out(3),
-                            f"p{leaf}_out": Out(stream.Signature(Flit)), f"p{leaf}_out_credit": In(3)})
+        members = leaf_members(leaves)
         counters = (*GCU_COUNTERS, *(f"reduction_{name}" for name in ReductionUnit.counter_names()),
                     "barrier_bad_leaf", "barrier_duplicates")
         members.update({name: Out(COUNTER_BITS) for name in counters})
@@ -77,15 +101,8 @@ class GcuCluster(wiring.Component):
         m.submodules.switch = switch = Switch(nodes=self._nodes, depth=self._switch_depth,
                                               rx_credits=self._gcu["queue_depth"])
         m.submodules.gcu = gcu = self._unit
-        wiring.connect(m, gcu.net_out, switch.port(gcu_port, "in"))
-        wiring.connect(m, switch.port(gcu_port, "out"), gcu.net_in)
-        m.d.comb += [switch.port(gcu_port, "out_credit").eq(gcu.net_in_credit),
-                     gcu.net_out_credit.eq(switch.port(gcu_port, "in_credit"))]
-        for leaf in range(self._leaves):
-            wiring.connect(m, wiring.flipped(getattr(self, f"p{leaf}_in")), switch.port(leaf, "in"))
-            wiring.connect(m, switch.port(leaf, "out"), wiring.flipped(getattr(self, f"p{leaf}_out")))
-            m.d.comb += [getattr(self, f"p{leaf}_in_credit").eq(switch.port(leaf, "in_credit")),
-                         switch.port(leaf, "out_credit").eq(getattr(self, f"p{leaf}_out_credit"))]
+        attach(m, switch, gcu_port, gcu)
+        expose_leaves(m, self, switch, self._leaves)
         for name in self._counters:
             m.d.comb += getattr(self, name).eq(getattr(gcu, name))
         for name, member in self._update_ports.items():

@@ -134,6 +134,8 @@ NOT_PROVED.update({
     "gcu_cluster": _SLOW + " (it holds the runtime switch; the GCU's own port is proved: gcu.streams)",
     "ring_cluster": "not run: it holds the runtime switch, whose own proof did not finish depth 8 "
                     "within 60 s (the ring node's port is proved: ring_node.streams)",
+    "tiered_cluster": "not run: it holds three or more runtime switches, whose own proof did not finish "
+                      "depth 8 within 60 s",
     "dedupe_unit": "the solver did not finish depth 8 within 200 s (its CAM compares every entry)",
     "parameter_update": "no output stream (`updated` is a valid-only pulse; the parameters leave "
                         "through a read port)",

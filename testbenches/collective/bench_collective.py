@@ -9,6 +9,9 @@ Parts (each writes its table there):
 * ``traffic``: one all-reduce through the GCU, simulated (``test_gcu.traffic_of_one_all_reduce``)
   for several leaf counts: packets and packet-hops beside the seed's formula, and cycles, with
   their projection to ``Z = 1M`` elements from the measured steady state;
+* ``tiered``: one all-reduce on two switch levels (``test_tiered.traffic_of_one_all_reduce``,
+  regional control units under the GCU) for several region shapes: packets at both levels and
+  packet-hops beside the seed's formula with ``S`` sub-region switches, and cycles;
 * ``compare``: the GCU's and the ring's figures at ``Z = 1M`` side by side, from the two tables'
   data (``traffic`` here, ``testbenches.collective.bench_ring`` for the ring), with a plot.
 
@@ -38,6 +41,8 @@ AREA_POINTS = (
 # One switch level: the smallest runtime switch with a port for each leaf and the GCU.
 TRAFFIC_LEAVES = (2, 3, 4, 7, 8, 15)
 TRAFFIC_SHAPE = {"partitions": 32, "chunks": 32, "slots": 4, "queue_depth": 8, "switch_depth": 4}
+# Two levels: (regions, leaves per region), the same partitions as one level.
+TIERED_SHAPES = ((2, 2), (2, 4), (4, 2), (2, 8), (4, 4))
 PROJECTED_ELEMENTS = 1_000_000
 COMPARE_PLOT = "collective_allreduce_cycles.png"
 # A BRAM36 of UltraScale+ is 512 x 72 bits at its widest: a 448-bit line spans 7 of them.
@@ -89,12 +94,16 @@ def gcu_traffic(leaves, shape=TRAFFIC_SHAPE):
     """One simulated all-reduce through the GCU: the reply of ``traffic_of_one_all_reduce``, plus
     ``cycles`` (the last partition's arrival at its last leaf), ``cycles_per_partition`` (the
     steady-state spacing of partitions) and ``projected_cycles`` (for ``Z = 1M``)."""
-    from scripts.sim.runner import run_cocotb
-
     nodes = next(size for size in (4, 8, 16) if size > leaves)
     params = dict(shape, nodes=nodes, leaves=leaves)
-    measured = run_cocotb("gcu_cluster", "testbenches.collective.test_gcu", params=params,
-                          testcase="traffic_of_one_all_reduce", job={}).reply
+    return _simulated("gcu_cluster", "testbenches.collective.test_gcu", params)
+
+
+def _simulated(block, module, params):
+    """``traffic_of_one_all_reduce`` of ``module`` on ``block``: its reply and the cycle figures."""
+    from scripts.sim.runner import run_cocotb
+
+    measured = run_cocotb(block, module, params=params, testcase="traffic_of_one_all_reduce", job={}).reply
     done = measured["partition_done"]
     # The steady state: the second half, once the leaves' windows of open partitions are full.
     half = len(done) // 2
@@ -118,6 +127,26 @@ def traffic(args):
     headers = ["leaves N", "Z", "data packets", "Z/P*2(N+S)", "control packets", "packet-hops",
                "Z/P*2(N+S)*H", "cycles", "cycles per partition", "cycles, Z = 1M (projected)"]
     write_table(DOC, "collective-gcu-traffic", headers, rows, f"{COMMAND} traffic", disable_numparse=True)
+
+
+def tiered(args):
+    one_level = {row["leaves N"]: row["cycles"] for row in _rows("collective-gcu-traffic")}
+    rows = []
+    for regions, per_region in args.shapes:
+        params = dict(TRAFFIC_SHAPE, regions=regions, region_leaves=per_region)
+        t = _simulated("tiered_cluster", "testbenches.collective.test_tiered", params)
+        lines, leaves = t["elements"] // 14, regions * per_region
+        formula = lines * 2 * (leaves + regions)  # Z/P * 2(N + S), S = regions
+        packets = t["leaf_data_packets"] + t["root_data_packets"] + t["control_packets"]
+        rows.append([leaves, f"{regions} x {per_region}", t["elements"], t["leaf_data_packets"],
+                     t["root_data_packets"], formula, t["control_packets"], t["hops_per_packet"] * packets,
+                     t["hops_per_packet"] * formula, t["cycles"], f"{t['cycles_per_partition']:.1f}",
+                     one_level.get(leaves, "")])
+        print(rows[-1], flush=True)
+    headers = ["leaves N", "regions S x leaves", "Z", "data packets, leaf level", "data packets, root level",
+               "Z/P*2(N+S)", "control packets", "packet-hops", "Z/P*2(N+S)*H", "cycles",
+               "cycles per partition", "cycles, one level"]
+    write_table(DOC, "collective-tiered-traffic", headers, rows, f"{COMMAND} tiered", disable_numparse=True)
 
 
 def _rows(name):
@@ -176,10 +205,14 @@ def main(argv=None):
     parts.add_parser("area")
     part = parts.add_parser("traffic")
     part.add_argument("--leaves", type=int, nargs="+", default=TRAFFIC_LEAVES)
+    part = parts.add_parser("tiered")
+    part.add_argument("--shapes", type=lambda text: tuple(map(int, text.split("x"))), nargs="+",
+                      default=TIERED_SHAPES, help="regions x leaves per region, e.g. 2x8")
     parts.add_parser("compare")
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    {"buffering": buffering, "area": area, "traffic": traffic, "compare": compare}[args.part](args)
+    {"buffering": buffering, "area": area, "traffic": traffic, "tiered": tiered,
+     "compare": compare}[args.part](args)
 
 
 if __name__ == "__main__":

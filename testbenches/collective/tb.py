@@ -1,15 +1,40 @@
-"""Pieces the collective testbenches share: gradient lines with special values, and leaf traffic."""
+"""Pieces the collective testbenches share: gradient lines with special values, leaf traffic, and the
+leaves of an all-reduce network (their SmartNICs on the cluster's switch ports)."""
 
+from collections import Counter
+
+import cocotb
 import numpy as np
 import softfloatpy as sf
+from cocotb.triggers import ClockCycles
 
-from golden.collective import CANONICAL_NAN_BITS, LINE_WORDS, Contribution, line_value
+from golden.collective import (
+    CANONICAL_NAN_BITS,
+    LINE_WORDS,
+    Contribution,
+    delayed_update_step,
+    line_value,
+    mean_scale,
+    reduce_leaf_order,
+)
+from golden.optim import nonfinite_gradient
+from golden.optim.host import scalar_bits
+from golden.runtime import packet as gp
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env
+from scripts.sim.runner import component_from_env, resolved_params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
+from testbenches.runtime.tb import SwitchPort
 
-__all__ = ["StreamTB", "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite",
+VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
+DROPS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")
+HYPER = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
+# Counters of a control unit that a clean all-reduce leaves at zero.
+ZERO_COUNTERS = ("malformed", "bad_requests", "stale_requests", "duplicate_requests", "barrier_bad_leaf",
+                 "barrier_duplicates", *(f"reduction_{name}" for name in DROPS))
+
+__all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "random_words", "leaf_traffic",
+           "by_partition", "reshuffled", "nonfinite",
            "softfloat_add"]
 
 _SPECIALS = np.array([0x7FC00000, 0x7F800001, 0x7F800000, 0xFF800000, 0x00000001, 0x80000000, 0x00000000,
@@ -108,3 +133,169 @@ class StreamTB(ClockedTB):
     @property
     def drivers(self):
         return [self.source, self.sink]
+
+
+class Leaf:
+    """One leaf's SmartNIC: packets out through its switch port, replies sorted by type."""
+
+    def __init__(self, tb, leaf, rng, *, gaps, slow, node, dst):
+        self.tb, self.leaf, self.rng = tb, leaf, rng
+        self.node, self.dst = node, dst  # its id and the control unit's, on its own switch
+        self.port = SwitchPort(tb, leaf, rng, gaps, slow, depth=tb.params["switch_depth"],
+                               rx_credits=tb.params["queue_depth"])
+        self.seen = 0
+        self.sums = {}  # (version, partition) -> {chunk: line}
+        self.acks = []
+        self.completed = {}  # (version, partition) -> the cycle its last line arrived
+        self.sent, self.got = Counter(), Counter()  # packets by type
+
+    def send(self, packet, *, broken=False):
+        self.sent[packet.ptype] += 1
+        word = gp.encode(packet)
+        if broken:  # a flipped data bit: the header still routes it to the GCU
+            word ^= 1 << int(self.rng.integers(gp.HEADER_BITS + 32, gp.PACKET_BITS))
+        self.port.outbound.append((VC[packet.ptype], word))
+
+    def _sort(self):
+        while self.seen < len(self.port.received):
+            _, word = self.port.received[self.seen]
+            self.seen += 1
+            packet = gp.decode(word)
+            self.got[packet.ptype] += 1
+            assert gp.checksum(word) == 0, f"leaf {self.leaf}: a corrupt packet from the GCU"
+            if packet.ptype == gp.TASK:
+                self.acks.append(packet.range)
+            else:
+                lines = self.sums.setdefault((self.version, packet.range), {})
+                assert packet.line not in lines and packet.last == int(packet.line == self.tb.chunks - 1), (
+                    f"leaf {self.leaf}: line {packet.line} (last {packet.last}) of partition {packet.range}")
+                lines[packet.line] = packet.data
+                if len(lines) == self.tb.chunks:
+                    self.completed[self.version, packet.range] = self.tb.cycle
+
+    async def wait_for(self, condition, what):
+        async def poll():
+            self._sort()
+            while not condition():
+                self.port.arrived.clear()
+                await self.port.arrived.wait()
+                self._sort()
+        await self.tb.bounded(poll(), cycles=self.tb.patience, what=f"leaf {self.leaf}: {what}")
+
+    def has_sums(self, partition):
+        return len(self.sums.get((self.version, partition), {})) == self.tb.chunks
+
+    async def iterate(self, iteration, gradients):
+        """Send this iteration's gradients, fetch every partition's sums, pass the barrier."""
+        tb = self.tb
+        self.version = (iteration + 1) % 256
+        for partition in range(tb.partitions):
+            if partition >= tb.slots:
+                older = partition - tb.slots
+                await self.wait_for(lambda p=older: self.has_sums(p), f"sums of {older}")
+            for chunk in self.rng.permutation(tb.chunks):
+                self.send(gp.Packet(gp.DATA, dst=self.dst, src=self.node, range=partition, line=int(chunk),
+                                    data=line_value(gradients[self.leaf, partition, chunk])))
+            self.send(gp.Packet(gp.RDMA, dst=self.dst, src=self.node, range=partition, first=self.version))
+        for partition in range(tb.partitions):
+            await self.wait_for(lambda p=partition: self.has_sums(p), f"sums of {partition}")
+        self.send(gp.Packet(gp.TASK, dst=self.dst, src=self.node, mask=1))
+        await self.wait_for(lambda: self.acks and self.acks[-1] == self.version, f"barrier {iteration}")
+
+
+class TB(ClockedTB):
+    """The leaves of ``gcu_cluster`` (the GCU on the switch's last port), iterating an all-reduce.
+
+    Subclasses place the leaves elsewhere (:meth:`leaf_count`, :meth:`placed`) and name the sums
+    they expect (:meth:`reduce`).
+    """
+
+    def __init__(self, dut, *, gaps=True, slow=True, salt=0):
+        super().__init__(dut)
+        self.params = resolved_params_from_env()
+        self.partitions, self.chunks, self.slots = (self.params[k] for k in ("partitions", "chunks", "slots"))
+        self.patience = 400 * self.leaf_count() * self.partitions * self.chunks + 2000
+        self.leaves = [Leaf(self, leaf, knobs.rng(salt + leaf), gaps=gaps, slow=slow, **self.placed(leaf))
+                       for leaf in range(self.leaf_count())]
+        self.adam = self.params.get("update") == "adam"
+        self.nonfinite = False
+        if self.adam:
+            self.loads = StreamSource(dut, "load", self.clock, stream_layout(component_from_env(), "load"))
+
+    @property
+    def gcu(self):
+        """The GCU's node id."""
+        return self.params["nodes"] - 1
+
+    def leaf_count(self):
+        """Leaves on the cluster's ports."""
+        return self.params["leaves"]
+
+    def placed(self, leaf):
+        """Leaf ``leaf``'s node id and its control unit's, on its switch."""
+        return {"node": leaf, "dst": self.gcu}
+
+    def reduce(self, gradients):
+        """The sums every leaf must fetch, shape ``(partitions, chunks, 14)``."""
+        return reduce_leaf_order(gradients)
+
+    async def load_state(self, rng):
+        """The host loads random parameters, first moments and non-negative second moments."""
+        shape = (self.partitions, self.chunks, LINE_WORDS)
+        self.state = [random_words(rng, shape, specials=0), random_words(rng, shape, specials=0),
+                      random_words(rng, shape, specials=0) & 0x7FFFFFFF]
+        for tensor, lines in enumerate(self.state):
+            for partition, chunk in np.ndindex(shape[:2]):
+                self.loads.send_nowait({"tensor": tensor, "address": partition * self.chunks + chunk,
+                                        "data": line_value(lines[partition, chunk])})
+        await self.bounded(self.loads.wait_idle(), cycles=30 * shape[0] * shape[1] + 100, what="state load")
+
+    def expected(self, gradients, step):
+        """Every partition's lines a fetch returns after this iteration: sums, or new parameters."""
+        if not self.adam:
+            return self.reduce(gradients)
+        self.state = list(delayed_update_step(gradients, *self.state, step=step, **HYPER))
+        self.nonfinite |= nonfinite_gradient(reduce_leaf_order(gradients).view(np.float32))
+        return self.state[0]
+
+    def gradients(self, rng):
+        shape = (len(self.leaves), self.partitions, self.chunks, LINE_WORDS)
+        return random_words(rng, shape, specials=0.01)
+
+    async def run(self, rng, iterations):
+        if self.adam:
+            await self.load_state(rng)
+        self.started = self.cycle
+        for iteration in range(iterations):
+            gradients = self.gradients(rng)
+            if self.adam:  # the step's scalars are stable while its partitions are reduced
+                hyper = dict(HYPER, step=iteration + 1, grad_scale=mean_scale(len(self.leaves)))
+                for name, bits in scalar_bits("adam", hyper).items():
+                    getattr(self.dut, f"scalars__{name}").value = bits
+            tasks = [cocotb.start_soon(leaf.iterate(iteration, gradients)) for leaf in self.leaves]
+            for task in tasks:
+                await task
+            expected = self.expected(gradients, iteration + 1)  # (partitions, chunks, 14)
+            for leaf in self.leaves:
+                for partition in range(self.partitions):
+                    got = leaf.sums[(iteration + 1) % 256, partition]
+                    want = [line_value(expected[partition, chunk]) for chunk in range(self.chunks)]
+                    assert [got[chunk] for chunk in range(self.chunks)] == want, (
+                        f"leaf {leaf.leaf}, iteration {iteration}, partition {partition}: "
+                        f"{'parameters' if self.adam else 'sums'} differ; {knobs.describe()}")
+
+    async def reset_mid_iteration(self, rng, cycles):
+        """Start an iteration, reset the DUT after a random number of ``cycles`` (a pair, low and high),
+        and make the leaves forget it."""
+        gradients = self.gradients(rng)
+        tasks = [cocotb.start_soon(leaf.iterate(0, gradients)) for leaf in self.leaves]
+        await ClockCycles(self.clock, int(rng.integers(*cycles)))
+        for task in tasks:
+            task.cancel()
+        await self.reset_mid_transfer(rng, after=(0, 0), drivers=[leaf.port for leaf in self.leaves])
+        for leaf in self.leaves:
+            leaf.seen, leaf.sums, leaf.acks = 0, {}, []
+
+    def counters(self, names=ZERO_COUNTERS):
+        """The DUT's counters of ``names``."""
+        return {name: int(getattr(self.dut, name).value) for name in names}

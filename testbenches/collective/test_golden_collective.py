@@ -8,9 +8,11 @@ from golden.collective import (
     BarrierTable,
     Contribution,
     ReductionTable,
+    TieredTable,
     add_lines,
     line_value,
     reduce_arrival_order,
+    reduce_hierarchical,
     reduce_leaf_order,
 )
 from scripts.sim import knobs
@@ -136,3 +138,32 @@ def test_barrier_keeps_leaves_within_one_iteration_and_acknowledges_every_barrie
         assert table.base == min(completed) % 256
     assert min(completed) > 10, "the leaves made no progress"
     assert table.counters == {"bad_leaf": 0, "duplicates": 0}
+
+
+@pytest.mark.parametrize("regions,region_leaves,slots,chunks", [(2, 2, 2, 3), (4, 4, 2, 2), (2, 8, 1, 1)])
+def test_tiered_table_is_order_invariant_and_hierarchical(regions, region_leaves, slots, chunks):
+    """Two levels in deterministic mode: the same bits in any arrival order, and they are
+    :func:`reduce_hierarchical`'s (regions in order, each its leaves in order)."""
+    rng = knobs.rng(regions * 31 + region_leaves)
+    leaves = regions * region_leaves
+    traffic = {"leaves": leaves, "partitions": 16, "slots": slots, "chunks": chunks}
+    shape = {"regions": regions, "region_leaves": region_leaves, "partitions": 16, "slots": slots,
+             "chunks": chunks}
+    sequence = leaf_traffic(rng, **traffic, count=5)
+    first = TieredTable(**shape).run(sequence)
+    assert len(first) == 5, knobs.describe()
+    for _ in range(3):
+        assert sorted(TieredTable(**shape).run(reshuffled(rng, sequence))) == sorted(first), knobs.describe()
+    for partition, lines in first:
+        stacked = np.zeros((leaves, chunks, LINE_WORDS), np.uint32)
+        for c in by_partition(sequence)[partition]:
+            stacked[c.leaf, c.chunk] = c.words()
+        assert lines == [line_value(line) for line in reduce_hierarchical(stacked, regions)], knobs.describe()
+
+
+def test_the_hierarchical_sum_is_not_the_flat_one():
+    """(g0 + g1) + (g2 + g3) differs from ((g0 + g1) + g2) + g3 somewhere: a test against the
+    hierarchical golden can tell a flat reduction from a two-level one."""
+    lines = random_words(knobs.rng(9), (4, 64, LINE_WORDS), specials=0.0)
+    assert not np.array_equal(reduce_hierarchical(lines, 2), reduce_leaf_order(lines))
+    assert np.array_equal(reduce_hierarchical(lines, 4), reduce_leaf_order(lines))

@@ -1,0 +1,174 @@
+"""Two switch levels: leaves all-reduce through regional control units and the GCU, bit-exact.
+
+The testbench plays the leaves on the ports of ``tiered_cluster``: leaf ``i`` is node
+``i mod region_leaves`` of region ``i // region_leaves``, and talks to its region's
+:class:`~rtl.collective.region_unit.RegionalControlUnit` exactly as a leaf of ``gcu_cluster`` talks
+to the GCU (the same :class:`testbenches.collective.tb.Leaf`: gradients, fetches, barrier, random
+gaps and slow credits). Every leaf must fetch every partition's sums equal to
+:func:`golden.collective.reduce_hierarchical`: each region's leaves in leaf order, then the regions
+in region order.
+"""
+
+from collections import Counter
+
+import cocotb
+import pytest
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from golden.collective import LINE_WORDS, reduce_hierarchical
+from golden.runtime import packet as gp
+from rtl.collective.region_unit import REGION_COUNTERS
+from rtl.collective.tiered_cluster import switch_size
+from scripts.sim import knobs
+from scripts.sim.channel import has_job, reply
+from scripts.sim.runner import run_cocotb
+from testbenches.collective.tb import TB, ZERO_COUNTERS
+
+
+class TieredTB(TB):
+    """The leaves of ``tiered_cluster``, region after region."""
+
+    def leaf_count(self):
+        return self.params["regions"] * self.params["region_leaves"]
+
+    def placed(self, leaf):
+        per_region = self.params["region_leaves"]
+        return {"node": leaf % per_region, "dst": switch_size(per_region + 1) - 1}
+
+    def reduce(self, gradients):
+        return reduce_hierarchical(gradients, self.params["regions"])
+
+    def all_counters(self):
+        """Every counter that a clean all-reduce leaves at zero: the GCU's, then ``r<k>_``."""
+        names = [*ZERO_COUNTERS, *(f"r{region}_{name}" for region in range(self.params["regions"])
+                                   for name in REGION_COUNTERS if name in ZERO_COUNTERS)]
+        return self.counters(names)
+
+
+@cocotb.test()
+async def leaves_all_reduce_through_two_levels(dut):
+    tb = TieredTB(dut, salt=11)
+    await tb.reset()
+    await tb.run(knobs.rng(15), knobs.vectors(2))
+    counters = tb.all_counters()
+    assert counters == dict.fromkeys(counters, 0), knobs.describe()
+
+
+@cocotb.test()
+async def bad_packets_at_a_region_are_counted_and_dropped(dut):
+    """What the GCU counts, a regional unit counts too; the GCU and the other regions see none of it."""
+    tb = TieredTB(dut, salt=12)
+    await tb.reset()
+    await tb.run(knobs.rng(16), 1)
+    leaf = tb.leaves[0]
+    unit, spare = leaf.dst, tb.params["region_leaves"]  # a node id no leaf of the region has
+    leaf.send(gp.Packet(gp.DATA, dst=unit, src=0, range=0, line=0, data=1), broken=True)
+    leaf.send(gp.Packet(gp.DATA, dst=unit, src=0, range=tb.partitions, line=0, data=1))
+    leaf.send(gp.Packet(gp.RDMA, dst=unit, src=0, range=tb.partitions + 1, first=1))
+    leaf.send(gp.Packet(gp.RDMA, dst=unit, src=0, range=0, first=0))  # version 1 replaced version 0
+    leaf.send(gp.Packet(gp.RDMA, dst=unit, src=0, range=1, first=9))  # waits: never reduced 9 times
+    leaf.send(gp.Packet(gp.RDMA, dst=unit, src=0, range=1 + tb.slots, first=9))  # same slot: duplicate
+    leaf.send(gp.Packet(gp.TASK, dst=unit, src=0, mask=1))  # held: the region's other leaves are not there
+    leaf.send(gp.Packet(gp.TASK, dst=unit, src=0, mask=1))
+    bad_ids = int(spare < unit)
+    if bad_ids:
+        leaf.send(gp.Packet(gp.RDMA, dst=unit, src=spare, range=0, first=1))
+        leaf.send(gp.Packet(gp.TASK, dst=unit, src=spare, mask=1))
+    await ClockCycles(tb.clock, 300)
+    expected = dict.fromkeys(tb.all_counters(), 0)
+    expected.update({"r0_malformed": 1, "r0_reduction_bad_partition": 1, "r0_bad_requests": 1 + bad_ids,
+                     "r0_stale_requests": 1, "r0_duplicate_requests": 1, "r0_barrier_duplicates": 1,
+                     "r0_barrier_bad_leaf": bad_ids})
+    assert tb.all_counters() == expected, knobs.describe()
+    assert not leaf.acks[1:], f"a region released a barrier its other leaves never reached: {leaf.acks}"
+
+
+@cocotb.test()
+async def reset_mid_iteration(dut):
+    tb = TieredTB(dut, salt=13)
+    await tb.reset()
+    rng = knobs.rng(17)
+    await tb.reset_mid_iteration(rng, (50, 400))
+    await tb.run(rng, 2)
+    counters = tb.all_counters()
+    assert counters == dict.fromkeys(counters, 0), knobs.describe()
+
+
+async def count_gcu_port(tb, counts):
+    """Count the packets into and out of the GCU's root switch port, by direction and type (the
+    root level's traffic: every packet there goes between a regional unit and the GCU)."""
+    gcu = tb.dut.block.gcu
+    while True:
+        await RisingEdge(tb.clock)
+        for direction in ("in", "out"):
+            if int(getattr(gcu, f"net_{direction}__valid").value):
+                word = int(getattr(gcu, f"net_{direction}__payload").value) & ((1 << gp.PACKET_BITS) - 1)
+                counts[direction, gp.decode(word).ptype] += 1
+
+
+@cocotb.test()
+async def traffic_of_one_all_reduce(dut):
+    """The packets of one all-reduce on two levels, against the seed's ``Z/P * 2(N + S)``.
+
+    Section 7.5.1 with ``S`` sub-region switches: the ``N`` leaves send ``Z/P`` lines each to their
+    region, the ``S`` regions send ``Z/P`` reduced lines each to the GCU, and the broadcast moves as
+    many back (each region fetches once for its leaves). Counted at the leaves' ports and at the
+    GCU's root port; each packet crosses two links at its level. Beyond the formula: a fetch request
+    per leaf (region) and partition, a barrier and its acknowledgement per leaf (region). With a job
+    (``bench_collective tiered``) the counts and the cycle at which each partition's last line reached
+    its last leaf are replied.
+    """
+    tb = TieredTB(dut, gaps=False, slow=False, salt=14)
+    await tb.reset()
+    root = Counter()
+    cocotb.start_soon(count_gcu_port(tb, root))
+    await tb.run(knobs.rng(18), 1)
+    leaves, regions, lines = len(tb.leaves), tb.params["regions"], tb.partitions * tb.chunks
+    sent = sum((leaf.sent for leaf in tb.leaves), Counter())
+    got = sum((leaf.got for leaf in tb.leaves), Counter())
+    assert sent[gp.DATA] == got[gp.DATA] == leaves * lines, (sent, got, knobs.describe())
+    assert root["in", gp.DATA] == root["out", gp.DATA] == regions * lines, (root, knobs.describe())
+    assert sent[gp.DATA] + got[gp.DATA] + root["in", gp.DATA] + root["out", gp.DATA] == lines * 2 * (
+        leaves + regions)  # Z/P * 2(N + S)
+    assert sent[gp.RDMA] == leaves * tb.partitions and sent[gp.TASK] == got[gp.TASK] == leaves, (sent, got)
+    assert root["in", gp.RDMA] == regions * tb.partitions, root
+    assert root["in", gp.TASK] == root["out", gp.TASK] == regions and not root["out", gp.RDMA], root
+    if has_job():
+        done = [max(leaf.completed[1, p] for leaf in tb.leaves) - tb.started for p in range(tb.partitions)]
+        leaf_control = sent[gp.RDMA] + sent[gp.TASK] + got[gp.TASK]
+        root_control = root["in", gp.RDMA] + root["in", gp.TASK] + root["out", gp.TASK]
+        reply({"leaves": leaves, "regions": regions, "elements": lines * LINE_WORDS,
+               "leaf_data_packets": sent[gp.DATA] + got[gp.DATA],
+               "root_data_packets": root["in", gp.DATA] + root["out", gp.DATA],
+               "control_packets": leaf_control + root_control, "hops_per_packet": 2,
+               "partition_done": sorted(done)})
+
+
+SHAPES = {
+    "4_leaves_2_regions": {"regions": 2, "region_leaves": 2, "partitions": 4, "chunks": 2},
+    "16_leaves_2x8": {"regions": 2, "region_leaves": 8, "partitions": 4, "chunks": 2},
+    "16_leaves_4x4": {"regions": 4, "region_leaves": 4, "partitions": 4, "chunks": 2, "slots": 1},
+}
+# Sixteen leaves take minutes to build and run: make test-full only.
+SLOW_SHAPES = {"16_leaves_2x8", "16_leaves_4x4"}
+
+
+@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
+                                   for name in SHAPES])
+def test_tiered(shape):
+    run_cocotb("tiered_cluster", __name__, params=SHAPES[shape])
+
+
+@pytest.mark.parametrize("block,params,message", [
+    ("tiered_cluster", {"regions": 1}, "regions must be in 2..15"),
+    ("tiered_cluster", {"region_leaves": 16}, "region_leaves must be in 2..15"),
+    ("tiered_cluster", {"slots": 3}, "slots must be one of"),
+    ("region_unit", {"leaves": 4, "node": 3}, "node must be in 4..15"),
+    ("region_unit", {"region": 3, "gcu": 3}, "gcu must be in 4..15"),
+    ("region_unit", {"mode": "fastest"}, "mode must be one of"),
+])
+def test_two_level_blocks_reject_bad_parameters_at_elaboration(block, params, message):
+    from rtl.registry import get_block
+
+    with pytest.raises(ValueError, match=message):
+        get_block(block).build(params)
