@@ -84,15 +84,18 @@ class AXIBurstPlanner(wiring.Component):
 
         index_bits = (page_beats - 1).bit_length()
 
+        def near_end_at(index, skip=0):
+            """Whether a burst from beat ``index + skip`` of a page is cut short by the page's end."""
+            # Compared with a constant beside the subtraction, not after it: one level less.
+            # (Comparisons that are constant for this geometry are folded: Verilator rejects them.)
+            threshold = page_beats - cap - skip
+            return C(threshold < 0) if not 0 <= threshold < page_beats - 1 else index > threshold
+
         def limit_at(beat_in_page, skip=0):
             """The longest burst allowed from beat ``beat_in_page + skip`` of a page (``beat_in_page``
             taken modulo the page, ``skip`` a constant that stays within it)."""
             index = beat_in_page[:index_bits]
-            # Compared with a constant beside the subtraction, not after it: one level less.
-            # (Comparisons that are constant for this geometry are folded: Verilator rejects them.)
-            threshold = page_beats - cap - skip
-            near_end = C(threshold < 0) if not 0 <= threshold < page_beats - 1 else index > threshold
-            return Mux(near_end, page_beats - skip - index, cap)
+            return Mux(near_end_at(index, skip), page_beats - skip - index, cap)
 
         # The burst on offer is held in registers, and so is the length limit of the burst
         # after it: a handshake then moves each register through one short chain, where it
@@ -109,6 +112,9 @@ class AXIBurstPlanner(wiring.Component):
         beats = Signal(range(cap + 1))
         final = Signal()
         next_limit = Signal(range(cap + 1))        # the next burst's length if it does not end the command
+        # Where the next burst starts within its page (the offered burst's start plus its beats),
+        # kept in a register so that the limit of the burst after it adds two terms, not three.
+        next_start = Signal(index_bits)
 
         m.d.comb += [
             self.cmd.ready.eq(~active),
@@ -137,6 +143,9 @@ class AXIBurstPlanner(wiring.Component):
                 # The burst after the first starts at the next page (limit cap) or cap beats on.
                 next_limit.eq(Mux(start >= page_beats - cap, cap, limit_at(start, skip=cap))
                               if cap < page_beats else cap),
+                # A first burst that does not end the command runs to its limit: to the page's end
+                # (the next page's beat 0) or cap beats on.
+                next_start.eq(Mux(near_end_at(start[:index_bits]), 0, start[:index_bits] + cap)),
             ]
         with m.If(self.burst.valid & self.burst.ready):
             ends = small & (remaining[:low] <= beats + next_limit)
@@ -146,7 +155,8 @@ class AXIBurstPlanner(wiring.Component):
                 small.eq(self._still_small(remaining, low, beats)),
                 beats.eq(Mux(ends, remaining[:low] - beats, next_limit)),
                 final.eq(ends),
-                next_limit.eq(limit_at(address[beat_bytes_log2:12] + beats + next_limit)),
+                next_limit.eq(limit_at(next_start + next_limit)),
+                next_start.eq(next_start + next_limit),
             ]
             with m.If(final):
                 m.d.sync += active.eq(0)
