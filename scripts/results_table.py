@@ -14,6 +14,7 @@ paths, tool versions and setup, board budgets) are written by
 """
 
 import importlib.metadata
+import json
 import pathlib
 import sys
 
@@ -193,6 +194,33 @@ def budget_table():
     return headers, rows, ("left", "left", "left", "right", "left")
 
 
+_PER_BLOCK = ("results-blocks", "results-critical-paths", "results-kernel")
+
+
+def _merged(tables, measured_names, *, order):
+    """``tables`` with the rows of the blocks not in ``measured_names`` taken from ``docs/data/``.
+
+    A partial run (``--blocks``, ``--families``) replaces its blocks' rows in the documented
+    tables and keeps the rest, in registry order (a block's configurations in their order), so
+    that the whole table stays what one ``neartrain results`` would write.
+    """
+    from scripts import docs
+
+    merged = dict(tables)
+    rank = {name: index for index, name in enumerate(order)}
+    for name in _PER_BLOCK:
+        headers, rows, colalign = tables[name]
+        stored = docs.DATA / f"{name}.json"
+        kept = []
+        if stored.exists():
+            spec = json.loads(stored.read_text())
+            if spec["headers"] == list(headers):
+                kept = [row for row in spec["rows"] if row[0] not in measured_names and row[0] in rank]
+        combined = sorted(enumerate(kept + list(rows)), key=lambda item: (rank[item[1][0]], item[0]))
+        merged[name] = (headers, [row for _, row in combined], colalign)
+    return merged
+
+
 def _standalone_page(tables, command):
     from tabulate import tabulate
 
@@ -209,7 +237,9 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
 
     With ``path`` ``docs/results.md`` the tables ``results-blocks``, ``results-setup`` and
     ``board-budgets`` are spliced into it by :func:`scripts.docs.write_table` (rows in
-    ``docs/data/``); any other ``path`` gets a standalone page with the same tables.
+    ``docs/data/``); any other ``path`` gets a standalone page with the same tables. Into
+    ``docs/results.md``, a run of some blocks (``only``, ``families``) replaces their rows and
+    keeps the other blocks' rows as the documented data holds them.
 
     Parameters
     ----------
@@ -248,9 +278,12 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
                                       with_fmax=with_fmax, cached_only=cached_only))
         measured.append((block, rows))
     command = f"neartrain results --board {board.name} --freq {frequency_mhz:g}"
-    if only:
+    partial = bool(only or families)
+    into_doc = pathlib.Path(path).resolve() == (docs.DOCS / RESULTS_DOC).resolve()
+    # Into the doc, a partial run's rows join the others': the table is the whole run's.
+    if only and not into_doc:
         command += " --blocks " + " ".join(only)
-    if families:
+    if families and not into_doc:
         command += " --families " + " ".join(families)
     if not with_fmax:
         command += " --no-fmax"
@@ -262,7 +295,9 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
               "results-setup": setup_table(board=board, frequency_mhz=frequency_mhz),
               "board-budgets": budget_table()}
     path = pathlib.Path(path)
-    if path.resolve() == (docs.DOCS / RESULTS_DOC).resolve():
+    if into_doc:
+        if partial:  # the other blocks' rows stay as the last run left them
+            tables = _merged(tables, names, order=list(registered))
         for name, (headers, rows, colalign) in tables.items():
             docs.write_table(RESULTS_DOC, name, headers, rows, command, colalign=colalign,
                              disable_numparse=True)

@@ -1,0 +1,40 @@
+"""``neartrain results`` into docs/results.md: a run of some blocks replaces only their rows."""
+
+import json
+
+from rtl.registry import blocks
+from scripts import docs, results_table
+
+TABLES = ("results-blocks", "results-critical-paths", "results-kernel", "results-setup", "board-budgets")
+
+
+def test_a_partial_run_keeps_the_other_blocks_rows_in_registry_order(tmp_path, monkeypatch):
+    from boards import boards
+
+    monkeypatch.setattr(docs, "DOCS", tmp_path)
+    monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    (tmp_path / results_table.RESULTS_DOC).write_text(
+        "".join(f"<!-- generated: {name} -->\n<!-- /generated: {name} -->\n" for name in TABLES))
+    outcome = {}
+
+    def measure(block, overrides, **_):  # no tool runs: the row says what this fake decided
+        return {"params": overrides, "fmax": None, "ecp5": {"pending": True},
+                "xcup": {"error": outcome[block.name]}}
+
+    monkeypatch.setattr(results_table, "measure_block", measure)
+    first, second, third = list(blocks())[:3]
+    board = boards()["ulx3s-85f"]
+
+    def write(only):
+        results_table.write_results(tmp_path / results_table.RESULTS_DOC, board=board, frequency_mhz=125,
+                                    with_fmax=False, only=only)
+        return json.loads((tmp_path / "data" / "results-blocks.json").read_text())
+
+    outcome.update({first: "one", third: "three"})
+    write([third, first])
+    outcome.update({second: "two", third: "three again"})
+    spec = write([third, second])
+    cells = [(row[0], row[2]) for row in spec["rows"]]
+    assert cells == [(first, "failed: one"), (second, "failed: two"), (third, "failed: three again")], cells
+    assert spec["command"] == "neartrain results --board ulx3s-85f --freq 125 --no-fmax"
+    assert not docs.check()
