@@ -25,7 +25,8 @@ import re
 
 from tabulate import tabulate
 
-__all__ = ["DOCS", "DATA", "write_table", "render", "splice", "blocks_in", "check", "regenerate", "DocsError"]
+__all__ = ["DOCS", "DATA", "write_table", "kept_rows", "render", "splice", "blocks_in", "check", "regenerate",
+           "DocsError"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -97,6 +98,19 @@ def write_table(doc, name, headers, rows, command, **options):
     path.write_text(splice(path.read_text(), name, render(spec)))
     DATA.mkdir(parents=True, exist_ok=True)
     _spec_path(name).write_text(json.dumps(spec, indent=1) + "\n")
+
+
+def kept_rows(name, headers, keep):
+    """The rows of the stored table ``name`` for which ``keep(row)`` holds, for a partial rerun.
+
+    None are kept when the table is not stored yet or its ``headers`` changed (its rows would not
+    fit the new columns).
+    """
+    path = _spec_path(name)
+    if not path.exists():
+        return []
+    spec = json.loads(path.read_text())
+    return [row for row in spec["rows"] if keep(row)] if spec["headers"] == list(headers) else []
 
 
 _SPEC_KEYS = ("doc", "command", "headers", "rows")

@@ -14,7 +14,6 @@ paths, tool versions and setup, board budgets) are written by
 """
 
 import importlib.metadata
-import json
 import pathlib
 import sys
 
@@ -210,12 +209,7 @@ def _merged(tables, measured_names, *, order):
     rank = {name: index for index, name in enumerate(order)}
     for name in _PER_BLOCK:
         headers, rows, colalign = tables[name]
-        stored = docs.DATA / f"{name}.json"
-        kept = []
-        if stored.exists():
-            spec = json.loads(stored.read_text())
-            if spec["headers"] == list(headers):
-                kept = [row for row in spec["rows"] if row[0] not in measured_names and row[0] in rank]
+        kept = docs.kept_rows(name, headers, lambda row: row[0] not in measured_names and row[0] in rank)
         combined = sorted(enumerate(kept + list(rows)), key=lambda item: (rank[item[1][0]], item[0]))
         merged[name] = (headers, [row for _, row in combined], colalign)
     return merged

@@ -117,10 +117,15 @@ def area(args):
     from boards.targets import RESOURCE_COLUMNS
     from rtl.registry import get_block
     from scripts.bitstream import measure_bitstream
+    from scripts.docs import kept_rows
     from scripts.synth import synthesize
 
-    rows = []
-    for name in AREA_POINTS:
+    headers = (["block"] + [f"xcup {column}" for column in RESOURCE_COLUMNS["xcup"]]
+               + [f"ECP5 {column}" for column in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax MHz"])
+    chosen = args.blocks or AREA_POINTS
+    # Rows are "<block> (<parameters>)": the blocks not chosen keep their stored rows.
+    rows = kept_rows("dlrm-area", headers, lambda row: row[0].split(" (")[0] not in chosen)
+    for name in chosen:
         block = get_block(name)
         params = block.resolve({})
         xcup = synthesize(block.build({}), "xcup")
@@ -136,8 +141,7 @@ def area(args):
         rows.append([f"{name} ({described})"] + [xcup[column] for column in RESOURCE_COLUMNS["xcup"]]
                     + [ecp5[column] for column in RESOURCE_COLUMNS["ecp5"]] + [fmax])
         print(rows[-1], flush=True)
-    headers = (["block"] + [f"xcup {column}" for column in RESOURCE_COLUMNS["xcup"]]
-               + [f"ECP5 {column}" for column in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax MHz"])
+    rows.sort(key=lambda row: AREA_POINTS.index(row[0].split(" (")[0]))
     skipped = "".join(f" --skip-fmax {name}" for name in args.skip_fmax)
     write_table(DOC, "dlrm-area", headers, rows,
                 f"{COMMAND} area{skipped} (neartrain synth <block> --target xcup|ecp5; "
@@ -154,6 +158,8 @@ def main(argv=None):
     p_throughput.add_argument("--lookups", type=int, default=4000)
     p_area = parts.add_parser("area")
     p_area.add_argument("--no-fmax", action="store_true")
+    p_area.add_argument("--blocks", nargs="+", choices=AREA_POINTS, metavar="BLOCK",
+                        help="measure only these blocks; the others keep their rows")
     p_area.add_argument("--skip-fmax", action="append", default=[], metavar="BLOCK",
                         help="no bitstream for this block (its place and route can take most of an hour)")
     args = parser.parse_args(argv)
