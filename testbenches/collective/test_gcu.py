@@ -98,7 +98,9 @@ async def traffic_of_one_all_reduce(dut):
 
 
 SHAPES = {
-    "3_leaves": {},
+    # Two leaves on a 4-port switch: the seed's smallest cluster, and port 2, no leaf, sends a fetch
+    # that must count as a bad request (a leaf id out of range). Three leaves run in 3_leaves_adam.
+    "2_leaves": {"leaves": 2},
     "7_leaves_one_chunk": {"nodes": 8, "leaves": 7, "chunks": 1, "partitions": 6, "slots": 4},
     "15_leaves": {"nodes": 16, "leaves": 15, "chunks": 2, "partitions": 4, "slots": 2},
     "3_leaves_adam": {"update": "adam", "partitions": 4, "chunks": 2},
