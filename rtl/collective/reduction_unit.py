@@ -156,8 +156,15 @@ class ReductionUnit(wiring.Component):
         def address(slot, leaf, chunk):
             return (slot * leaves + leaf) * chunks + chunk
 
-        m.d.comb += [store.addr.eq(address(t.slot, t.c.leaf, t.c.chunk)), store.data.eq(t.c.data),
-                     store.en.eq(t.merged), t.done.w.valid.eq(t.finished), t.done.w.payload.eq(t.slot)]
+        # The store is registered (and the slot's completion with it, so a slot is read only after
+        # its last line is in): the table's decision then ends at a register instead of fanning
+        # out to every cell of the line memory's write port (ECP5: the GCU's 59 MHz path).
+        finished, finished_slot = Signal(), slot_signal(slots, "finished_slot")
+        m.d.sync += [store.addr.eq(address(t.slot, t.c.leaf, t.c.chunk)), store.data.eq(t.c.data),
+                     store.en.eq(t.merged), finished.eq(t.finished)]
+        if slots > 1:
+            m.d.sync += finished_slot.eq(t.slot)
+        m.d.comb += [t.done.w.valid.eq(finished), t.done.w.payload.eq(finished_slot)]
         feedback = Queue(m, "feedback", LINE_BITS, 2 * GROUP)
         phase = Signal(_Phase)
         current = slot_signal(slots, "current")
