@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..collective.reduction_table import saturating_count
 from ..registration import Param, check_choice, check_int, register_block
-from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, log2, one_hot_index
+from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, KeyLookup, log2
 
 __all__ = ["DedupeUnit", "COUNTERS", "CAPACITY_CHOICES"]
 
@@ -88,7 +88,8 @@ class DedupeUnit(wiring.Component):
         tag_bits, line_bits = log2(capacity), log2(lines)
         events = {name: Signal(name=f"{name}_event") for name in COUNTERS}
 
-        keys = [Signal(self._index_bits, name=f"key{k}") for k in range(capacity)]
+        key_layout = data.StructLayout({"index": self._index_bits})
+        keys = [Signal(key_layout, name=f"key{k}") for k in range(capacity)]
         count = Signal(range(capacity + 1))
         taken = Signal(range(positions + 1))
         batch_end = Signal()
@@ -113,48 +114,30 @@ class DedupeUnit(wiring.Component):
         with m.If(row_write.en):
             m.d.sync += [got.eq(got | (Const(1, len(got)) << reply_slot)), received.eq(received + 1)]
 
-        # A lookup stage: a lookup is matched against the table as it enters the stage register
-        # and used a cycle later, so the table's compare ends at a register, not at the position
-        # list's write port (ECP5: 82 MHz that way). The row taken as new while a lookup enters
-        # is forwarded to it. A match made while a segment ends is voided where the table is cleared
-        # (that assignment comes later, so it wins in the cycle of the clear too).
-        held = Signal(data.StructLayout({"index": self._index_bits, "last": 1}))
-        held_valid, held_found, held_tag = Signal(), Signal(), Signal(tag_bits)
-        incoming = self.i.payload
-        inserting = Signal()
-        used = Signal(capacity)  # entries below ``count``, as flags: no comparator on the match path
-        match = Cat(*[used[k] & (keys[k] == incoming.index) for k in range(capacity)])
-        forwarded = inserting & (held.index == incoming.index)
-        match_tag = Signal(tag_bits)
-        m.d.comb += match_tag.eq(one_hot_index(match))
+        # A lookup stage (ECP5: the table's compare ran on into the position list's write port,
+        # 82 MHz, without it).
+        take, inserting, leaving = Signal(), Signal(), Signal()  # leaving: an overflow or a batch's last
+        table = KeyLookup(m, i=self.i, keys=keys, key_of=lambda entry: entry.index, count=count, take=take,
+                          inserting=inserting)
+        held, held_found = table.held, table.found
         full = (taken == positions) | (~held_found & (count == capacity))
-        take, leaving = Signal(), Signal()  # leaving: the segment ends (an overflow or a batch's last)
-        m.d.comb += self.i.ready.eq(~held_valid | take)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [held.eq(incoming), held_valid.eq(1),
-                         held_found.eq(match.any() | forwarded),
-                         held_tag.eq(Mux(forwarded, count[:tag_bits], match_tag))]
-        with m.Elif(take):
-            m.d.sync += held_valid.eq(0)
 
         # Collect: the held lookup takes a position, and a new row an entry (below ``count``).
         m.d.comb += [self.req.payload.index.eq(held.index), self.req.payload.tag.eq(count[:tag_bits]),
                      plist_write.addr.eq(taken), plist_write.data.index.eq(held.index)]
         with m.If(state == COLLECT):
-            m.d.comb += [self.req.valid.eq(held_valid & ~held_found & ~full),
-                         take.eq(held_valid & ~full & (held_found | self.req.ready)),
+            m.d.comb += [self.req.valid.eq(table.valid & ~held_found & ~full),
+                         take.eq(table.valid & ~full & (held_found | self.req.ready)),
                          inserting.eq(take & ~held_found)]
             m.d.comb += [plist_write.en.eq(take),
-                         plist_write.data.tag.eq(Mux(held_found, held_tag, count[:tag_bits]))]
+                         plist_write.data.tag.eq(Mux(held_found, table.tag, count[:tag_bits]))]
             with m.If(take):
                 m.d.sync += taken.eq(taken + 1)
                 m.d.comb += [events["duplicates"].eq(held_found), events["issued"].eq(~held_found)]
-                with m.If(~held_found):
-                    m.d.sync += [count.eq(count + 1), used.eq(Cat(1, used))]
-                    for k in range(capacity):  # slot by slot: a variable-index write is an incomplete case
-                        with m.If(count == k):
-                            m.d.sync += keys[k].eq(held.index)
-            cut = held_valid & full
+            with m.If(inserting):
+                m.d.sync += count.eq(count + 1)
+                table.insert()
+            cut = table.valid & full
             m.d.comb += [events["overflows"].eq(cut), leaving.eq(cut | (take & held.last))]
             with m.If(leaving):
                 m.d.sync += batch_end.eq(take & held.last)
@@ -179,7 +162,8 @@ class DedupeUnit(wiring.Component):
                 m.d.sync += [line.eq(0), position.eq(position + 1)]
             with m.If(final):
                 m.d.sync += [position.eq(0), count.eq(0), taken.eq(0), got.eq(0), received.eq(0),
-                             state.eq(COLLECT), held_found.eq(0), used.eq(0)]
+                             state.eq(COLLECT)]
+                table.clear()
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
         for name, event in events.items():

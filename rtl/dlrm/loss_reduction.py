@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..collective.reduction_table import saturating_count
 from ..fp.adder import FloatAdder
 from ..registration import Param, check_choice, check_int, register_block
-from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, LINE_WORDS, log2, one_hot_index
+from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, LINE_WORDS, KeyLookup, log2
 from .dedupe_unit import CAPACITY_CHOICES
 
 __all__ = ["LossReduction", "COUNTERS", "gradient_layout"]
@@ -100,46 +100,27 @@ class LossReduction(wiring.Component):
 
         state = Signal(range(len(_STATES)))
         COLLECT, FLUSH = range(len(_STATES))
-        # A lookup stage: a gradient is matched against the keys as it enters the stage register
-        # and issued from it a cycle later, so the key compare ends at a register instead of
-        # running on through the sums' read into the adders (ECP5: 31 MHz that way). The key taken
-        # as new while a gradient enters is forwarded to it. A match made while the table is
-        # flushed is voided where the table is cleared (that assignment comes later, so it wins
-        # in the cycle of the clear too).
-        incoming = self.i.payload
-        grad = Signal.like(incoming)
-        held_valid, found, slot = Signal(), Signal(), Signal(slot_bits)
-        inserting = Signal()
-        used = Signal(capacity)  # slots below ``count``, as flags: no comparator on the match path
-        match = Cat(*[used[k] & (keys[k].index == incoming.index) & (keys[k].line == incoming.line)
-                      for k in range(capacity)])
-        forwarded = inserting & (grad.index == incoming.index) & (grad.line == incoming.line)
-        match_slot = Signal(slot_bits)
-        m.d.comb += match_slot.eq(one_hot_index(match))
+        # A lookup stage (ECP5: the key compare ran on through the sums' read into the adders,
+        # 31 MHz, without it).
+        take, inserting = Signal(), Signal()
+        table = KeyLookup(m, i=self.i, keys=keys, key_of=lambda entry: Cat(entry.index, entry.line),
+                          count=count, take=take, inserting=inserting)
+        grad, found, slot = table.held, table.found, table.tag
         full = ~found & (count == capacity)
-        take = Signal()
-        m.d.comb += self.i.ready.eq(~held_valid | take)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [grad.eq(incoming), held_valid.eq(1), found.eq(match.any() | forwarded),
-                         slot.eq(Mux(forwarded, count[:slot_bits], match_slot))]
-        with m.Elif(take):
-            m.d.sync += held_valid.eq(0)
         out_slot = Signal(slot_bits)
         m.d.comb += sum_read.addr.eq(Mux(state == FLUSH, out_slot, slot))
 
         issued = Signal()
         with m.If(state == COLLECT):
             waits = found & busy.bit_select(slot, 1)
-            m.d.comb += take.eq(held_valid & ~full & ~waits & head.i.ready)
+            m.d.comb += take.eq(table.valid & ~full & ~waits & head.i.ready)
             m.d.comb += [issued.eq(take & found), inserting.eq(take & ~found), events["merged"].eq(issued),
                          first_write.addr.eq(count[:slot_bits]), first_write.data.eq(grad.data),
                          first_write.en.eq(inserting)]
             with m.If(inserting):
-                m.d.sync += [count.eq(count + 1), used.eq(Cat(1, used))]
-                for k in range(capacity):  # slot by slot: a variable-index write is an incomplete case
-                    with m.If(count == k):
-                        m.d.sync += [keys[k].index.eq(grad.index), keys[k].line.eq(grad.line)]
-            overflow = held_valid & full
+                m.d.sync += count.eq(count + 1)
+                table.insert()
+            overflow = table.valid & full
             m.d.comb += events["overflows"].eq(overflow)
             with m.If(overflow | (take & grad.last)):
                 m.d.sync += [batch_end.eq(~overflow), state.eq(FLUSH), out_slot.eq(0)]
@@ -163,7 +144,8 @@ class LossReduction(wiring.Component):
             with m.If(self.o.valid & self.o.ready):
                 m.d.sync += out_slot.eq(out_slot + 1)
                 with m.If(final):
-                    m.d.sync += [count.eq(0), state.eq(COLLECT), found.eq(0), used.eq(0)]
+                    m.d.sync += [count.eq(0), state.eq(COLLECT)]
+                    table.clear()
         for name, event in events.items():
             saturating_count(m, getattr(self, name), event)
         return m
