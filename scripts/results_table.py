@@ -273,7 +273,8 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
         measured.append((block, rows))
     command = f"neartrain results --board {board.name} --freq {frequency_mhz:g}"
     partial = bool(only or families)
-    into_doc = pathlib.Path(path).resolve() == (docs.DOCS / RESULTS_DOC).resolve()
+    path = pathlib.Path(path)
+    into_doc = path.resolve() == (docs.DOCS / RESULTS_DOC).resolve()
     # Into the doc, a partial run's rows join the others': the table is the whole run's.
     if only and not into_doc:
         command += " --blocks " + " ".join(only)
@@ -288,7 +289,6 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
               "results-kernel": kernel_table(measured, board),
               "results-setup": setup_table(board=board, frequency_mhz=frequency_mhz),
               "board-budgets": budget_table()}
-    path = pathlib.Path(path)
     if into_doc:
         if partial:  # the other blocks' rows stay as the last run left them
             tables = _merged(tables, names, order=list(registered))

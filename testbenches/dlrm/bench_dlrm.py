@@ -123,8 +123,10 @@ def area(args):
     headers = (["block"] + [f"xcup {column}" for column in RESOURCE_COLUMNS["xcup"]]
                + [f"ECP5 {column}" for column in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax MHz"])
     chosen = args.blocks or AREA_POINTS
-    # Rows are "<block> (<parameters>)": the blocks not chosen keep their stored rows.
-    rows = kept_rows("dlrm-area", headers, lambda row: row[0].split(" (")[0] not in chosen)
+    def block_of(row):  # rows are "<block> (<parameters>)"
+        return row[0].split(" (")[0]
+
+    rows = kept_rows("dlrm-area", headers, lambda row: block_of(row) not in chosen)
     for name in chosen:
         block = get_block(name)
         params = block.resolve({})
@@ -141,7 +143,7 @@ def area(args):
         rows.append([f"{name} ({described})"] + [xcup[column] for column in RESOURCE_COLUMNS["xcup"]]
                     + [ecp5[column] for column in RESOURCE_COLUMNS["ecp5"]] + [fmax])
         print(rows[-1], flush=True)
-    rows.sort(key=lambda row: AREA_POINTS.index(row[0].split(" (")[0]))
+    rows.sort(key=lambda row: AREA_POINTS.index(block_of(row)))
     skipped = "".join(f" --skip-fmax {name}" for name in args.skip_fmax)
     write_table(DOC, "dlrm-area", headers, rows,
                 f"{COMMAND} area{skipped} (neartrain synth <block> --target xcup|ecp5; "
