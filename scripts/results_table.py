@@ -105,6 +105,14 @@ def _fmax_cell(summary):
                      for figures in summary["fmax"].values())
 
 
+def _mapper_cell(row):
+    """The xcup mapper, and the ecp5 one where it differs (both are recorded by scripts.synth)."""
+    mappers = {target: row[target].get("mapper", "") for target in ("xcup", "ecp5")}
+    if mappers["ecp5"] and mappers["ecp5"] != mappers["xcup"]:
+        return f"{mappers['xcup']} (ecp5: {mappers['ecp5']})".lstrip()
+    return mappers["xcup"]
+
+
 def block_table(measured):
     """``(headers, rows, colalign)``: one row per measured block configuration."""
     from boards.targets import RESOURCE_COLUMNS
@@ -116,7 +124,7 @@ def block_table(measured):
     for block, configurations in measured:
         for row in configurations:
             label = ", ".join(f"{k}={v}" for k, v in row["params"].items()) or "defaults"
-            rows.append([block.name, label, *_cells(row["xcup"], xcup), row["xcup"].get("mapper", ""),
+            rows.append([block.name, label, *_cells(row["xcup"], xcup), _mapper_cell(row),
                          *_cells(row["ecp5"], ecp5), _fmax_cell(row["fmax"])])
     colalign = ("left", "left", *("right" for _ in xcup), "left", *("right" for _ in ecp5), "right")
     return headers, rows, colalign

@@ -6,9 +6,11 @@ written with ``tee -o FILE stat -json`` and read from the file, because YoWASP Y
 stops printing once ABC starts.
 
 The YoWASP build of ABC9 exits without a message on some designs (any wide
-``word_select`` multiplexer is enough on Yosys 0.70). When that happens the xcup flow
-reruns with Yosys's own ``map_luts`` step done by classic ABC (``abc -luts``) and
-everything else unchanged, and the result records ``mapper: abc``. Figures from the two
+``word_select`` multiplexer is enough on Yosys 0.70), or fails an assertion as it
+reintegrates the mapped netlist (``block_fp_decoder`` on ``synth_ecp5``). When that happens
+the flow reruns with the ``map_luts`` step done by classic ABC (``abc -luts`` on xcup,
+``abc -lut 4:7`` on ecp5) and everything else unchanged, and the result records
+``mapper: abc``. Figures from the two
 mappers are close but not identical; the tables show which one was used.
 
 The cache key holds the target, the top, the Yosys version and the Verilog, so a result
@@ -99,6 +101,16 @@ xilinx_dffopt
 opt_lut_ins -tech xilinx
 synth_xilinx -family xcup -flatten -top {top} -run finalize:check"""
 
+# synth_ecp5 with its map_luts step (`abc9 -W 300`) done by classic ABC, LUT4 to LUT7 as PFU muxes.
+_ECP5_CLASSIC_ABC = """synth_ecp5 -top {top} -run :map_luts
+check -latchonly -assert
+techmap -map +/lattice/latches_map.v
+abc -lut 4:7 -dress
+clean
+synth_ecp5 -top {top} -run map_cells:"""
+
+_CLASSIC_ABC = {"xcup": _XCUP_CLASSIC_ABC, "ecp5": _ECP5_CLASSIC_ABC}
+
 
 class SynthesisError(RuntimeError):
     """Yosys failed on a design; the message names the log file, and ``log`` holds its text.
@@ -180,9 +192,9 @@ def synthesize_verilog(verilog_text, target, *, top=TOP_NAME, use_cache=True):
         (workdir / "design.v").write_text(verilog_text)
         mapper = "abc9"
         cells = _run_yosys(workdir, "design.v", _SCRIPTS[target], top)
-        if cells is None and target == "xcup":
+        if cells is None:
             mapper = "abc"
-            cells = _run_yosys(workdir, "design.v", _XCUP_CLASSIC_ABC, top)
+            cells = _run_yosys(workdir, "design.v", _CLASSIC_ABC[target], top)
         if cells is None:
             CACHE.folder.mkdir(parents=True, exist_ok=True)
             kept = CACHE.path(target, key, "-failed.log")

@@ -38,3 +38,15 @@ def test_a_partial_run_keeps_the_other_blocks_rows_in_registry_order(tmp_path, m
     assert cells == [(first, "failed: one"), (second, "failed: two"), (third, "failed: three again")], cells
     assert spec["command"] == "neartrain results --board ulx3s-85f --freq 125 --no-fmax"
     assert not docs.check()
+
+
+def test_the_mapper_column_names_the_ecp5_fallback_where_it_differs():
+    from boards.targets import RESOURCE_COLUMNS
+
+    block = next(iter(blocks().values()))
+    resources = {column: 1 for target in ("xcup", "ecp5") for column in RESOURCE_COLUMNS[target]}
+    rows = [{"params": {}, "fmax": None, "xcup": {**resources, "mapper": "abc9"},
+             "ecp5": {**resources, "mapper": ecp5}} for ecp5 in ("abc9", "abc")]
+    headers, table, _ = results_table.block_table([(block, rows)])
+    column = headers.index("mapper")
+    assert [row[column] for row in table] == ["abc9", "abc9 (ecp5: abc)"]
