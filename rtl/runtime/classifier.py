@@ -95,6 +95,11 @@ class TaskClassifier(wiring.Component):
             m.d.comb += go.eq(head.valid & (bad | free) & (~taken if taken is not None else 1))
             with m.If(out.ready):
                 m.d.sync += out.valid.eq(0)
+            # The payload register loads whenever it is free, whatever the checks say: only its
+            # valid waits for them, so the 512 enables do not hang off the 64-byte XOR (the
+            # block's ECP5 critical path ran from the header through the check to those enables).
+            with m.If(free):
+                m.d.sync += out.payload.eq(head.payload)
             with m.If(go):
                 m.d.comb += head.ready.eq(1)
                 with m.If(bad):
@@ -104,7 +109,7 @@ class TaskClassifier(wiring.Component):
                         earlier = earlier | reasons[bit]
                 with m.Else():
                     m.d.comb += accepted[index].eq(1)
-                    m.d.sync += [out.valid.eq(1), out.payload.eq(head.payload)]
+                    m.d.sync += out.valid.eq(1)
             taken = go if taken is None else (taken | go)
         m.d.sync += [self.accepted.eq(accepted), self.dropped.eq(dropped)]
         return m
