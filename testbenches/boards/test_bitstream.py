@@ -124,6 +124,15 @@ def test_results_call_a_block_over_the_budget_too_large():
         "too large for the LFE5U-85F (LUT4 90,001 > 83,640; MULT18 157 > 156)"
 
 
+def test_an_unknown_router_is_refused_before_any_tool_runs(tmp_path):
+    from boards import boards
+    from scripts.bitstream import build_bitstream
+
+    with pytest.raises(ValueError, match="router must be one of router1, router2, not 'router3'"):
+        build_bitstream(None, board=boards()["ulx3s-85f"], output=tmp_path, router="router3")
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_bitstream_flow_on_a_small_block(tmp_path):
     # Through the installed console script, as a user runs it.
