@@ -68,17 +68,21 @@ class BlockFloatDecoder(wiring.Component):
         valid1 = Signal()
         m.d.comb += self.i.ready.eq(~valid1 | load2)
 
-        # Stage 1: each mantissa's sign, magnitude and leading zeros, the block's scale and error bit.
+        # Stage 1: each mantissa's sign, magnitude and leading zeros; the block's error bit, and from
+        # its scale the biased exponent of a top bit at position bits - 1 and the subnormal shift.
         # (In one cycle with stage 2 the path from the input through the negation, the count, the
         # exponent and its range checks to the output was the block's ECP5 critical path, 90.1 MHz.)
         exponent = self.i.payload.exponent
         element = data.StructLayout({"sign": 1, "magnitude": unsigned(bits),  # 2^(bits-1) needs all bits
                                      "leading": range(bits + 1)})
         held = Signal(data.ArrayLayout(element, self._block))
-        scale = Signal(signed(10))
+        scale = exponent - (bits - 2)
+        top_biased = Signal(signed(11))  # scale + (bits - 1) + 127: E for leading = 0
+        subnormal_shift = Signal(unsigned(5))  # scale + 149; below 23 whenever E <= 0
         invalid = Signal()
         with m.If(self.i.ready):
-            m.d.sync += [valid1.eq(self.i.valid), scale.eq(exponent - (bits - 2)),
+            m.d.sync += [valid1.eq(self.i.valid), top_biased.eq(scale + (bits - 1 + _BIAS)),
+                         subnormal_shift.eq(scale + 149),
                          invalid.eq(self.i.payload.invalid | (exponent < _MIN_SHARED)
                                     | (exponent > _MAX_SHARED))]
         for index in range(self._block):
@@ -93,16 +97,14 @@ class BlockFloatDecoder(wiring.Component):
         for index in range(self._block):
             sign, magnitude, leading = held[index].sign, held[index].magnitude, held[index].leading
             biased = Signal(signed(11), name=f"biased_{index}")  # p + scale + 127, p = bits - 1 - leading
-            m.d.comb += biased.eq(scale + (bits - 1 + _BIAS) - leading)
+            m.d.comb += biased.eq(top_biased - leading)
             # Normal: the top bit becomes the hidden bit; the bits below it lead the fraction.
             normalised = normalise_left(magnitude, leading)
             fraction = Cat(Const(0, 23 - (bits - 1)), normalised[:bits - 1]) if bits > 1 else Const(0, 23)
             normal = Cat(fraction, biased[:8], sign)
             # Subnormal (biased <= 0): the value is magnitude * 2^(scale + 149) times the LSB 2^-149;
             # the shift is below 23 whenever biased <= 0.
-            amount = Signal(unsigned(5), name=f"subnormal_shift_{index}")
-            m.d.comb += amount.eq(scale + 149)
-            subnormal = Cat((magnitude << amount)[:23], Const(0, 8), sign)
+            subnormal = Cat((magnitude << subnormal_shift)[:23], Const(0, 8), sign)
             infinite = Cat(Const(0, 23), Const(0xFF, 8), sign)
             values.append(Mux(magnitude == 0, 0,
                               Mux(biased >= 255, infinite, Mux(biased >= 1, normal, subnormal))))
