@@ -78,10 +78,15 @@ class BlockFloatDecoder(wiring.Component):
         held = Signal(data.ArrayLayout(element, self._block))
         scale = exponent - (bits - 2)
         top_biased = Signal(signed(11))  # scale + (bits - 1) + 127: E for leading = 0
+        # E = top_biased - leading >= 255 (infinite) and >= 1 (normal), as bounds on `leading`.
+        infinite_within = Signal(signed(11))
+        normal_within = Signal(signed(11))
         subnormal_shift = Signal(unsigned(5))  # scale + 149; below 23 whenever E <= 0
         invalid = Signal()
         with m.If(self.i.ready):
             m.d.sync += [valid1.eq(self.i.valid), top_biased.eq(scale + (bits - 1 + _BIAS)),
+                         infinite_within.eq(scale + (bits - 1 + _BIAS - 255)),
+                         normal_within.eq(scale + (bits - 1 + _BIAS - 1)),
                          subnormal_shift.eq(scale + 149),
                          invalid.eq(self.i.payload.invalid | (exponent < _MIN_SHARED)
                                     | (exponent > _MAX_SHARED))]
@@ -107,7 +112,8 @@ class BlockFloatDecoder(wiring.Component):
             subnormal = Cat((magnitude << subnormal_shift)[:23], Const(0, 8), sign)
             infinite = Cat(Const(0, 23), Const(0xFF, 8), sign)
             values.append(Mux(magnitude == 0, 0,
-                              Mux(biased >= 255, infinite, Mux(biased >= 1, normal, subnormal))))
+                              Mux(leading <= infinite_within, infinite,
+                                  Mux(leading <= normal_within, normal, subnormal))))
         with m.If(load2):
             m.d.sync += [self.o.valid.eq(valid1), self.o.payload.invalid.eq(invalid)]
             for index, value in enumerate(values):
