@@ -124,8 +124,12 @@ class BlockFloatEncoder(wiring.Component):
                 m.d.sync += aligned[index].eq(Cat(value[:23], field != 0,
                                                   (top - effective + (25 - bits))[:9], value[31]))
 
-        # Stage 3: shift each significand, keeping a guard and a sticky bit.
-        shifted_layout = data.StructLayout({"quotient": unsigned(24), "guard": 1, "sticky": 1, "sign": 1})
+        # Stage 3: shift each significand, keeping a guard and a sticky bit. The amount is at least
+        # 25 - bits, so the quotient is below 2^(bits - 1): only its bits - 1 low bits are kept, which
+        # narrows the rounding addition and the clamp of stage 4 (over 25 bits, they were the ECP5
+        # path after the shift amounts were registered, 90.0 MHz).
+        shifted_layout = data.StructLayout({"quotient": unsigned(bits - 1), "guard": 1, "sticky": 1,
+                                            "sign": 1})
         held = Signal(data.ArrayLayout(shifted_layout, block))
         top3 = Signal(8)
         invalid3 = Signal()
@@ -136,7 +140,7 @@ class BlockFloatEncoder(wiring.Component):
             # One guard bit below the significand: the shifted value's LSB is the round bit.
             shifted, sticky = shift_right_sticky(Cat(0, item.significand), item.amount)
             with m.If(load3):
-                m.d.sync += held[index].eq(Cat(shifted[1:], shifted[0], sticky, item.sign))
+                m.d.sync += held[index].eq(Cat(shifted[1:bits], shifted[0], sticky, item.sign))
 
         # Stage 4: round half to even, clamp, negate.
         limit = (1 << (bits - 1)) - 1
@@ -145,7 +149,7 @@ class BlockFloatEncoder(wiring.Component):
                          self.o.payload.exponent.eq(Mux(invalid3, 0, top3 - _BIAS))]
         for index in range(block):
             item = held[index]
-            rounded = Signal(unsigned(25), name=f"rounded_{index}")
+            rounded = Signal(unsigned(bits), name=f"rounded_{index}")
             m.d.comb += rounded.eq(item.quotient + (item.guard & (item.sticky | item.quotient[0])))
             magnitude = Mux(rounded > limit, limit, rounded)[:bits]
             with m.If(load4):
