@@ -13,6 +13,10 @@ programmed. The three build tools are checked here instead.
 nextpnr writes a JSON report (``--report``): Fmax per clock and the use of every cell type.
 ``--timing-allow-fail`` keeps a missed constraint from aborting the build, so that the Fmax
 is reported either way.
+
+When Yosys stops inside ABC9 (Yosys 0.70 fails an assertion on some designs, as
+:mod:`scripts.synth` describes), the build is retried with ``synth_ecp5``'s LUT mapping done
+by classic ABC; the summary's ``mapper`` says which one mapped it.
 """
 
 import json
@@ -145,6 +149,27 @@ def _evaluation_top(component, board, frequency_mhz):
                                frequency_hz=frequency_mhz * 1e6)
 
 
+# After `synth_ecp5 -run :map_luts`: its LUT mapping by classic ABC, then the rest of synth_ecp5.
+_CLASSIC_ABC_TAIL = """check -latchonly -assert
+techmap -map +/lattice/latches_map.v
+abc -lut 4:7 -dress
+clean
+synth_ecp5 -top {top} -run map_cells:"""
+
+
+def _failed_log(folder):
+    return folder / (f"{NAME}.tim" if (folder / f"{NAME}.tim").exists() else f"{NAME}.rpt")
+
+
+def _abc9_failed(folder):
+    """Whether Yosys stopped inside ABC9 (the step the classic-ABC retry replaces)."""
+    log = folder / f"{NAME}.rpt"
+    if (folder / f"{NAME}.tim").exists() or not log.exists():
+        return False  # Yosys finished: nextpnr failed
+    tail = log.read_text(errors="replace")[-4000:]
+    return "ABC9" in tail and "ERROR" in tail
+
+
 def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1,
                     router=DEFAULT_ROUTER):
     """Place and route ``component`` on ``board`` and write the bitstream into ``output``.
@@ -188,13 +213,23 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     folder = pathlib.Path(output)
     started = time.monotonic()
     routing = "" if router == DEFAULT_ROUTER else f" --router {router}"  # the default's command is unchanged
-    plan = platform.prepare(top, name=NAME, nextpnr_opts=f"--report {NAME}.report.json --timing-allow-fail "
-                                                         f"--seed {seed}{routing}")
+    options = {"nextpnr_opts": f"--report {NAME}.report.json --timing-allow-fail --seed {seed}{routing}"}
+    mapper = "abc9"
     try:
-        plan.execute_local(str(folder), env=env)
+        platform.prepare(top, name=NAME, **options).execute_local(str(folder), env=env)
     except subprocess.CalledProcessError:
-        log = folder / (f"{NAME}.tim" if (folder / f"{NAME}.tim").exists() else f"{NAME}.rpt")
-        raise BitstreamError(f"the ECP5 build failed; log: {log}") from None
+        if not _abc9_failed(folder):
+            raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None
+        # Yosys 0.70's ABC9 fails an assertion on some designs (as in scripts.synth): the same
+        # synthesis with its LUT mapping done by classic ABC.
+        mapper = "abc"
+        core, top = _evaluation_top(component, board, frequency_mhz)
+        try:
+            platform.prepare(top, name=NAME, synth_opts="-run :map_luts",
+                             script_after_synth=_CLASSIC_ABC_TAIL.format(top=NAME), **options
+                             ).execute_local(str(folder), env=env)
+        except subprocess.CalledProcessError:
+            raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None
     report_path = folder / f"{NAME}.report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else None
     log_path = folder / f"{NAME}.tim"
@@ -207,6 +242,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         "pll": {key: top.pll[key] for key in ("CLKI_DIV", "CLKFB_DIV", "CLKOP_DIV")},
         "seed": seed,
         "router": router,
+        "mapper": mapper,
         **figures,
         "input_bits": core.input_width,
         "output_bits": core.output_width,

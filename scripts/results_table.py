@@ -106,8 +106,10 @@ def _fmax_cell(summary):
         return _PENDING
     if "too_large" in summary:
         return summary["too_large"]
-    return "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
+    cell = "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
                      for figures in summary["fmax"].values())
+    # The bitstream's synthesis fell back to classic ABC (scripts.bitstream), so say so.
+    return cell + (" (classic ABC)" if summary.get("mapper") == "abc" else "")
 
 
 def _mapper_cell(row):

@@ -150,3 +150,16 @@ def test_bitstream_flow_on_a_small_block(tmp_path):
     assert use["LUT4"]["available"] == 83640 and use["EBR"]["available"] == 208
     # 2 x 4 payload FFs + 2 valid in the block, 32 LFSR bits, the XOR fold and the reset synchroniser.
     assert 40 <= use["FF"]["used"] <= 80
+
+
+def test_the_classic_abc_retry_is_taken_only_when_yosys_stopped_in_abc9(tmp_path):
+    from scripts.bitstream import NAME, _abc9_failed
+
+    log = tmp_path / f"{NAME}.rpt"
+    log.write_text("2.46.14.5. Executing ABC9.\nERROR: Assert `GetSize(conn.first) == ...' failed\n")
+    assert _abc9_failed(tmp_path)
+    log.write_text("2.46.14.5. Executing ABC9.\nEnd of script.\n")
+    assert not _abc9_failed(tmp_path)  # Yosys finished
+    log.write_text("2.46.14.5. Executing ABC9.\nERROR: Assert failed\n")
+    (tmp_path / f"{NAME}.tim").write_text("ERROR: nextpnr\n")
+    assert not _abc9_failed(tmp_path)  # nextpnr ran, so Yosys had finished
