@@ -87,13 +87,13 @@ class BlockFloatEncoder(wiring.Component):
         m = Module()
         block, bits = self._block, self._mantissa_bits
         # An elastic pipeline of four stages: each loads when it is empty or its content moves on.
+        # What every stage carries along: its valid bit, the block's exponent field, its error bit.
+        block_layout = data.StructLayout({"valid": 1, "top": 8, "invalid": 1})
+        head1, head2, head3 = (Signal(block_layout, name=f"head{stage}") for stage in (1, 2, 3))
         load4 = ~self.o.valid | self.o.ready
-        valid3 = Signal()
-        load3 = ~valid3 | load4
-        valid2 = Signal()
-        load2 = ~valid2 | load3
-        valid1 = Signal()
-        m.d.comb += self.i.ready.eq(~valid1 | load2)
+        load3 = ~head3.valid | load4
+        load2 = ~head2.valid | load3
+        m.d.comb += self.i.ready.eq(~head1.valid | load2)
 
         # Stage 1: hold the block with its largest exponent field (at least 1) and the error bit.
         # The maximum compares all pairs at once (in groups of `_MAX_GROUP`): a chain of `block`
@@ -102,27 +102,23 @@ class BlockFloatEncoder(wiring.Component):
         fields = [self.i.payload[index][23:31] for index in range(block)]
         largest = _largest(m, [*fields, Const(1, 8)])
         values = Signal.like(self.i.payload)
-        top = Signal(8)
-        invalid1 = Signal()
         with m.If(self.i.ready):
-            m.d.sync += [valid1.eq(self.i.valid), values.eq(self.i.payload), top.eq(largest),
-                         invalid1.eq(Cat(*[field == 0xFF for field in fields]).any())]
+            invalid = Cat(*[field == 0xFF for field in fields]).any()
+            m.d.sync += [head1.eq(Cat(self.i.valid, largest, invalid)), values.eq(self.i.payload)]
 
         # Stage 2: each element's shift onto the block's grid, `top - field + 25 - bits` (computed
         # in the shift's cycle, the subtraction and the shifter were the ECP5 path, 81.2 MHz).
         aligned_layout = data.StructLayout({"significand": unsigned(24), "amount": unsigned(9), "sign": 1})
         aligned = Signal(data.ArrayLayout(aligned_layout, block))
-        top2 = Signal(8)
-        invalid2 = Signal()
         with m.If(load2):
-            m.d.sync += [valid2.eq(valid1), top2.eq(top), invalid2.eq(invalid1)]
+            m.d.sync += head2.eq(head1)
         for index in range(block):
             value = values[index]
             field = value[23:31]
             effective = Mux(field == 0, 1, field)
             with m.If(load2):  # top >= effective, so the amount is never negative
                 m.d.sync += aligned[index].eq(Cat(value[:23], field != 0,
-                                                  (top - effective + (25 - bits))[:9], value[31]))
+                                                  (head1.top - effective + (25 - bits))[:9], value[31]))
 
         # Stage 3: shift each significand, keeping a guard and a sticky bit. The amount is at least
         # 25 - bits, so the quotient is below 2^(bits - 1): only its bits - 1 low bits are kept, which
@@ -131,10 +127,8 @@ class BlockFloatEncoder(wiring.Component):
         shifted_layout = data.StructLayout({"quotient": unsigned(bits - 1), "guard": 1, "sticky": 1,
                                             "sign": 1})
         held = Signal(data.ArrayLayout(shifted_layout, block))
-        top3 = Signal(8)
-        invalid3 = Signal()
         with m.If(load3):
-            m.d.sync += [valid3.eq(valid2), top3.eq(top2), invalid3.eq(invalid2)]
+            m.d.sync += head3.eq(head2)
         for index in range(block):
             item = aligned[index]
             # One guard bit below the significand: the shifted value's LSB is the round bit.
@@ -145,8 +139,8 @@ class BlockFloatEncoder(wiring.Component):
         # Stage 4: round half to even, clamp, negate.
         limit = (1 << (bits - 1)) - 1
         with m.If(load4):
-            m.d.sync += [self.o.valid.eq(valid3), self.o.payload.invalid.eq(invalid3),
-                         self.o.payload.exponent.eq(Mux(invalid3, 0, top3 - _BIAS))]
+            m.d.sync += [self.o.valid.eq(head3.valid), self.o.payload.invalid.eq(head3.invalid),
+                         self.o.payload.exponent.eq(Mux(head3.invalid, 0, head3.top - _BIAS))]
         for index in range(block):
             item = held[index]
             rounded = Signal(unsigned(bits), name=f"rounded_{index}")
@@ -154,7 +148,7 @@ class BlockFloatEncoder(wiring.Component):
             magnitude = Mux(rounded > limit, limit, rounded)[:bits]
             with m.If(load4):
                 m.d.sync += self.o.payload.mantissas[index].eq(
-                    Mux(invalid3, 0, Mux(item.sign, -magnitude, magnitude)))
+                    Mux(head3.invalid, 0, Mux(item.sign, -magnitude, magnitude)))
         return m
 
 
