@@ -17,7 +17,7 @@ _MAX_GROUP = 8
 def _largest(m, values):
     """The largest of the unsigned ``values``: each group of up to ``_MAX_GROUP`` compares all its
     pairs at once and ORs the winners (equal winners OR to their common value), then the
-    groups' results the same way: two compare levels at the default block of 8, three at 64."""
+    groups' results the same way: one compare level at the default block of 8, two at 64."""
     while len(values) > 1:
         groups = [values[start:start + _MAX_GROUP] for start in range(0, len(values), _MAX_GROUP)]
         values = []
@@ -100,7 +100,9 @@ class BlockFloatEncoder(wiring.Component):
         # compare-and-select steps was the block's ECP5 critical path (42.8 MHz at the
         # defaults), and a balanced tree of them still 76.9 MHz.
         fields = [self.i.payload[index][23:31] for index in range(block)]
-        largest = _largest(m, [*fields, Const(1, 8)])
+        # The floor of 1 applies after the maximum, so that 8 fields stay one compare group.
+        largest = _largest(m, fields)
+        largest = Mux(largest == 0, 1, largest)
         values = Signal.like(self.i.payload)
         with m.If(self.i.ready):
             invalid = Cat(*[field == 0xFF for field in fields]).any()

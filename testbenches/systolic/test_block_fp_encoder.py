@@ -90,7 +90,7 @@ async def reset_mid_stream(dut, when):
 
 @pytest.mark.parametrize("params", [{"block": 4, "mantissa_bits": 8}, {"block": 3, "mantissa_bits": 16},
                                     {"block": 1, "mantissa_bits": 2},
-                                    # 17 exponents with the floor: three compare groups, then one more
+                                    # 16 exponents: two compare groups, then one more
                                     {"block": 16, "mantissa_bits": 8}],
                          ids=lambda p: f"block={p['block']}-mantissa_bits={p['mantissa_bits']}")
 def test_block_fp_encoder(params):
