@@ -31,8 +31,8 @@ CONFIGURATIONS = {
 
 # Whole kernels, whose placed-and-routed utilisation of the device gets a table of its own.
 KERNELS = ("adam_updater",)
-# nextpnr's router for the kernels: on the 1-lane Adam kernel router1 left over 140,000 arcs
-# after 40 minutes, and router2 got further (35,000 overused wires after 7 iterations) but
+# nextpnr's router for the kernels: on the 1-lane Adam kernel router1 left over 145,000 arcs
+# after 18 minutes, and router2 got further (35,000 overused wires after 7 iterations) but
 # had not converged when stopped (27 November). The blocks keep router1.
 KERNEL_ROUTER = "router2"
 
