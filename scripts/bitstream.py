@@ -224,6 +224,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         # synthesis with its LUT mapping done by classic ABC.
         mapper = "abc"
         core, top = _evaluation_top(component, board, frequency_mhz)
+        platform = board.load_platform()  # a platform is prepared once
         try:
             platform.prepare(top, name=NAME, synth_opts="-run :map_luts",
                              script_after_synth=_CLASSIC_ABC_TAIL.format(top=NAME), **options
