@@ -28,6 +28,7 @@ import sys
 import time
 
 from scripts.cache import Cache
+from scripts.synth import ECP5_CLASSIC_ABC_TAIL
 
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "build_bitstream", "measure_bitstream", "parse_nextpnr",
            "critical_path", "yowasp_environment", "BitstreamError", "UTILISATION_CELLS",
@@ -149,14 +150,6 @@ def _evaluation_top(component, board, frequency_mhz):
                                frequency_hz=frequency_mhz * 1e6)
 
 
-# After `synth_ecp5 -run :map_luts`: its LUT mapping by classic ABC, then the rest of synth_ecp5.
-_CLASSIC_ABC_TAIL = """check -latchonly -assert
-techmap -map +/lattice/latches_map.v
-abc -lut 4:7 -dress
-clean
-synth_ecp5 -top {top} -run map_cells:"""
-
-
 def _failed_log(folder):
     return folder / (f"{NAME}.tim" if (folder / f"{NAME}.tim").exists() else f"{NAME}.rpt")
 
@@ -223,11 +216,10 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         # Yosys 0.70's ABC9 fails an assertion on some designs (as in scripts.synth): the same
         # synthesis with its LUT mapping done by classic ABC.
         mapper = "abc"
-        core, top = _evaluation_top(component, board, frequency_mhz)
-        platform = board.load_platform()  # a platform is prepared once
+        platform = board.load_platform()  # a platform is prepared once; the top is elaborated again
         try:
             platform.prepare(top, name=NAME, synth_opts="-run :map_luts",
-                             script_after_synth=_CLASSIC_ABC_TAIL.format(top=NAME), **options
+                             script_after_synth=ECP5_CLASSIC_ABC_TAIL.format(top=NAME), **options
                              ).execute_local(str(folder), env=env)
         except subprocess.CalledProcessError:
             raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None

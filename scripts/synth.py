@@ -31,7 +31,7 @@ from rtl.elaborate import TOP_NAME, to_verilog
 from scripts.cache import Cache
 
 __all__ = ["TARGETS", "synthesize", "synthesize_verilog", "cached_resources", "cache_key", "RESOURCE_COLUMNS",
-           "SynthesisError", "tool_versions", "store_resources", "forget_resources"]
+           "SynthesisError", "tool_versions", "store_resources", "forget_resources", "ECP5_CLASSIC_ABC_TAIL"]
 
 # How many LUTs each LUT-built memory or shift-register cell occupies.
 _XILINX_LUT_CELLS = {
@@ -102,12 +102,14 @@ opt_lut_ins -tech xilinx
 synth_xilinx -family xcup -flatten -top {top} -run finalize:check"""
 
 # synth_ecp5 with its map_luts step (`abc9 -W 300`) done by classic ABC, LUT4 to LUT7 as PFU muxes.
-_ECP5_CLASSIC_ABC = """synth_ecp5 -top {top} -run :map_luts
-check -latchonly -assert
+# After `synth_ecp5 -run :map_luts`: its LUT mapping by classic ABC, then the rest of
+# synth_ecp5 (scripts.bitstream runs it after Amaranth's own `synth_ecp5 -run :map_luts`).
+ECP5_CLASSIC_ABC_TAIL = """check -latchonly -assert
 techmap -map +/lattice/latches_map.v
 abc -lut 4:7 -dress
 clean
 synth_ecp5 -top {top} -run map_cells:"""
+_ECP5_CLASSIC_ABC = "synth_ecp5 -top {top} -run :map_luts\n" + ECP5_CLASSIC_ABC_TAIL
 
 _CLASSIC_ABC = {"xcup": _XCUP_CLASSIC_ABC, "ecp5": _ECP5_CLASSIC_ABC}
 
