@@ -1,6 +1,6 @@
 """Statistics mode: NaN and Inf counts and the exact (Kulisch) sum of squares of a gradient stream."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,6 +19,11 @@ COUNT_WIDTH = 32
 ACCUMULATOR_WIDTH = 298 + 256 + 32
 # Input register, significand and bucket, square, read-modify-write.
 _PIPELINE = 4
+# The accumulator adds on segments of this width with registered carries between them; the
+# top segment also takes the bits left over (74 bits: 512 to 585).
+SEGMENT_WIDTH = 64
+_SEGMENT_WIDTHS = ([SEGMENT_WIDTH] * (ACCUMULATOR_WIDTH // SEGMENT_WIDTH - 1)
+                   + [ACCUMULATOR_WIDTH - SEGMENT_WIDTH * (ACCUMULATOR_WIDTH // SEGMENT_WIDTH - 1)])
 
 
 class GradientStatistics(wiring.Component):
@@ -32,7 +37,8 @@ class GradientStatistics(wiring.Component):
     :data:`BUCKET_WIDTH`-bit sums, one per ``b``, updated by a one-cycle read-modify-write
     (the read port is transparent to the write port, so back-to-back elements in one
     bucket add up). ``drain`` then folds the buckets of all lanes, from the top bucket down,
-    into the 586-bit fixed-point accumulator by Horner's rule, ``acc = 4 * acc + sum_b``,
+    into the 586-bit fixed-point accumulator by Horner's rule, ``acc = 4 * acc + sum_b``
+    (on 64-bit segments with registered carries, settled at the end),
     which is the golden model's integer with 298 fraction bits (see
     :mod:`golden.optim.statistics`), and zeroes the buckets for the next run. Nothing is
     ever rounded, so the result is independent of lanes, order and chunking.
@@ -60,12 +66,14 @@ class GradientStatistics(wiring.Component):
     nan_count, inf_count : Out(32)
         Masked-in NaN and infinite elements since ``clear``.
     accumulator : Out(586)
-        The exact sum of squares in units of ``2**-298``, valid after ``done``.
+        The exact sum of squares in units of ``2**-298``, valid from ``done`` until the next
+        ``drain`` or ``clear`` (during a drain its segments lack their pending carries).
 
     Notes
     -----
-    Latency: counts are current 1 cycle after a transfer; a drain takes ``BUCKETS + 3``
-    cycles once the 4-stage accumulate pipeline is empty. Throughput: one transfer
+    Latency: counts are current 1 cycle after a transfer; a drain takes ``BUCKETS + 11``
+    cycles once the 4-stage accumulate pipeline is empty (the last 8 settle the
+    accumulator's segment carries). Throughput: one transfer
     (``lanes`` elements) per cycle.
 
     Reset: the bucket RAMs are not reset, so a reset in the middle of a run (or of a drain)
@@ -171,25 +179,60 @@ class GradientStatistics(wiring.Component):
         with m.If(read_valid):
             m.d.sync += total.eq(sum(bucket_sums))
         m.d.sync += [read_valid.eq(reading), read_index.eq(index), total_valid.eq(read_valid)]
-        with m.If(self.clear):
-            m.d.sync += self.accumulator.eq(0)
-        with m.Elif(total_valid & ~scrubbing):
-            m.d.sync += self.accumulator.eq((self.accumulator << 2) + total)
+        settling = Signal(range(len(_SEGMENT_WIDTHS)))  # carry-resolution cycles left
+        start = Signal()
+        m.d.comb += start.eq(pending & ~Cat(*in_flight).any() & ~reading & (settling == 0))
+        self._accumulate(m, total, fold=total_valid & ~scrubbing, settle=settling != 0,
+                         zero=self.clear | start)
 
         with m.If(self.drain):
             m.d.sync += pending.eq(1)
-        with m.If(pending & ~Cat(*in_flight).any() & ~reading):
-            m.d.sync += [pending.eq(0), reading.eq(1), index.eq(BUCKETS - 1), self.accumulator.eq(0)]
+        with m.If(start):
+            m.d.sync += [pending.eq(0), reading.eq(1), index.eq(BUCKETS - 1)]
         with m.If(reading):
             m.d.sync += index.eq(index - 1)
             with m.If(index == 0):
                 m.d.sync += reading.eq(0)
         m.d.comb += finishing.eq(total_valid & ~read_valid)
-        m.d.sync += self.done.eq(finishing & ~scrubbing)
+        with m.If(finishing & ~scrubbing):
+            m.d.sync += settling.eq(len(_SEGMENT_WIDTHS) - 1)
+        with m.Elif(settling != 0):
+            m.d.sync += settling.eq(settling - 1)
+        m.d.sync += self.done.eq(settling == 1)
         with m.If(finishing):
             m.d.sync += scrubbing.eq(0)
-        m.d.comb += self.busy.eq(pending | reading | read_valid | total_valid)
+        m.d.comb += self.busy.eq(pending | reading | read_valid | total_valid | (settling != 0))
         return m
+
+    def _accumulate(self, m, total, *, fold, settle, zero):
+        """``accumulator = 4 * accumulator + total`` on :data:`SEGMENT_WIDTH`-bit segments.
+
+        A 586-bit addition in one cycle is a 586-bit carry chain (42 MHz on ECP5). Each
+        segment instead adds on its own and keeps its carry-out (at most 2) in a register
+        for the next segment's next addition, so the sum is ``segments + carries``. After
+        the last ``total``, ``settle`` adds the carries in without shifting, one segment
+        further each cycle: after ``len(segments) - 1`` cycles every carry is zero and the
+        segments are the exact sum. Carries out of the top segment are dropped, as the
+        586-bit register dropped them.
+        """
+        segments = [Signal(width, name=f"segment{j}") for j, width in enumerate(_SEGMENT_WIDTHS)]
+        # carries[j]: into segment j; none into the lowest, and the top one's is dropped.
+        carries = [Const(0, 2)] + [Signal(2, name=f"carry{j}") for j in range(1, len(segments))] + [Signal(2)]
+        for j, (segment, width) in enumerate(zip(segments, _SEGMENT_WIDTHS)):
+            below = segments[j - 1][-2:] if j else Const(0, 2)
+            addend = total[SEGMENT_WIDTH * j:SEGMENT_WIDTH * (j + 1)]
+            carry_in, carry_out = carries[j], carries[j + 1]
+            folded = Signal(width + 2, name=f"folded{j}")
+            settled = Signal(width + 1, name=f"settled{j}")
+            m.d.comb += [folded.eq(Cat(below, segment[:width - 2]) + (carry_in << 2) + addend),
+                         settled.eq(segment + carry_in)]
+            with m.If(zero):
+                m.d.sync += [segment.eq(0), carry_out.eq(0)]
+            with m.Elif(fold):
+                m.d.sync += [segment.eq(folded[:width]), carry_out.eq(folded[width:])]
+            with m.Elif(settle):
+                m.d.sync += [segment.eq(settled[:width]), carry_out.eq(settled[width:])]
+        m.d.comb += self.accumulator.eq(Cat(*segments))
 
 
 register_block(

@@ -6,9 +6,12 @@ unit is always ready, so there is no backpressure to apply), drains it and compa
 NaN count, the Inf count and the whole 586-bit accumulator with the golden model. Runs mix
 random values of every class with gradients made of one repeated value (every element in
 one bucket, back to back: the read-modify-write forwarding) and of the extremes (largest
-finite, smallest subnormal). Two lane counts in the fast suite; agreeing with the golden model bit
+finite, smallest subnormal), and of one whose last addition carries through 448 bits of
+the accumulator (:func:`carry_ripple`). Two lane counts in the fast suite; agreeing with the golden model bit
 for bit at both shows the result does not depend on the lane count.
 """
+
+import math
 
 import cocotb
 import numpy as np
@@ -63,12 +66,49 @@ class TB(ClockedTB):
         return int(self.dut.nan_count.value), int(self.dut.inf_count.value), int(self.dut.accumulator.value)
 
 
+def carry_ripple(top_bit=510):
+    """A gradient (uint32 bits) whose sum of squares is exactly ``2**(top_bit + 2)`` units.
+
+    Its buckets add up, from the top down, to ``2**top_bit - 1`` minus a small remainder; the
+    last bucket (subnormals and the smallest normals) brings the remainder and 4 more. At the
+    default, every bit from 64 to 511 of the accumulator is one until the last addition, whose
+    carry must then ripple through all of them: the drain's carry settling at its longest.
+    """
+    largest = (1 << 24) - 1
+
+    def element(bucket, significand):
+        if bucket == 0:
+            exponent = 1 if significand >> 23 else 0
+        else:
+            exponent = bucket + 1
+        return (exponent << 23) | (significand & 0x7F_FFFF)
+
+    elements, remaining = [], (1 << top_bit) - 1
+    for bucket in range(BUCKETS - 1, 0, -1):
+        shift = 2 * (bucket - 1)
+        wanted = remaining >> shift
+        if wanted < 1 << 46:  # below the smallest square of this bucket's normal numbers
+            continue
+        count = -(-wanted // (largest * largest))
+        for k in range(count):
+            significand = min(largest, math.isqrt(wanted // (count - k)))
+            elements.append(element(bucket, significand))
+            wanted -= significand * significand
+            remaining -= (significand * significand) << shift
+    last = 4 * remaining + 4
+    while last:
+        significand = min(largest, math.isqrt(last))
+        elements.append(element(0, significand))
+        last -= significand * significand
+    return np.array(elements, np.uint32)
+
+
 def gradients(rng, total):
     """A list of test gradients (uint32 bits) adding up to about ``total`` elements."""
     one_bucket = np.full(max(1, total // 8), 0x3F80_0001, np.uint32)
     extremes = rng.choice(np.array([0x7F7F_FFFF, 0xFF7F_FFFF, 0x0000_0001, 0x8000_0001, 0x007F_FFFF,
                                     0, 0x8000_0000, 0x7F80_0000, 0x7FC0_0000], np.uint32), max(1, total // 8))
-    runs = [one_bucket, extremes, f32_tensor(rng, 1, specials=0.5)]
+    runs = [one_bucket, extremes, f32_tensor(rng, 1, specials=0.5), rng.permutation(carry_ripple())]
     left = max(1, total - sum(len(r) for r in runs))
     runs.append(f32_tensor(rng, left, specials=0.2))
     runs.append(f32_tensor(rng, int(rng.integers(1, 64)), scale=1e-30, specials=0.0))
