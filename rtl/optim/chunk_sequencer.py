@@ -86,33 +86,42 @@ class ChunkSequencer(wiring.Component):
         beat_shift = (self._data_width // 8).bit_length() - 1
         remaining = [Signal(LENGTH_WIDTH, name=f"remaining{k}") for k in range(count)]
         address = [Signal(self._address_width, name=f"address{k}") for k in range(count)]
+        # Per tensor, registered so that no compare lies between `index` and the command:
+        # commands remain, and the next one is the tensor's last.
+        live = [Signal(name=f"live{k}") for k in range(count)]
+        final = [Signal(name=f"final{k}") for k in range(count)]
         index = Signal(range(count))
 
-        left = select(index, remaining)
-        chunk_beats = select(index, [self.config[k].chunk_beats for k in range(count)])
-        final = left <= chunk_beats
-        length = Mux(final, left, chunk_beats)
+        chunk_beats = [self.config[k].chunk_beats for k in range(count)]
+        last = select(index, final)
         m.d.comb += [
-            self.busy.eq(Cat(*remaining).any()),
-            self.cmd.valid.eq(left != 0),
+            self.busy.eq(Cat(*live).any()),
+            self.cmd.valid.eq(select(index, live)),
             self.cmd.payload.tensor.eq(index),
             self.cmd.payload.address.eq(select(index, address)),
-            self.cmd.payload.length.eq(length),
-            self.cmd.payload.strobe.eq(Mux(final, select(index, [c.tail_strobe for c in self.config]),
+            self.cmd.payload.length.eq(Mux(last, select(index, remaining), select(index, chunk_beats))),
+            self.cmd.payload.strobe.eq(Mux(last, select(index, [c.tail_strobe for c in self.config]),
                                            Const(-1, self._data_width // 8))),
         ]
         fire = self.cmd.valid & self.cmd.ready
         for k in range(count):
             with m.If(fire & (index == k)):
-                m.d.sync += [remaining[k].eq(remaining[k] - length),
-                             address[k].eq(address[k] + (length << beat_shift))]
-        with m.If(fire | (left == 0)):
+                # A whole chunk goes; after the last one the tensor is done, and its address
+                # (advanced by a whole chunk, too) is never sent again.
+                m.d.sync += [remaining[k].eq(remaining[k] - chunk_beats[k]),
+                             address[k].eq(address[k] + (chunk_beats[k] << beat_shift)),
+                             final[k].eq(remaining[k] <= (chunk_beats[k] << 1))]
+                with m.If(final[k]):
+                    m.d.sync += live[k].eq(0)
+        with m.If(fire | ~select(index, live)):
             m.d.sync += index.eq(Mux(index == count - 1, 0, index + 1))
         with m.If(self.start):
             m.d.sync += index.eq(0)
             for k in range(count):
-                m.d.sync += [remaining[k].eq(Mux(self.config[k].enable, self.config[k].beats, 0)),
-                             address[k].eq(self.config[k].address)]
+                beats = self.config[k].beats
+                m.d.sync += [remaining[k].eq(beats), address[k].eq(self.config[k].address),
+                             live[k].eq(self.config[k].enable & (beats != 0)),
+                             final[k].eq(beats <= chunk_beats[k])]
         return m
 
 
