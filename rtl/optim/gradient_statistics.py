@@ -17,8 +17,6 @@ COUNT_WIDTH = 32
 # The golden model's accumulator: 298 fraction bits (the square of the smallest subnormal
 # is 2**-298) and 256 + 32 integer bits (2**32 squares below 2**256).
 ACCUMULATOR_WIDTH = 298 + 256 + 32
-# Input register, significand and bucket, square, read-modify-write.
-_PIPELINE = 4
 # The accumulator adds on segments of this width with registered carries between them; the
 # top segment also takes the bits left over (74 bits: 512 to 585).
 SEGMENT_WIDTH = 64
@@ -34,9 +32,10 @@ class GradientStatistics(wiring.Component):
     :func:`golden.optim.gradient_statistics`. A finite element ``M * 2**E`` (``M`` the
     24-bit significand, ``e`` the biased exponent field) contributes ``M**2 << 2b`` with
     ``b = max(e, 1) - 1``. Each lane owns a block RAM of :data:`BUCKETS` exact
-    :data:`BUCKET_WIDTH`-bit sums, one per ``b``, updated by a one-cycle read-modify-write
-    (the read port is transparent to the write port, so back-to-back elements in one
-    bucket add up). ``drain`` then folds the buckets of all lanes, from the top bucket down,
+    :data:`BUCKET_WIDTH`-bit sums, one per ``b``, updated by a read-modify-write whose read
+    is registered before the addition (the read port is transparent to the write port, and
+    the one write a read misses, the previous cycle's, is forwarded, so back-to-back
+    elements in one bucket add up). ``drain`` then folds the buckets of all lanes, from the top bucket down,
     into the 586-bit fixed-point accumulator by Horner's rule, ``acc = 4 * acc + sum_b``
     (on 64-bit segments with registered carries, settled at the end),
     which is the golden model's integer with 298 fraction bits (see
@@ -72,7 +71,7 @@ class GradientStatistics(wiring.Component):
     Notes
     -----
     Latency: counts are current 1 cycle after a transfer; a drain takes ``BUCKETS + 11``
-    cycles once the 4-stage accumulate pipeline is empty (the last 8 settle the
+    cycles once the 5-stage accumulate pipeline is empty (the last 8 settle the
     accumulator's segment carries). Throughput: one transfer
     (``lanes`` elements) per cycle.
 
@@ -154,19 +153,34 @@ class GradientStatistics(wiring.Component):
             bucket2 = Signal(range(BUCKETS), name=f"bucket2_{lane}")
             m.d.sync += [add2.eq(add1), square2.eq(significand1 * significand1), bucket2.eq(bucket1)]
 
-            # Stage 3: add the square to the bucket and write it back.
+            # Stage 3: the bucket's sum arrives from the RAM and is registered, so that the
+            # addition below starts from registers, not from the RAM's slow output.
             add3 = Signal(name=f"add3_{lane}")
             square3 = Signal(48, name=f"square3_{lane}")
             bucket3 = Signal(range(BUCKETS), name=f"bucket3_{lane}")
             m.d.sync += [add3.eq(add2), square3.eq(square2), bucket3.eq(bucket2)]
-            in_flight += [live0, add1, add2, add3]
+
+            # Stage 4: add the square to the bucket and write it back. The read (transparent)
+            # saw every write up to its own cycle's; the one write it missed is the previous
+            # cycle's, whose sum is forwarded when it was to the same bucket.
+            add4 = Signal(name=f"add4_{lane}")
+            square4 = Signal(48, name=f"square4_{lane}")
+            bucket4 = Signal(range(BUCKETS), name=f"bucket4_{lane}")
+            stored4 = Signal(BUCKET_WIDTH, name=f"stored4_{lane}")
+            forward4 = Signal(name=f"forward4_{lane}")
+            sum4 = Signal(BUCKET_WIDTH, name=f"sum4_{lane}")
+            written = Signal(BUCKET_WIDTH, name=f"written_{lane}")  # the previous cycle's sum
+            m.d.sync += [add4.eq(add3), square4.eq(square3), bucket4.eq(bucket3), stored4.eq(read.data),
+                         forward4.eq(add4 & (bucket4 == bucket3)), written.eq(sum4)]
+            m.d.comb += sum4.eq(Mux(forward4, written, stored4) + square4)
+            in_flight += [live0, add1, add2, add3, add4]
 
             m.d.comb += read.addr.eq(Mux(reading, index, bucket2))
             with m.If(read_valid):
                 # Each bucket is zeroed in the cycle after it was read.
                 m.d.comb += [write.addr.eq(read_index), write.data.eq(0), write.en.eq(1)]
             with m.Else():
-                m.d.comb += [write.addr.eq(bucket3), write.data.eq(read.data + square3), write.en.eq(add3)]
+                m.d.comb += [write.addr.eq(bucket4), write.data.eq(sum4), write.en.eq(add4)]
             bucket_sums.append(read.data)
 
         for count, bits in ((self.nan_count, nan_bits), (self.inf_count, inf_bits)):
