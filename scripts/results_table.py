@@ -27,6 +27,9 @@ _PENDING = "not measured yet"
 # Extra rows beyond the defaults, by block name.
 CONFIGURATIONS = {
     "fp_add": ({"fmt": "bf16"},),
+    # A 128-bit AXI bus, as an ECP5 board would give it: the default 512-bit bus puts eight
+    # 512-bit FIFOs (15 EBR each) in the memory port, whose EBR pins congest the 85k device.
+    "adam_updater": ({"data_width": 128},),
 }
 
 # Whole kernels, whose placed-and-routed utilisation of the device gets a table of its own.

@@ -147,11 +147,19 @@ class GradientStatistics(wiring.Component):
             m.d.sync += [add1.eq(live0 & ~special), significand1.eq(Cat(fraction, exponent != 0)),
                          bucket1.eq(Mux(exponent == 0, 0, exponent - 1))]
 
-            # Stage 2: the exact square; the bucket is read here.
+            # Stage 2: the square's partial products, M = high * 2**12 + low (one 12 x 12
+            # multiplier each, so no adder follows a multiplier in one cycle); the bucket is
+            # read here.
             add2 = Signal(name=f"add2_{lane}")
-            square2 = Signal(48, name=f"square2_{lane}")
+            high, low = significand1[12:], significand1[:12]
+            high_squared2 = Signal(24, name=f"high_squared2_{lane}")
+            low_squared2 = Signal(24, name=f"low_squared2_{lane}")
+            cross2 = Signal(24, name=f"cross2_{lane}")
             bucket2 = Signal(range(BUCKETS), name=f"bucket2_{lane}")
-            m.d.sync += [add2.eq(add1), square2.eq(significand1 * significand1), bucket2.eq(bucket1)]
+            m.d.sync += [add2.eq(add1), high_squared2.eq(high * high), low_squared2.eq(low * low),
+                         cross2.eq(high * low), bucket2.eq(bucket1)]
+            # M**2 = high**2 * 2**24 + low**2 (side by side: low**2 < 2**24) + cross * 2**13.
+            square2 = Cat(low_squared2, high_squared2) + (cross2 << 13)
 
             # Stage 3: the bucket's sum arrives from the RAM and is registered, so that the
             # addition below starts from registers, not from the RAM's slow output.
