@@ -136,10 +136,11 @@ class OutputStationaryArray(wiring.Component):
         rows_left = Signal(range(self._max_tiles * rows * slots + 1))
         running = Signal()
         period_min = bl + (rows - 1) * slots
-        # The tile period less one, computed as the command is taken: it is first used at the
-        # first tile pulse, a cycle later, so no compare lies before the countdown.
-        period_less_one = Signal(range(max(self._max_k * bl, period_min)))
-        countdown = Signal.like(period_less_one)
+        # The tile period, computed as the command is taken (it is first used at the first tile
+        # pulse, a cycle later): K beat_len > period_min compares K with a constant, beside the
+        # product, so no compare follows the multiplication.
+        period = Signal(range(max(self._max_k * bl, period_min) + 1))
+        countdown = Signal.like(period)
         m.d.comb += [self.busy.eq(running), self.cmd.ready.eq(~running)]
         # A command outside the counters' range would wrap them: it is consumed, not run.
         command = self.cmd.payload
@@ -148,16 +149,17 @@ class OutputStationaryArray(wiring.Component):
             m.d.sync += self.cmd_error.eq(rejected)
             with m.If(~rejected):
                 m.d.sync += [k.eq(command.k), tiles_left.eq(command.tiles), countdown.eq(0),
-                             period_less_one.eq(Mux(command.k * bl > period_min, command.k * bl, period_min) - 1),
+                             period.eq(Mux(command.k > period_min // bl, command.k * bl, period_min)),
                              rows_left.eq(command.tiles * (rows * slots)), running.eq(1)]
 
-        # Tile clock: one start pulse every `period` cycles, `tiles` times.
+        # Tile clock: one start pulse every `period` cycles, `tiles` times. The countdown is 0
+        # when a command is taken (the first pulse at once), then runs from `period` to 1.
         pulse = Signal()
-        m.d.comb += pulse.eq(running & (tiles_left != 0) & (countdown == 0))
+        m.d.comb += pulse.eq(running & (tiles_left != 0) & (countdown <= 1))
         with m.If(en):
             with m.If(pulse):
-                m.d.sync += [tiles_left.eq(tiles_left - 1), countdown.eq(period_less_one)]
-            with m.Elif(countdown != 0):
+                m.d.sync += [tiles_left.eq(tiles_left - 1), countdown.eq(period)]
+            with m.Elif(countdown > 1):
                 m.d.sync += countdown.eq(countdown - 1)
 
         # The D of a tile enters fill_lead cycles before its first beat: delay whichever is later.
