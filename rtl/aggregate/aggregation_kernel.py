@@ -43,8 +43,7 @@ class AggregationKernel(wiring.Component):
     1. zeroes OUT and the pipeline's counters (``clear_start``: ``ceil(rows / lanes)`` cycles);
     2. reads ``b_rows`` rows of B from ``b_address`` into the pipeline (one AXI beat per row:
        the data width is ``32 features`` bits, 512 for F = 16), then ``packet_total`` packets
-       from ``packets_address`` (beats gathered into ``packet_bits``-bit packets, handed to
-       the pipeline through a skid buffer); both reads
+       from ``packets_address`` (beats gathered into ``packet_bits``-bit packets); both reads
        are queued at the start and stream back to back;
     3. once every packet is in, drains OUT (physical rows 0 .. ``out_rows - 1``, ReLU when
        ``flags`` bit 0 is set) to ``out_address``, one beat per row;
