@@ -6,7 +6,6 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.axi_lite_control import AXILiteControl
-from ..bus.skid_buffer import SkidBuffer
 from ..bus.width_converter import StreamWidthConverter
 from ..optim.memory_port import MemoryPort
 from ..registration import Param, check_choice, check_int, register_block
@@ -160,12 +159,8 @@ class AggregationKernel(wiring.Component):
                      beats.ready.eq(Mux(to_b, load.ready, gather.i.ready))]
         with m.If(load.valid & load.ready):
             m.d.sync += [b_left.eq(b_left - 1), b_address.eq(b_address + 1)]
-        # The pipeline's ready falls with its read-after-write stalls; the skid buffer keeps
-        # that path off the gather and the port's read register, whose loads it would drive.
-        m.submodules.packet_skid = skid = SkidBuffer(payload_shape=len(packets.payload.as_value()))
-        wiring.connect(m, gather.o, skid.i)
-        m.d.comb += [packets.valid.eq(skid.o.valid), packets.payload.as_value().eq(skid.o.payload),
-                     skid.o.ready.eq(packets.ready)]
+        m.d.comb += [packets.valid.eq(gather.o.valid), packets.payload.as_value().eq(gather.o.payload),
+                     gather.o.ready.eq(packets.ready)]
         with m.If(packets.valid & packets.ready):
             m.d.sync += packets_left.eq(packets_left - 1)
         with m.If((state == streaming) & (commands == 2) & (b_left == 0) & (packets_left == 0)):
