@@ -31,8 +31,6 @@ TESTED_TOGETHER = {
     # The loopback top wires the transmitter into the receiver; every test checks both ends.
     "uart_rx": "testbenches/bus/test_uart.py",
     "uart_tx": "testbenches/bus/test_uart.py",
-    # One set of lane-converter checks runs against both converters of the updater kernels.
-    "counted_width_converter": "testbenches/optim/test_gearbox.py",
     # The cluster is the global control unit's testbench: the leaves are cocotb models on its ports.
     "gcu_cluster": "testbenches/collective/test_gcu.py",
     # The regional units are tested between their region switches and the root, in the two-level cluster.
