@@ -240,7 +240,7 @@ class GradientStatistics(wiring.Component):
         segments = [Signal(width, name=f"segment{j}") for j, width in enumerate(_SEGMENT_WIDTHS)]
         # carries[j]: into segment j; none into the lowest, and the top one's is dropped.
         carries = [Const(0, 2)] + [Signal(2, name=f"carry{j}") for j in range(1, len(segments))] + [Signal(2)]
-        for j, (segment, width) in enumerate(zip(segments, _SEGMENT_WIDTHS)):
+        for j, (segment, width) in enumerate(zip(segments, _SEGMENT_WIDTHS, strict=True)):
             below = segments[j - 1][-2:] if j else Const(0, 2)
             addend = total[SEGMENT_WIDTH * j:SEGMENT_WIDTH * (j + 1)]
             carry_in, carry_out = carries[j], carries[j + 1]
