@@ -10,7 +10,7 @@ splitting, the pieces of the last input beyond ``n`` are random junk that must b
 gathering, the pieces of the last output beyond ``n`` are stale (unspecified) and not compared.
 Unlike the gearbox, this converter leaves it to its source not to offer more than the tensor's
 beats (and nothing before a ``start``), so no junk beat is offered after a tensor. The handshake
-monitor of :mod:`.test_counted_gearbox` counts the transfers on both ports and checks that an
+monitor of :mod:`.tb` counts the transfers on both ports and checks that an
 offered output is held until it is taken.
 
 * ``tensors_back_to_back``: tensors of 1 word, a multiple of the ratio and random lengths that
@@ -32,10 +32,9 @@ from cocotb.triggers import ReadOnly, RisingEdge, Timer
 from golden.bus import random_words
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
-from scripts.sim.tb import ClockedTB, Scoreboard, hex_of
+from scripts.sim.tb import Scoreboard, hex_of
 
-from .test_counted_gearbox import SETTLE, STALLS, PortMonitor, ceil_div
+from .tb import SETTLE, STALLS, LaneConverterTB, ceil_div
 
 DEFAULT_TENSORS = 100
 
@@ -45,37 +44,11 @@ def reproduce():
     return knobs.describe(DEFAULT_TENSORS)
 
 
-class TB(ClockedTB):
+class TB(LaneConverterTB):
     def __init__(self, dut, *, stall="none", salt=0):
-        super().__init__(dut)
         params = params_from_env()
-        self.word = min(params["input_width"], params["output_width"])
-        self.p = params["input_width"] // self.word
-        self.q = params["output_width"] // self.word
+        super().__init__(dut, word=min(params["input_width"], params["output_width"]), stall=stall, salt=salt)
         self.ratio = max(self.p, self.q)
-        idle, backpressure = STALLS[stall]
-        self.source = StreamSource(dut, "i", self.clock,
-                                   pause=random_pauses(knobs.rng(100 + salt), idle) if idle else never())
-        self.sink = StreamSink(dut, "o", self.clock,
-                               backpressure=random_pauses(knobs.rng(200 + salt), backpressure)
-                               if backpressure else never())
-        self.monitor = PortMonitor(dut, self.clock)
-        dut.start.value = 0
-        dut.count.value = 0
-
-    def shape(self):
-        return f"p={self.p} q={self.q} word={self.word}"
-
-    def beats(self, rng, words):
-        """The input transfers of ``words``, the last one filled up with random junk words."""
-        padded = list(words) + random_words(rng, self.p, self.word)
-        return [sum(padded[b * self.p + j] << (j * self.word) for j in range(self.p))
-                for b in range(ceil_div(len(words), self.p))]
-
-    def words_of(self, output, valid):
-        """The first ``valid`` words (at most ``q``) of an output transfer."""
-        mask = (1 << self.word) - 1
-        return [(output >> (j * self.word)) & mask for j in range(min(self.q, valid))]
 
     def lengths(self, rng, count):
         """1, a multiple of the ratio, then ``count`` random lengths that are not one.
