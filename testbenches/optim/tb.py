@@ -14,7 +14,10 @@ from scripts.sim.runner import params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import ClockedTB, hex_of
 
-__all__ = ["STALLS", "SETTLE", "ceil_div", "PortMonitor", "LaneConverterTB"]
+__all__ = ["DEFAULT_TENSORS", "STALLS", "SETTLE", "ceil_div", "reproduce", "PortMonitor", "LaneConverterTB"]
+
+# Random tensor lengths per stall pattern without NEARTRAIN_VECTORS.
+DEFAULT_TENSORS = 100
 
 # (idle probability on the input, backpressure probability on the output) per stall pattern.
 STALLS = {"none": (0.0, 0.0), "idle": (0.4, 0.0), "backpressure": (0.0, 0.4), "both": (0.3, 0.5)}
@@ -24,6 +27,11 @@ SETTLE = 8
 
 def ceil_div(a, b):
     return -(-a // b)
+
+
+def reproduce():
+    """The knobs that reproduce a failure, for every assertion message."""
+    return knobs.describe(DEFAULT_TENSORS)
 
 
 class PortMonitor:

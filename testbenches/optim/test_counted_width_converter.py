@@ -34,14 +34,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard, hex_of
 
-from .tb import SETTLE, STALLS, LaneConverterTB, ceil_div
-
-DEFAULT_TENSORS = 100
-
-
-def reproduce():
-    """The knobs that reproduce a failure, for every assertion message."""
-    return knobs.describe(DEFAULT_TENSORS)
+from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, ceil_div, reproduce
 
 
 class TB(LaneConverterTB):
