@@ -6,15 +6,16 @@ reset, a source on ``i`` and a sink on ``o`` with the stalls of :data:`STALLS`, 
 """
 
 import cocotb
-from cocotb.triggers import RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
 from golden.bus import random_words
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
-from scripts.sim.tb import ClockedTB, hex_of
+from scripts.sim.tb import ClockedTB, Scoreboard, hex_of
 
-__all__ = ["DEFAULT_TENSORS", "STALLS", "SETTLE", "ceil_div", "reproduce", "PortMonitor", "LaneConverterTB"]
+__all__ = ["DEFAULT_TENSORS", "STALLS", "SETTLE", "ceil_div", "reproduce", "PortMonitor", "LaneConverterTB",
+           "back_to_back"]
 
 # Random tensor lengths per stall pattern without NEARTRAIN_VECTORS.
 DEFAULT_TENSORS = 100
@@ -84,6 +85,13 @@ class LaneConverterTB(ClockedTB):
     tests of one simulation.
     """
 
+    # The block's registry name, for messages.
+    name = None
+    # Cycles beyond max(inputs, outputs) from the start edge to the last output at full rate.
+    full_rate_slack = 2
+    # Whether a beat of junk follows each tensor on the input, which the block must not take.
+    junk_after = False
+
     def __init__(self, dut, *, word, stall="none", salt=0):
         super().__init__(dut)
         params = params_from_env()
@@ -113,3 +121,97 @@ class LaneConverterTB(ClockedTB):
         """The first ``valid`` words (at most ``q``) of an output transfer."""
         mask = (1 << self.word) - 1
         return [(output >> (j * self.word)) & mask for j in range(min(self.q, valid))]
+
+    async def start(self, n):
+        """Drive ``count`` = ``n`` and pulse ``start`` for one cycle.
+
+        Returns after that edge's read-only phase: the source, which has already run for that
+        edge, offers what is queued from now on at the next edge at the earliest.
+        """
+        self.dut.count.value = n
+        self.dut.start.value = 1
+        await RisingEdge(self.clock)
+        self.dut.start.value = 0
+        await ReadOnly()
+        await Timer(1, "ps")
+
+    async def run(self, rng, n, label, *, full_rate=False):
+        """Start a tensor of ``n`` random words, move it through, and check everything about it."""
+        p, q = self.p, self.q
+        where = f"{label}, n={n}, {self.shape()}"
+        words = random_words(rng, n, self.word)
+        beats = self.beats(rng, words)
+        junk = random_words(rng, 1, p * self.word) if self.junk_after else []
+        inputs, outputs = ceil_div(n, p), ceil_div(n, q)
+        scoreboard = Scoreboard(f"{self.name} o ({where})")
+        scoreboard.expect_many([words[k * q:(k + 1) * q] for k in range(outputs)],
+                               [{"output": k, "words": f"{k * q}..{min(n, (k + 1) * q) - 1}"}
+                                for k in range(outputs)])
+        took, sent = self.monitor.inputs, self.monitor.outputs
+        await self.start(n)
+        edge = self.monitor.edges
+        self.source.send_many(beats + junk)
+
+        async def drain():
+            for k in range(outputs):
+                scoreboard.check(self.words_of(await self.sink.recv(), n - k * q))
+
+        await self.bounded(drain(), cycles=10 * (inputs + outputs) + 50,
+                           what=lambda: f"{where}: {scoreboard.checked} of {outputs} outputs arrived")
+        if full_rate and outputs:
+            elapsed, bound = self.monitor.last_output - edge, max(inputs, outputs) + self.full_rate_slack
+            assert elapsed <= bound, (
+                f"{where}: the last output {elapsed} cycles after start, full rate allows {bound}; "
+                f"{reproduce()}")
+        if self.junk_after:  # the junk beat after the tensor is offered (valid held), not taken
+            await self.wait_until(lambda: self.dut.i__valid.value or self.monitor.inputs - took > inputs,
+                                  cycles=20 * SETTLE, what=f"{where}: the junk beat after the tensor")
+        await self.cycles(SETTLE)
+        assert self.monitor.inputs - took == inputs, (
+            f"{where}: {self.monitor.inputs - took} inputs taken, expected ceil(n/p) = {inputs}; "
+            f"{reproduce()}")
+        while not self.sink.empty():  # anything more is an extra output
+            scoreboard.check(self.words_of(self.sink.queue.popleft(), q))
+        scoreboard.check_complete()
+        assert self.monitor.outputs - sent == outputs, (
+            f"{where}: {self.monitor.outputs - sent} outputs, expected ceil(n/q) = {outputs}; "
+            f"{reproduce()}")
+        assert not self.dut.o__valid.value, f"{where}: o.valid after the last output; {reproduce()}"
+        self.check_protocol(where)
+        self.source.clear()  # drop the junk beat before the next start
+
+    async def cut(self, rng, n, round_):
+        """Start a tensor of ``n`` random words and reset while it flows (stalls as configured).
+
+        Returns ``(cycle, where)``: the reset's cycle and the label for messages. Checks that the
+        reset came before the tensor's last output.
+        """
+        inputs, outputs = ceil_div(n, self.p), ceil_div(n, self.q)
+        took, sent = self.monitor.inputs, self.monitor.outputs
+        await self.start(n)
+        self.source.send_many(self.beats(rng, random_words(rng, n, self.word)))
+
+        def flowing(took=took, sent=self.sink.received, outputs=outputs):
+            return self.monitor.inputs > took and self.sink.received - sent < outputs
+
+        # At full rate the tensor lasts max(inputs, outputs) cycles; a stalled one longer.
+        cycle = await self.reset_mid_transfer(rng, after=(0, max(inputs, outputs) // 2),
+                                              drivers=[self.source, self.sink, self.monitor], until=flowing)
+        where = f"round {round_}, reset at cycle {cycle} in a tensor of n={n}, {self.shape()}"
+        assert self.monitor.outputs - sent < outputs, \
+            f"{where}: every output left before the reset; {reproduce()}"
+        return cycle, where
+
+    def check_protocol(self, where):
+        assert not self.monitor.violations, (f"{where}: output not held until taken: "
+                                             f"{self.monitor.violations[:3]}; {reproduce()}")
+
+
+async def back_to_back(dut, stall, make_tb):
+    """The ``tensors_back_to_back`` test body: ``make_tb``'s lengths, one tensor after another."""
+    salt = list(STALLS).index(stall)
+    tb = make_tb(dut, stall=stall, salt=salt)
+    rng = knobs.rng(salt)
+    await tb.reset()
+    for number, n in enumerate(tb.lengths(rng, knobs.vectors(DEFAULT_TENSORS))):
+        await tb.run(rng, n, f"stall={stall} tensor {number}", full_rate=stall == "none")

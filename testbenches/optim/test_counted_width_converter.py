@@ -27,17 +27,19 @@ is at the bottom of this file.
 
 import cocotb
 import pytest
-from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
-from golden.bus import random_words
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
-from scripts.sim.tb import Scoreboard, hex_of
+from scripts.sim.tb import hex_of
 
-from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, ceil_div, reproduce
+from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce
 
 
 class TB(LaneConverterTB):
+    name = "counted_width_converter"
+    # Latency 1 and one narrow transfer per cycle: after the start edge, one edge for the
+    # source to raise valid, one per narrow transfer, one for the wide side's register.
+    full_rate_slack = 2
     def __init__(self, dut, *, stall="none", salt=0):
         params = params_from_env()
         super().__init__(dut, word=min(params["input_width"], params["output_width"]), stall=stall, salt=salt)
@@ -56,77 +58,13 @@ class TB(LaneConverterTB):
                 lengths.append(n)
         return lengths
 
-    async def start(self, n):
-        """Drive ``count`` = ``n`` and pulse ``start`` for one cycle.
-
-        Returns after that edge's read-only phase: the source, which has already run for that
-        edge, offers what is queued from now on at the next edge at the earliest.
-        """
-        self.dut.count.value = n
-        self.dut.start.value = 1
-        await RisingEdge(self.clock)
-        self.dut.start.value = 0
-        await ReadOnly()
-        await Timer(1, "ps")
-
-    async def run(self, rng, n, label, *, full_rate=False):
-        """Start a tensor of ``n`` random words, move it through, and check everything about it."""
-        q = self.q
-        where = f"{label}, n={n}, {self.shape()}"
-        words = random_words(rng, n, self.word)
-        beats = self.beats(rng, words)
-        inputs, outputs = ceil_div(n, self.p), ceil_div(n, q)
-        scoreboard = Scoreboard(f"counted_width_converter o ({where})")
-        scoreboard.expect_many([words[k * q:(k + 1) * q] for k in range(outputs)],
-                               [{"output": k, "words": f"{k * q}..{min(n, (k + 1) * q) - 1}"}
-                                for k in range(outputs)])
-        took, sent = self.monitor.inputs, self.monitor.outputs
-        await self.start(n)
-        edge = self.monitor.edges
-        self.source.send_many(beats)
-
-        async def drain():
-            for k in range(outputs):
-                scoreboard.check(self.words_of(await self.sink.recv(), n - k * q))
-
-        await self.bounded(drain(), cycles=10 * (inputs + outputs) + 50,
-                           what=lambda: f"{where}: {scoreboard.checked} of {outputs} outputs arrived")
-        if full_rate:
-            # Latency 1 and one narrow transfer per cycle: after the start edge, one edge for the
-            # source to raise valid, one per narrow transfer, one for the wide side's register.
-            elapsed, bound = self.monitor.last_output - edge, max(inputs, outputs) + 2
-            assert elapsed <= bound, (
-                f"{where}: the last output {elapsed} cycles after start, full rate allows {bound}; "
-                f"{reproduce()}")
-        await self.cycles(SETTLE)
-        assert self.monitor.inputs - took == inputs, (
-            f"{where}: {self.monitor.inputs - took} inputs taken, expected ceil(n/p) = {inputs}; "
-            f"{reproduce()}")
-        while not self.sink.empty():  # anything more is an extra output
-            scoreboard.check(self.words_of(self.sink.queue.popleft(), q))
-        scoreboard.check_complete()
-        assert self.monitor.outputs - sent == outputs, (
-            f"{where}: {self.monitor.outputs - sent} outputs, expected ceil(n/q) = {outputs}; "
-            f"{reproduce()}")
-        assert not self.dut.o__valid.value, f"{where}: o.valid after the last output; {reproduce()}"
-        self.check_protocol(where)
-
-    def check_protocol(self, where):
-        assert not self.monitor.violations, (f"{where}: output not held until taken: "
-                                             f"{self.monitor.violations[:3]}; {reproduce()}")
 
 
 @cocotb.test()
 @cocotb.parametrize(stall=list(STALLS))
 async def tensors_back_to_back(dut, stall):
     """Tensors of 1, ratio*k and random lengths back to back: words in order, exact transfer counts."""
-    salt = list(STALLS).index(stall)
-    tb = TB(dut, stall=stall, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
-    for number, n in enumerate(tb.lengths(rng, knobs.vectors(DEFAULT_TENSORS))):
-        await tb.run(rng, n, f"stall={stall} tensor {number}", full_rate=stall == "none")
-
+    await back_to_back(dut, stall, TB)
 
 @cocotb.test()
 async def reset_mid_transfer(dut):
@@ -136,20 +74,7 @@ async def reset_mid_transfer(dut):
     await tb.reset()
     for round_ in range(max(1, knobs.vectors(DEFAULT_TENSORS) // 4)):
         n = int(rng.integers(16 * tb.ratio, 32 * tb.ratio))
-        inputs, outputs = ceil_div(n, tb.p), ceil_div(n, tb.q)
-        took, sent = tb.monitor.inputs, tb.monitor.outputs
-        await tb.start(n)
-        tb.source.send_many(tb.beats(rng, random_words(rng, n, tb.word)))
-
-        def flowing(took=took, sent=tb.sink.received, outputs=outputs):
-            return tb.monitor.inputs > took and tb.sink.received - sent < outputs
-
-        # At full rate the tensor lasts n cycles; a stalled one longer.
-        cycle = await tb.reset_mid_transfer(rng, after=(0, max(inputs, outputs) // 2),
-                                            drivers=[tb.source, tb.sink, tb.monitor], until=flowing)
-        where = f"round {round_}, reset at cycle {cycle} in a tensor of n={n}, {tb.shape()}"
-        assert tb.monitor.outputs - sent < outputs, \
-            f"{where}: every output left before the reset; {reproduce()}"
+        cycle, where = await tb.cut(rng, n, round_)
         # Before the next start nothing leaves (the source offers nothing: the converter's contract).
         await tb.cycles(SETTLE)
         sent = tb.monitor.since_clear[1]
