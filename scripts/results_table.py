@@ -30,13 +30,16 @@ CONFIGURATIONS = {
     # A 128-bit AXI bus, as an ECP5 board would give it: the default 512-bit bus puts eight
     # 512-bit FIFOs (15 EBR each) in the memory port, whose EBR pins congest the 85k device.
     "adam_updater": ({"data_width": 128},),
+    "sgd_updater": ({"data_width": 128},),
+    "adagrad_updater": ({"data_width": 128},),
 }
 
 # Whole kernels, whose placed-and-routed utilisation of the device gets a table of its own.
-KERNELS = ("adam_updater",)
-# nextpnr's router for the kernels: router2 routes the 1-lane Adam kernel with a 128-bit bus
-# in 66 iterations; on the 512-bit defaults router1 left over 145,000 arcs after 18 minutes
-# and router2 stalls at about 35,000 overused wires (27 November). The blocks keep router1.
+KERNELS = ("adam_updater", "sgd_updater", "adagrad_updater")
+# nextpnr's router for the kernels: router2 routes the 1-lane Adam and AdaGrad kernels with a
+# 128-bit bus (66 and 85 iterations); on the 512-bit defaults router1 left over 145,000 arcs
+# after 18 minutes and router2 stalls at about 35,000 overused wires (27 November). The blocks
+# keep router1.
 KERNEL_ROUTER = "router2"
 
 
