@@ -92,10 +92,15 @@ class LaneConverterTB(ClockedTB):
     # Whether a beat of junk follows each tensor on the input, which the block must not take.
     junk_after = False
 
-    def __init__(self, dut, *, word, stall="none", salt=0):
+    @staticmethod
+    def word_width(params):
+        """The bits of a word, from the block's parameters."""
+        raise NotImplementedError
+
+    def __init__(self, dut, *, stall="none", salt=0):
         super().__init__(dut)
         params = params_from_env()
-        self.word = word
+        self.word = word = self.word_width(params)
         self.p = params["input_width"] // word
         self.q = params["output_width"] // word
         idle, backpressure = STALLS[stall]

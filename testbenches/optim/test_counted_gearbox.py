@@ -28,7 +28,7 @@ import pytest
 
 from golden.bus import random_words
 from scripts.sim import knobs
-from scripts.sim.runner import params_from_env, run_cocotb
+from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import hex_of
 
 from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce
@@ -42,8 +42,10 @@ class TB(LaneConverterTB):
     # source, which raises valid only after the edge that follows the start edge.
     full_rate_slack = 3
     junk_after = True
-    def __init__(self, dut, *, stall="none", salt=0):
-        super().__init__(dut, word=params_from_env()["word_width"], stall=stall, salt=salt)
+
+    @staticmethod
+    def word_width(params):
+        return params["word_width"]
 
     def lengths(self, rng, count):
         """0, 1, a multiple of both sides, ``count`` random lengths that are multiples of neither side,
@@ -71,12 +73,12 @@ class TB(LaneConverterTB):
         return lengths
 
 
-
 @cocotb.test()
 @cocotb.parametrize(stall=list(STALLS))
 async def tensors_back_to_back(dut, stall):
     """Tensors of 0, 1, p*q*k and random lengths back to back: words in order, exact transfer counts."""
     await back_to_back(dut, stall, TB)
+
 
 @cocotb.test()
 async def reset_mid_transfer(dut):

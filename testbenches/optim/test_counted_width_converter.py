@@ -29,7 +29,7 @@ import cocotb
 import pytest
 
 from scripts.sim import knobs
-from scripts.sim.runner import params_from_env, run_cocotb
+from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import hex_of
 
 from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce
@@ -40,9 +40,13 @@ class TB(LaneConverterTB):
     # Latency 1 and one narrow transfer per cycle: after the start edge, one edge for the
     # source to raise valid, one per narrow transfer, one for the wide side's register.
     full_rate_slack = 2
+
+    @staticmethod
+    def word_width(params):
+        return min(params["input_width"], params["output_width"])
+
     def __init__(self, dut, *, stall="none", salt=0):
-        params = params_from_env()
-        super().__init__(dut, word=min(params["input_width"], params["output_width"]), stall=stall, salt=salt)
+        super().__init__(dut, stall=stall, salt=salt)
         self.ratio = max(self.p, self.q)
 
     def lengths(self, rng, count):
@@ -59,12 +63,12 @@ class TB(LaneConverterTB):
         return lengths
 
 
-
 @cocotb.test()
 @cocotb.parametrize(stall=list(STALLS))
 async def tensors_back_to_back(dut, stall):
     """Tensors of 1, ratio*k and random lengths back to back: words in order, exact transfer counts."""
     await back_to_back(dut, stall, TB)
+
 
 @cocotb.test()
 async def reset_mid_transfer(dut):
