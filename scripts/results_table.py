@@ -17,7 +17,7 @@ import importlib.metadata
 import pathlib
 import sys
 
-__all__ = ["CONFIGURATIONS", "KERNELS", "KERNEL_ROUTER", "kernel_table", "measure_block", "block_table",
+__all__ = ["CONFIGURATIONS", "KERNELS", "ROUTER2_BLOCKS", "kernel_table", "measure_block", "block_table",
            "critical_path_table",
            "setup_table", "budget_table", "write_results", "too_large"]
 
@@ -29,6 +29,7 @@ CONFIGURATIONS = {
     "fp_add": ({"fmt": "bf16"},),
     # A 128-bit AXI bus, as an ECP5 board would give it: the default 512-bit bus puts eight
     # 512-bit FIFOs (15 EBR each) in the memory port, whose EBR pins congest the 85k device.
+    "memory_port": ({"data_width": 128},),
     "adam_updater": ({"data_width": 128},),
     "sgd_updater": ({"data_width": 128},),
     "adagrad_updater": ({"data_width": 128},),
@@ -36,11 +37,16 @@ CONFIGURATIONS = {
 
 # Whole kernels, whose placed-and-routed utilisation of the device gets a table of its own.
 KERNELS = ("adam_updater", "sgd_updater", "adagrad_updater")
-# nextpnr's router for the kernels: router2 routes the 1-lane Adam and AdaGrad kernels with a
-# 128-bit bus (66 and 85 iterations); on the 512-bit defaults router1 left over 145,000 arcs
-# after 18 minutes and router2 stalls at about 35,000 overused wires (27 November). The blocks
-# keep router1.
-KERNEL_ROUTER = "router2"
+# The blocks nextpnr routes with router2: the kernels and the blocks of over 10,000 LUT4. The
+# others keep router1, nextpnr-ecp5's default. On these large designs router1 stalls where
+# router2 converges: router1 left over 145,000 arcs of the 512-bit Adam kernel after 18 minutes
+# and about 19,800 of runtime_node after 13 minutes, no longer gaining; router2 routed the
+# 1-lane Adam and AdaGrad kernels with a 128-bit bus (66 and 85 iterations) and runtime_node
+# (8 minutes) (27 November).
+ROUTER2_BLOCKS = (*KERNELS, "memory_port", "runtime_node", "runtime_switch", "runtime_cluster",
+                  "parameter_update", "gcu_cluster", "ring_cluster", "tiered_cluster", "topk_scatter",
+                  "topk_chunk_decompressor", "topk_axi_decompressor", "topk_fused_updater_core",
+                  "topk_updater")
 
 
 def too_large(resources, board):
@@ -88,7 +94,7 @@ def measure_block(block, overrides, *, board, frequency_mhz, with_fmax, cached_o
         row["fmax"] = {"pending": True}  # placed only after its synthesis: not placed either
     elif with_fmax:
         try:
-            router = KERNEL_ROUTER if block.name in KERNELS else DEFAULT_ROUTER
+            router = "router2" if block.name in ROUTER2_BLOCKS else DEFAULT_ROUTER
             row["fmax"] = (measure_bitstream(block.build(overrides), board=board, frequency_mhz=frequency_mhz,
                                              cached_only=cached_only, router=router) or {"pending": True})
         except Exception as error:  # noqa: BLE001
@@ -200,7 +206,7 @@ def setup_table(*, board, frequency_mhz):
 
     rows += [["ECP5 board", board.title], ["clock constraint", f"{frequency_mhz:g} MHz"],
              ["nextpnr placer seed", 1],
-             ["nextpnr router", f"{DEFAULT_ROUTER}; the kernels ({', '.join(KERNELS)}) {KERNEL_ROUTER}"]]
+             ["nextpnr router", f"{DEFAULT_ROUTER}; router2 for {', '.join(ROUTER2_BLOCKS)}"]]
     return ["tool or setting", "value"], rows, ("left", "left")
 
 

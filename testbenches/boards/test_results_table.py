@@ -50,3 +50,9 @@ def test_the_mapper_column_names_the_ecp5_fallback_where_it_differs():
     headers, table, _ = results_table.block_table([(block, rows)])
     column = headers.index("mapper")
     assert [row[column] for row in table] == ["abc9", "abc9 (ecp5: abc)"]
+
+
+def test_the_blocks_routed_with_router2_are_registered_blocks():
+    registered = blocks()
+    assert set(results_table.KERNELS) <= set(results_table.ROUTER2_BLOCKS)
+    assert [name for name in results_table.ROUTER2_BLOCKS if name not in registered] == []
