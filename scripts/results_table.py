@@ -30,6 +30,7 @@ CONFIGURATIONS = {
     # A 128-bit AXI bus, as an ECP5 board would give it: the default 512-bit bus puts eight
     # 512-bit FIFOs (15 EBR each) in the memory port, whose EBR pins congest the 85k device.
     "memory_port": ({"data_width": 128},),
+    "topk_axi_decompressor": ({"lanes": 2},),  # 2 wire words of 64 bits: a 128-bit bus
     "adam_updater": ({"data_width": 128},),
     "sgd_updater": ({"data_width": 128},),
     "adagrad_updater": ({"data_width": 128},),
