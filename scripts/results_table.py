@@ -121,6 +121,8 @@ def _fmax_cell(summary):
         return _PENDING
     if "too_large" in summary:
         return summary["too_large"]
+    if "unroutable" in summary:
+        return summary["unroutable"]
     cell = "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
                      for figures in summary["fmax"].values())
     # The bitstream's synthesis fell back to classic ABC (scripts.bitstream), so say so.

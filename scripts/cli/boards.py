@@ -109,7 +109,8 @@ def _check_frequency(board, frequency_mhz):
 def format_bitstream_summary(label, summary):
     """The lines ``neartrain bitstream`` prints: clock, Fmax and utilisation."""
     pll = summary["pll"]
-    lines = [f"{label} on {summary['board']} ({summary['device']}): {summary['bitstream']}",
+    stopped = summary.get("too_large") or summary.get("unroutable")  # scripts.nextpnr_watch stopped nextpnr
+    lines = [f"{label} on {summary['board']} ({summary['device']}): {stopped or summary['bitstream']}",
              f"clock: {summary['requested_mhz']:g} MHz requested, PLL makes {summary['clock_mhz']:g} MHz "
              f"(CLKI_DIV {pll['CLKI_DIV']}, CLKFB_DIV {pll['CLKFB_DIV']}, CLKOP_DIV {pll['CLKOP_DIV']})"]
     for clock, figures in summary["fmax"].items():

@@ -1,0 +1,102 @@
+"""Run nextpnr and stop it when its log shows that the design will not fit or will not route.
+
+:mod:`scripts.bitstream` puts this file in front of ``nextpnr-ecp5`` (through Amaranth's
+``NEXTPNR_ECP5`` variable), so that a block that cannot be placed and routed ends with a
+verdict the build cache keeps, instead of running for hours or being stopped by hand:
+
+- **too large**: the device utilisation nextpnr prints after packing uses more of a cell type
+  than the device has. nextpnr itself goes on into its placer, which then never finishes.
+- **does not route**: router2's count of overused wires rose in :data:`RISES_IN_A_ROW`
+  iterations in a row and stands at least :data:`RISE_FLOOR` wires above its lowest count.
+  In the 12 router2 runs of this project that converged (up to 207 iterations), the count never
+  rose in more than 2 iterations in a row; in the three runs stopped by hand it rose 4, 5 and
+  19 times in a row, from thousands of wires, and went on rising. The floor keeps the last,
+  noisy iterations of a converging run (a handful of wires going 1, 2, 3) from counting.
+
+nextpnr is deterministic for a given seed, so the verdict is the one a rerun would reach.
+
+Usage: ``python nextpnr_watch.py VERDICT_JSON NEXTPNR [ARGUMENT ...]``. The log goes on to
+stderr as nextpnr writes it. On a verdict, nextpnr is stopped, ``VERDICT_JSON`` receives it
+and the exit status is :data:`EXIT_VERDICT`; otherwise the exit status is nextpnr's.
+
+This file imports only the standard library: it runs as a script, outside the project.
+"""
+
+import json
+import re
+import subprocess
+import sys
+
+__all__ = ["RouteWatch", "RISES_IN_A_ROW", "RISE_FLOOR", "EXIT_VERDICT", "main"]
+
+RISES_IN_A_ROW = 4
+RISE_FLOOR = 100
+EXIT_VERDICT = 3
+
+_UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%")
+_ROUTER2_ITERATION = re.compile(r"^Info:\s+iter=(\d+) wires=\d+ overused=(\d+)")
+
+
+class RouteWatch:
+    """Reads nextpnr's log line by line and gives a verdict once one is certain.
+
+    Attributes
+    ----------
+    verdict : dict or None
+        ``{"too_large": {"cell", "used", "available"}}`` or ``{"unroutable": {"iteration",
+        "overused", "lowest", "lowest_iteration", "rises"}}``; None while nextpnr may still
+        succeed.
+    """
+
+    def __init__(self):
+        self.verdict = None
+        self._in_utilisation = False
+        self._previous = None
+        self._rises = 0
+        self._lowest = None
+
+    def feed(self, line):
+        """Take one line of the log; return :attr:`verdict`."""
+        if self.verdict is not None:
+            return self.verdict
+        if line.startswith("Info: Device utilisation:"):
+            self._in_utilisation = True
+        elif self._in_utilisation and (match := _UTILISATION.match(line)):
+            cell, used, available = match.group(1), int(match.group(2)), int(match.group(3))
+            if used > available:
+                self.verdict = {"too_large": {"cell": cell, "used": used, "available": available}}
+        elif self._in_utilisation:
+            self._in_utilisation = False  # the blank line after the table
+        if match := _ROUTER2_ITERATION.match(line):
+            self._router2_iteration(int(match.group(1)), int(match.group(2)))
+        return self.verdict
+
+    def _router2_iteration(self, iteration, overused):
+        self._rises = self._rises + 1 if self._previous is not None and overused > self._previous else 0
+        self._previous = overused
+        if self._lowest is None or overused < self._lowest[1]:
+            self._lowest = (iteration, overused)
+        if self._rises >= RISES_IN_A_ROW and overused - self._lowest[1] >= RISE_FLOOR:
+            self.verdict = {"unroutable": {"iteration": iteration, "overused": overused,
+                                           "lowest": self._lowest[1], "lowest_iteration": self._lowest[0],
+                                           "rises": self._rises}}
+
+
+def main(argv):
+    """Run ``argv[1:]`` (nextpnr and its arguments), write a verdict into ``argv[0]``."""
+    verdict_path, command = argv[0], argv[1:]
+    watch = RouteWatch()
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
+    for line in process.stderr:
+        sys.stderr.write(line)
+        if watch.feed(line) is not None:
+            process.terminate()
+            process.wait()
+            with open(verdict_path, "w") as file:
+                json.dump(watch.verdict, file)
+            return EXIT_VERDICT
+    return process.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
