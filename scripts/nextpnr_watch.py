@@ -15,9 +15,11 @@ verdict the build cache keeps, instead of running for hours or being stopped by 
 
 nextpnr is deterministic for a given seed, so the verdict is the one a rerun would reach.
 
-Usage: ``python nextpnr_watch.py VERDICT_JSON NEXTPNR [ARGUMENT ...]``. The log goes on to
-stderr as nextpnr writes it. On a verdict, nextpnr is stopped, ``VERDICT_JSON`` receives it
-and the exit status is :data:`EXIT_VERDICT`; otherwise the exit status is nextpnr's.
+Usage: ``python nextpnr_watch.py VERDICT_JSON NEXTPNR [ARGUMENT ...]``, where the arguments
+name the log file (``--log FILE``, as Amaranth's build script does): the watcher follows that
+file, since Amaranth's ``--quiet`` keeps the log off stderr. On a verdict, nextpnr is stopped,
+``VERDICT_JSON`` receives it and the exit status is :data:`EXIT_VERDICT`; otherwise the exit
+status is nextpnr's.
 
 This file imports only the standard library: it runs as a script, outside the project.
 """
@@ -26,6 +28,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 __all__ = ["RouteWatch", "RISES_IN_A_ROW", "RISE_FLOOR", "EXIT_VERDICT", "main"]
 
@@ -82,13 +85,40 @@ class RouteWatch:
                                            "rises": self._rises}}
 
 
-def main(argv):
+def _log_lines(process, log_path, poll_seconds):
+    """The lines of the file nextpnr logs into, as it writes them, until it exits.
+
+    Amaranth runs nextpnr with ``--quiet``, which keeps the "Info" lines off stderr; they go
+    to the ``--log`` file only.
+    """
+    position, partial = 0, ""
+    while True:
+        finished = process.poll() is not None
+        try:
+            with open(log_path, errors="replace") as file:
+                file.seek(position)
+                text = file.read()
+                position = file.tell()
+        except FileNotFoundError:
+            text = ""
+        *lines, partial = (partial + text).split("\n")
+        yield from (line + "\n" for line in lines)
+        if finished:
+            if partial:
+                yield partial
+            return
+        time.sleep(poll_seconds)
+
+
+def main(argv, *, poll_seconds=1.0):
     """Run ``argv[1:]`` (nextpnr and its arguments), write a verdict into ``argv[0]``."""
     verdict_path, command = argv[0], argv[1:]
+    if "--log" not in command[:-1]:
+        raise SystemExit("nextpnr_watch: the nextpnr command has no --log FILE to follow")
+    log_path = command[command.index("--log") + 1]
     watch = RouteWatch()
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
-    for line in process.stderr:
-        sys.stderr.write(line)
+    process = subprocess.Popen(command)
+    for line in _log_lines(process, log_path, poll_seconds):
         if watch.feed(line) is not None:
             process.terminate()
             process.wait()

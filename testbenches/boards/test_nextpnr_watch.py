@@ -54,28 +54,36 @@ def test_packing_over_the_device_is_too_large_and_within_it_is_not():
 
 
 def _fake_nextpnr(folder, lines, *, then_hang):
+    """A stand-in for nextpnr that writes ``lines`` into its ``--log`` file, then hangs or fails."""
     script = folder / "fake-nextpnr"
-    body = "".join(f"print({line!r}, file=sys.stderr, flush=True)\n" for line in lines)
-    script.write_text(f"#!{sys.executable}\nimport sys, time\n{body}"
+    body = "".join(f"log.write({line + chr(10)!r})\nlog.flush()\n" for line in lines)
+    script.write_text(f"#!{sys.executable}\nimport sys, time\n"
+                      "log = open(sys.argv[sys.argv.index('--log') + 1], 'w')\n" + body
                       + ("time.sleep(600)\n" if then_hang else "sys.exit(7)\n"))
     script.chmod(0o755)
     return str(script)
 
 
-def test_the_watcher_stops_a_nextpnr_that_would_run_on(tmp_path, capfd):
+def test_the_watcher_stops_a_nextpnr_that_would_run_on(tmp_path):
     counts = [40_000, 5_000, *(5_000 + 1_000 * i for i in range(1, RISES_IN_A_ROW + 1))]
     nextpnr = _fake_nextpnr(tmp_path, _iterations(counts), then_hang=True)
     started = time.monotonic()
-    assert main([str(tmp_path / "verdict.json"), nextpnr]) == EXIT_VERDICT
+    command = [str(tmp_path / "verdict.json"), nextpnr, "--log", str(tmp_path / "top.tim")]
+    assert main(command, poll_seconds=0.05) == EXIT_VERDICT
     assert time.monotonic() - started < 60  # stopped, not waited for
     assert json.loads((tmp_path / "verdict.json").read_text())["unroutable"]["overused"] == counts[-1]
-    assert f"overused={counts[-1]}" in capfd.readouterr().err  # the log still reaches stderr
 
 
 def test_the_watcher_passes_nextpnr_exit_status_on_without_a_verdict(tmp_path):
     nextpnr = _fake_nextpnr(tmp_path, _iterations([40_000, 0]), then_hang=False)
-    assert main([str(tmp_path / "verdict.json"), nextpnr]) == 7
+    command = [str(tmp_path / "verdict.json"), nextpnr, "--log", str(tmp_path / "top.tim")]
+    assert main(command, poll_seconds=0.05) == 7
     assert not (tmp_path / "verdict.json").exists()
+
+
+def test_the_watcher_needs_the_log_file(tmp_path):
+    with pytest.raises(SystemExit, match="no --log FILE"):
+        main([str(tmp_path / "verdict.json"), "nextpnr-ecp5", "--quiet"])
 
 
 def test_the_flow_reports_a_block_that_packs_over_the_device(tmp_path, monkeypatch):
