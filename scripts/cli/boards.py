@@ -151,9 +151,11 @@ def command_bitstream(args):
         raise UsageError(str(error)) from None
     if args.json:
         print(json.dumps({"block": block.name, "params": block.resolve(overrides), **summary}, indent=1))
-        return
-    label = block.name + "".join(f" {key}={value}" for key, value in overrides.items())
-    print("\n".join(format_bitstream_summary(label, summary)))
+    else:
+        label = block.name + "".join(f" {key}={value}" for key, value in overrides.items())
+        print("\n".join(format_bitstream_summary(label, summary)))
+    # No bitstream: the block was too large or did not route (the summary's first line says which).
+    return 1 if summary["bitstream"] is None else 0
 
 
 def command_results(args):
