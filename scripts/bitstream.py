@@ -277,6 +277,8 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     report = json.loads(report_path.read_text()) if report_path.exists() else None
     log_path = folder / f"{NAME}.tim"
     figures = parse_nextpnr(report=report, log=log_path.read_text() if log_path.exists() else "")
+    if verdict:  # a stopped run's log has the placer's timing estimates only, not a routed Fmax
+        figures["fmax"] = {}
     summary = {
         "board": board.name,
         "device": board.device,
@@ -323,6 +325,8 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
         report = folder / f"{NAME}.report.json"
         if "critical_path" not in summary and report.exists():  # an entry older than the field
             summary["critical_path"] = critical_path(json.loads(report.read_text()))
+        if "unroutable" in summary or "too_large" in summary:  # no routed Fmax, whatever the log had
+            summary["fmax"] = {}
         return summary
     if cached_only:
         return None
