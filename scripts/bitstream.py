@@ -33,6 +33,7 @@ import sys
 import time
 
 from scripts.cache import Cache
+from scripts.nextpnr_watch import packing_utilisation
 from scripts.synth import ECP5_CLASSIC_ABC_TAIL
 
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "build_bitstream", "measure_bitstream", "parse_nextpnr",
@@ -83,7 +84,7 @@ def yowasp_environment():
 
 
 def parse_nextpnr(*, report=None, log=""):
-    """Fmax and utilisation from nextpnr's JSON report, or Fmax from its log without one.
+    """Fmax and utilisation from nextpnr's JSON report, or from its log without one.
 
     Parameters
     ----------
@@ -96,7 +97,8 @@ def parse_nextpnr(*, report=None, log=""):
     -------
     dict
         ``fmax``: ``{clock: {"achieved": MHz, "constraint": MHz, "pass": bool}}``;
-        ``utilisation``: ``{column: {"used": n, "available": n}}`` (empty without a report);
+        ``utilisation``: ``{column: {"used": n, "available": n}}`` (without a report, the log's
+        table after packing);
         ``critical_path``: :func:`critical_path` of the report (None without one).
     """
     fmax, utilisation = {}, {}
@@ -108,6 +110,10 @@ def parse_nextpnr(*, report=None, log=""):
         for column, cell in UTILISATION_CELLS.items():
             if cell in cells:
                 utilisation[column] = {"used": cells[cell]["used"], "available": cells[cell]["available"]}
+    if not utilisation:
+        cells = packing_utilisation(log)
+        utilisation = {column: {"used": cells[cell][0], "available": cells[cell][1]}
+                       for column, cell in UTILISATION_CELLS.items() if cell in cells}
     if not fmax:
         for clock, achieved, verdict, constraint in _MAX_FREQUENCY.findall(log):
             fmax[clock] = {"achieved": float(achieved), "constraint": float(constraint),
@@ -327,6 +333,8 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
             summary["critical_path"] = critical_path(json.loads(report.read_text()))
         if "unroutable" in summary or "too_large" in summary:  # no routed Fmax, whatever the log had
             summary["fmax"] = {}
+            if not summary["utilisation"] and (log := folder / f"{NAME}.tim").exists():
+                summary["utilisation"] = parse_nextpnr(log=log.read_text())["utilisation"]
         return summary
     if cached_only:
         return None

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ["RouteWatch", "RISES_IN_A_ROW", "RISE_FLOOR", "EXIT_VERDICT", "main"]
+__all__ = ["RouteWatch", "packing_utilisation", "RISES_IN_A_ROW", "RISE_FLOOR", "EXIT_VERDICT", "main"]
 
 RISES_IN_A_ROW = 4
 RISE_FLOOR = 100
@@ -38,6 +38,22 @@ EXIT_VERDICT = 3
 
 _UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%")
 _ROUTER2_ITERATION = re.compile(r"^Info:\s+iter=(\d+) wires=\d+ overused=(\d+)")
+
+
+def packing_utilisation(log):
+    """``{cell type: (used, available)}`` from the device utilisation table of a nextpnr log.
+
+    nextpnr prints the table once, after packing; a run stopped later still has it.
+    """
+    cells, inside = {}, False
+    for line in log.splitlines():
+        if line.startswith("Info: Device utilisation:"):
+            inside = True
+        elif inside and (match := _UTILISATION.match(line)):
+            cells[match.group(1)] = (int(match.group(2)), int(match.group(3)))
+        elif inside:
+            break
+    return cells
 
 
 class RouteWatch:

@@ -8,7 +8,14 @@ import time
 import pytest
 
 from rtl.bus.skid_buffer import SkidBuffer
-from scripts.nextpnr_watch import EXIT_VERDICT, RISE_FLOOR, RISES_IN_A_ROW, RouteWatch, main
+from scripts.nextpnr_watch import (
+    EXIT_VERDICT,
+    RISE_FLOOR,
+    RISES_IN_A_ROW,
+    RouteWatch,
+    main,
+    packing_utilisation,
+)
 
 UTILISATION = ["Info: Device utilisation:", "Info: \t          TRELLIS_IO:       2/    365     0%",
                "Info: \t              DP16KD:     135/    208    64%"]
@@ -51,6 +58,12 @@ def test_packing_over_the_device_is_too_large_and_within_it_is_not():
         "too_large": {"cell": "TRELLIS_COMB", "used": 95_523, "available": 83_640}}
     # The verdict concerns the utilisation table only: a later line of the same shape is not one.
     assert _verdict([*UTILISATION, "", "Info: \t        TRELLIS_COMB:   95523/  83640   114%"]) is None
+
+
+def test_the_utilisation_table_is_read_from_the_log_up_to_its_end():
+    log = "\n".join([*UTILISATION, "", "Info: \t        TRELLIS_COMB:   95523/  83640   114%"])
+    assert packing_utilisation(log) == {"TRELLIS_IO": (2, 365), "DP16KD": (135, 208)}
+    assert packing_utilisation("Info: Max frequency for clock 'clk': 50.00 MHz") == {}
 
 
 def _fake_nextpnr(folder, lines, *, then_hang):
@@ -99,6 +112,9 @@ def test_the_flow_reports_a_block_that_packs_over_the_device(tmp_path, monkeypat
     summary = bitstream.build_bitstream(SkidBuffer(width=4), board=board, output=tmp_path / "build")
     assert summary["too_large"] == "too large for the LFE5U-85F after packing (TRELLIS_COMB 95,523 > 83,640)"
     assert summary["fmax"] == {} and summary["bitstream"] is None
+    # nextpnr's counts after packing, from the log (a stopped run writes no report).
+    assert summary["utilisation"] == {"LUT4": {"used": 95_523, "available": 83_640},
+                                      "EBR": {"used": 135, "available": 208}}
     assert summary["too_large"] in format_bitstream_summary("skid_buffer", summary)[0]
 
 
