@@ -196,9 +196,13 @@ def _verdict_fields(verdict, device):
         return {"too_large": f"too large for the {device} after packing ({cell['cell']} "
                              f"{cell['used']:,} > {cell['available']:,})"}
     stall = verdict["unroutable"]
-    return {"unroutable": f"does not route (router2: {stall['lowest']:,} wires overused at iteration "
-                          f"{stall['lowest_iteration']}, then up {stall['rises']} iterations in a row "
-                          f"to {stall['overused']:,} at iteration {stall['iteration']})"}
+    lowest = f"router2: {stall['lowest']:,} wires overused at iteration {stall['lowest_iteration']}"
+    if stall.get("rule", "rising") == "rising":
+        return {"unroutable": f"does not route ({lowest}, then up {stall['rises']} iterations in a row "
+                              f"to {stall['overused']:,} at iteration {stall['iteration']})"}
+    return {"unroutable": f"does not route ({lowest}, and no fewer in the "
+                          f"{stall['iteration'] - stall['lowest_iteration']} iterations since: "
+                          f"{stall['overused']:,} at iteration {stall['iteration']})"}
 
 
 def _abc9_failed(folder):

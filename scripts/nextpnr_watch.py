@@ -6,12 +6,15 @@ verdict the build cache keeps, instead of running for hours or being stopped by 
 
 - **too large**: the device utilisation nextpnr prints after packing uses more of a cell type
   than the device has. nextpnr itself goes on into its placer, which then never finishes.
-- **does not route**: router2's count of overused wires rose in :data:`RISES_IN_A_ROW`
-  iterations in a row and stands at least :data:`RISE_FLOOR` wires above its lowest count.
-  In the 12 router2 runs of this project that converged (up to 207 iterations), the count never
-  rose in more than 2 iterations in a row; in the three runs stopped by hand it rose 4, 5 and
-  19 times in a row, from thousands of wires, and went on rising. The floor keeps the last,
-  noisy iterations of a converging run (a handful of wires going 1, 2, 3) from counting.
+- **does not route**: router2's count of overused wires either rose in :data:`RISES_IN_A_ROW`
+  iterations in a row and stands at least :data:`RISE_FLOOR` wires above its lowest count, or
+  has not gone below its lowest count for :data:`STALL_ITERATIONS` iterations while that lowest
+  count is :data:`STALL_FLOOR` wires or more. In the 12 router2 runs of this project that
+  converged (up to 207 iterations), the count never rose in more than 2 iterations in a row,
+  and while it was above 200 wires every iteration set a new lowest count; in the three runs
+  stopped by hand it rose 4, 5 and 19 times in a row, from thousands of wires, and went on
+  rising. The floors keep the last, noisy iterations of a converging run (a handful of wires
+  going 1, 2, 3) from counting.
 
 nextpnr is deterministic for a given seed, so the verdict is the one a rerun would reach.
 
@@ -30,10 +33,13 @@ import subprocess
 import sys
 import time
 
-__all__ = ["RouteWatch", "packing_utilisation", "RISES_IN_A_ROW", "RISE_FLOOR", "EXIT_VERDICT", "main"]
+__all__ = ["RouteWatch", "packing_utilisation", "RISES_IN_A_ROW", "RISE_FLOOR", "STALL_ITERATIONS",
+           "STALL_FLOOR", "EXIT_VERDICT", "main"]
 
 RISES_IN_A_ROW = 4
 RISE_FLOOR = 100
+STALL_ITERATIONS = 8
+STALL_FLOOR = 1000
 EXIT_VERDICT = 3
 
 _UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%")
@@ -62,9 +68,9 @@ class RouteWatch:
     Attributes
     ----------
     verdict : dict or None
-        ``{"too_large": {"cell", "used", "available"}}`` or ``{"unroutable": {"iteration",
-        "overused", "lowest", "lowest_iteration", "rises"}}``; None while nextpnr may still
-        succeed.
+        ``{"too_large": {"cell", "used", "available"}}`` or ``{"unroutable": {"rule",
+        "iteration", "overused", "lowest", "lowest_iteration", "rises"}}`` (``rule``:
+        ``"rising"`` or ``"stalled"``); None while nextpnr may still succeed.
     """
 
     def __init__(self):
@@ -95,10 +101,12 @@ class RouteWatch:
         self._previous = overused
         if self._lowest is None or overused < self._lowest[1]:
             self._lowest = (iteration, overused)
-        if self._rises >= RISES_IN_A_ROW and overused - self._lowest[1] >= RISE_FLOOR:
-            self.verdict = {"unroutable": {"iteration": iteration, "overused": overused,
-                                           "lowest": self._lowest[1], "lowest_iteration": self._lowest[0],
-                                           "rises": self._rises}}
+        rising = self._rises >= RISES_IN_A_ROW and overused - self._lowest[1] >= RISE_FLOOR
+        stalled = iteration - self._lowest[0] >= STALL_ITERATIONS and self._lowest[1] >= STALL_FLOOR
+        if rising or stalled:
+            self.verdict = {"unroutable": {"rule": "rising" if rising else "stalled", "iteration": iteration,
+                                           "overused": overused, "lowest": self._lowest[1],
+                                           "lowest_iteration": self._lowest[0], "rises": self._rises}}
 
 
 def _log_lines(process, log_path, poll_seconds):

@@ -12,6 +12,8 @@ from scripts.nextpnr_watch import (
     EXIT_VERDICT,
     RISE_FLOOR,
     RISES_IN_A_ROW,
+    STALL_FLOOR,
+    STALL_ITERATIONS,
     RouteWatch,
     main,
     packing_utilisation,
@@ -42,8 +44,20 @@ def test_a_converging_router2_run_gets_no_verdict():
 def test_a_diverging_router2_run_does_not_route():
     counts = [40_000, 9_000, 5_399, *(5_399 + 500 * i for i in range(1, RISES_IN_A_ROW + 1))]
     assert _verdict(_iterations(counts)) == {"unroutable": {
-        "iteration": len(counts), "overused": counts[-1], "lowest": 5_399, "lowest_iteration": 3,
-        "rises": RISES_IN_A_ROW}}
+        "rule": "rising", "iteration": len(counts), "overused": counts[-1], "lowest": 5_399,
+        "lowest_iteration": 3, "rises": RISES_IN_A_ROW}}
+
+
+def test_a_router2_run_that_stalls_above_the_floor_does_not_route():
+    # Up and down around 34,000 wires, never below the lowest count again.
+    wobble = [34_100 + (300 if i % 2 else 0) for i in range(STALL_ITERATIONS)]
+    counts = [95_000, 50_000, 34_000, *wobble]
+    assert _verdict(_iterations(counts[:-1])) is None
+    stall = _verdict(_iterations(counts))["unroutable"]
+    fields = ("rule", "iteration", "overused", "lowest", "lowest_iteration")
+    assert tuple(stall[field] for field in fields) == ("stalled", len(counts), counts[-1], 34_000, 3)
+    # Below the floor a stall is a converging run's tail.
+    assert _verdict(_iterations([5_000, STALL_FLOOR - 1, *([STALL_FLOOR] * 2 * STALL_ITERATIONS)])) is None
 
 
 def test_rises_under_the_floor_do_not_count():
