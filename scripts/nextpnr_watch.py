@@ -6,6 +6,8 @@ verdict the build cache keeps, instead of running for hours or being stopped by 
 
 - **too large**: the device utilisation nextpnr prints after packing uses more of a cell type
   than the device has. nextpnr itself goes on into its placer, which then never finishes.
+- **does not place**: nextpnr's placer gives up ("Unable to find legal placement for all
+  cells"), which it does on a design at the device's utilisation limit.
 - **does not route**: router2's count of overused wires either rose in :data:`RISES_IN_A_ROW`
   iterations in a row and stands at least :data:`RISE_FLOOR` wires above its lowest count, or
   has not gone below its lowest count for :data:`STALL_ITERATIONS` iterations while that lowest
@@ -42,6 +44,7 @@ STALL_ITERATIONS = 8
 STALL_FLOOR = 1000
 EXIT_VERDICT = 3
 
+_NO_PLACEMENT = "ERROR: Unable to find legal placement"
 _UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%")
 _ROUTER2_ITERATION = re.compile(r"^Info:\s+iter=(\d+) wires=\d+ overused=(\d+)")
 
@@ -68,7 +71,8 @@ class RouteWatch:
     Attributes
     ----------
     verdict : dict or None
-        ``{"too_large": {"cell", "used", "available"}}`` or ``{"unroutable": {"rule",
+        ``{"too_large": {"cell", "used", "available"}}``, ``{"unplaceable": {"message"}}`` (nextpnr's
+        error) or ``{"unroutable": {"rule",
         "iteration", "overused", "lowest", "lowest_iteration", "rises"}}`` (``rule``:
         ``"rising"`` or ``"stalled"``); None while nextpnr may still succeed.
     """
@@ -84,7 +88,9 @@ class RouteWatch:
         """Take one line of the log; return :attr:`verdict`."""
         if self.verdict is not None:
             return self.verdict
-        if line.startswith("Info: Device utilisation:"):
+        if line.startswith(_NO_PLACEMENT):
+            self.verdict = {"unplaceable": {"message": line.removeprefix("ERROR: ").strip()}}
+        elif line.startswith("Info: Device utilisation:"):
             self._in_utilisation = True
         elif self._in_utilisation and (match := _UTILISATION.match(line)):
             cell, used, available = match.group(1), int(match.group(2)), int(match.group(3))

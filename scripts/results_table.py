@@ -119,10 +119,11 @@ def _fmax_cell(summary):
         return f"failed: {summary['error']}"
     if "pending" in summary:
         return _PENDING
-    if "too_large" in summary:
-        return summary["too_large"]
-    if "unroutable" in summary:
-        return summary["unroutable"]
+    from scripts.bitstream import STOPPED
+
+    for field in STOPPED:  # the Yosys count's too_large among them
+        if field in summary:
+            return summary[field]
     cell = "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
                      for figures in summary["fmax"].values())
     # The bitstream's synthesis fell back to classic ABC (scripts.bitstream), so say so.

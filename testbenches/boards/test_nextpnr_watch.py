@@ -66,6 +66,13 @@ def test_rises_under_the_floor_do_not_count():
     assert _verdict(_iterations([*counts, 10 + RISE_FLOOR])) is not None
 
 
+def test_a_placer_that_gives_up_is_a_verdict():
+    message = "Unable to find legal placement for all cells, design is probably at utilisation limit."
+    assert _verdict([*UTILISATION, "", "Info: Running main analytical placer.", f"ERROR: {message}"]) == {
+        "unplaceable": {"message": message}}
+    assert _verdict(["ERROR: Max frequency for clock not met"]) is None  # other errors stay errors
+
+
 def test_packing_over_the_device_is_too_large_and_within_it_is_not():
     assert _verdict([*UTILISATION, ""]) is None
     assert _verdict([*UTILISATION, "Info: \t        TRELLIS_COMB:   95523/  83640   114%", ""]) == {
