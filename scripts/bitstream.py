@@ -15,8 +15,9 @@ nextpnr writes a JSON report (``--report``): Fmax per clock and the use of every
 is reported either way.
 
 nextpnr runs behind :mod:`scripts.nextpnr_watch`, which stops it when packing overfills the
-device or when router2 diverges; the summary then holds ``too_large`` or ``unroutable``
-instead of an Fmax, and the cache keeps it like any other outcome.
+device, when its placer gives up or when router2 diverges; the summary then holds one field of
+:data:`STOPPED` (``too_large``, ``unplaceable``, ``unroutable``) instead of an Fmax, and the
+cache keeps it like any other outcome.
 
 When Yosys stops inside ABC9 (Yosys 0.70 fails an assertion on some designs, as
 :mod:`scripts.synth` describes), the build is retried with ``synth_ecp5``'s LUT mapping done
@@ -202,7 +203,7 @@ def _verdict_fields(verdict, device):
                              f"{cell['used']:,} > {cell['available']:,})"}
     stall = verdict["unroutable"]
     lowest = f"router2: {stall['lowest']:,} wires overused at iteration {stall['lowest_iteration']}"
-    if stall.get("rule", "rising") == "rising":
+    if stall["rule"] == "rising":
         return {"unroutable": f"does not route ({lowest}, then up {stall['rises']} iterations in a row "
                               f"to {stall['overused']:,} at iteration {stall['iteration']})"}
     return {"unroutable": f"does not route ({lowest}, and no fewer in the "
