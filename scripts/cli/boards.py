@@ -108,9 +108,9 @@ def _check_frequency(board, frequency_mhz):
 
 def format_bitstream_summary(label, summary):
     """The lines ``neartrain bitstream`` prints: clock, Fmax and utilisation."""
-    pll = summary["pll"]
     from scripts.bitstream import STOPPED
 
+    pll = summary["pll"]
     # When scripts.nextpnr_watch stopped nextpnr, one sentence says why instead of a bitstream path.
     stopped = next((summary[field] for field in STOPPED if field in summary), None)
     lines = [f"{label} on {summary['board']} ({summary['device']}): {stopped or summary['bitstream']}",
@@ -246,7 +246,11 @@ def register(commands):
     sweep.set_defaults(handler=command_sweep)
 
     bitstream = commands.add_parser("bitstream", help="build an ECP5 bitstream of a block; "
-                                                      "report Fmax and utilisation")
+                                                      "report Fmax and utilisation",
+                                    description="Build an ECP5 bitstream of a block and report its Fmax "
+                                                "and utilisation. Exits 1, saying why in one line, when "
+                                                "the block does not fit, place or route (nextpnr is "
+                                                "stopped as soon as that is certain).")
     bitstream.add_argument("block")
     bitstream.add_argument("--board", default="ulx3s-85f", help="an ECP5 board (default: ulx3s-85f)")
     bitstream.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
