@@ -66,7 +66,7 @@ def packing_utilisation(log):
 
 
 class RouteWatch:
-    """Reads nextpnr's log line by line and gives a verdict once one is certain.
+    """Reads nextpnr's log line by line and gives a verdict once the rules above reach one.
 
     Attributes
     ----------

@@ -250,7 +250,8 @@ def register(commands):
                                     description="Build an ECP5 bitstream of a block and report its Fmax "
                                                 "and utilisation. Exits 1, saying why in one line, when "
                                                 "the block does not fit, place or route (nextpnr is "
-                                                "stopped as soon as that is certain).")
+                                                "stopped when its log shows it; the rules are in "
+                                                "scripts/nextpnr_watch.py).")
     bitstream.add_argument("block")
     bitstream.add_argument("--board", default="ulx3s-85f", help="an ECP5 board (default: ulx3s-85f)")
     bitstream.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
