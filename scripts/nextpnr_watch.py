@@ -5,7 +5,7 @@
 verdict the build cache keeps, instead of running for hours or being stopped by hand:
 
 - **too large**: the device utilisation nextpnr prints after packing uses more of a cell type
-  than the device has. nextpnr itself goes on into its placer, which then never finishes.
+  than the device has. nextpnr itself goes on into its placer, where no placement can succeed.
 - **does not place**: nextpnr's placer gives up ("Unable to find legal placement for all
   cells"), which it does on a design at the device's utilisation limit.
 - **does not route**: router2's count of overused wires either rose in :data:`RISES_IN_A_ROW`
