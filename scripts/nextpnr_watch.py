@@ -49,20 +49,35 @@ _UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%")
 _ROUTER2_ITERATION = re.compile(r"^Info:\s+iter=(\d+) wires=\d+ overused=(\d+)")
 
 
+class _UtilisationTable:
+    """The device utilisation table nextpnr prints once, after packing, read one log line at a time."""
+
+    def __init__(self):
+        self.cells = {}  # {cell type: (used, available)}
+        self._state = "before"
+
+    def feed(self, line):
+        """Take one line of the log; return the ``(cell, used, available)`` row it holds, or None."""
+        if self._state == "before" and line.startswith("Info: Device utilisation:"):
+            self._state = "inside"
+        elif self._state == "inside":
+            if match := _UTILISATION.match(line):
+                row = match.group(1), int(match.group(2)), int(match.group(3))
+                self.cells[row[0]] = row[1:]
+                return row
+            self._state = "after"  # the blank line after the table
+        return None
+
+
 def packing_utilisation(log):
     """``{cell type: (used, available)}`` from the device utilisation table of a nextpnr log.
 
     nextpnr prints the table once, after packing; a run stopped later still has it.
     """
-    cells, inside = {}, False
+    table = _UtilisationTable()
     for line in log.splitlines():
-        if line.startswith("Info: Device utilisation:"):
-            inside = True
-        elif inside and (match := _UTILISATION.match(line)):
-            cells[match.group(1)] = (int(match.group(2)), int(match.group(3)))
-        elif inside:
-            break
-    return cells
+        table.feed(line)
+    return table.cells
 
 
 class RouteWatch:
@@ -71,15 +86,15 @@ class RouteWatch:
     Attributes
     ----------
     verdict : dict or None
-        ``{"too_large": {"cell", "used", "available"}}``, ``{"unplaceable": {"message"}}`` (nextpnr's
-        error) or ``{"unroutable": {"rule",
-        "iteration", "overused", "lowest", "lowest_iteration", "rises"}}`` (``rule``:
-        ``"rising"`` or ``"stalled"``); None while nextpnr may still succeed.
+        ``{"too_large": {"cell", "used", "available"}}``, ``{"unplaceable": {"message"}}``
+        (nextpnr's error) or ``{"unroutable": {"rule", "iteration", "overused", "lowest",
+        "lowest_iteration", "rises"}}`` (``rule``: ``"rising"`` or ``"stalled"``); None while
+        nextpnr may still succeed.
     """
 
     def __init__(self):
         self.verdict = None
-        self._in_utilisation = False
+        self._utilisation = _UtilisationTable()
         self._previous = None
         self._rises = 0
         self._lowest = None
@@ -90,14 +105,9 @@ class RouteWatch:
             return self.verdict
         if line.startswith(_NO_PLACEMENT):
             self.verdict = {"unplaceable": {"message": line.removeprefix("ERROR: ").strip()}}
-        elif line.startswith("Info: Device utilisation:"):
-            self._in_utilisation = True
-        elif self._in_utilisation and (match := _UTILISATION.match(line)):
-            cell, used, available = match.group(1), int(match.group(2)), int(match.group(3))
-            if used > available:
-                self.verdict = {"too_large": {"cell": cell, "used": used, "available": available}}
-        elif self._in_utilisation:
-            self._in_utilisation = False  # the blank line after the table
+        elif (row := self._utilisation.feed(line)) and row[1] > row[2]:
+            cell, used, available = row
+            self.verdict = {"too_large": {"cell": cell, "used": used, "available": available}}
         if match := _ROUTER2_ITERATION.match(line):
             self._router2_iteration(int(match.group(1)), int(match.group(2)))
         return self.verdict
