@@ -39,7 +39,7 @@ from scripts.synth import ECP5_CLASSIC_ABC_TAIL
 
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "build_bitstream", "measure_bitstream", "parse_nextpnr",
            "critical_path", "yowasp_environment", "BitstreamError", "UTILISATION_CELLS",
-           "DEFAULT_FREQUENCY_MHZ", "STOPPED"]
+           "DEFAULT_FREQUENCY_MHZ", "STOPPED", "stopped_reason"]
 
 DEFAULT_FREQUENCY_MHZ = 125.0
 # nextpnr's routers; router1 is nextpnr-ecp5's default and routes the blocks.
@@ -182,7 +182,6 @@ def _watched(env, folder):
     command = [sys.executable, nextpnr_watch.__file__, str(folder.resolve() / _VERDICT), env["NEXTPNR_ECP5"]]
     wrapper.write_text(f"#!/bin/sh\nexec {shlex.join(command)} \"$@\"\n")
     wrapper.chmod(0o755)
-    (folder / _VERDICT).unlink(missing_ok=True)
     return {**env, "NEXTPNR_ECP5": str(wrapper.resolve())}
 
 
@@ -209,6 +208,11 @@ def _verdict_fields(verdict, device):
     return {"unroutable": f"does not route ({lowest}, and no fewer in the "
                           f"{stall['iteration'] - stall['lowest_iteration']} iterations since: "
                           f"{stall['overused']:,} at iteration {stall['iteration']})"}
+
+
+def stopped_reason(summary):
+    """The sentence of the :data:`STOPPED` field in ``summary``, or None when nextpnr was not stopped."""
+    return next((summary[field] for field in STOPPED if field in summary), None)
 
 
 def _abc9_failed(folder):
@@ -264,7 +268,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     core, top = _evaluation_top(component, board, frequency_mhz)
     folder = pathlib.Path(output)
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in (f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json"):  # an earlier, interrupted build's
+    for stale in (f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", _VERDICT):  # an earlier build's
         (folder / stale).unlink(missing_ok=True)
     env = _watched(env, folder)
     started = time.monotonic()
@@ -341,7 +345,7 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
         report = folder / f"{NAME}.report.json"
         if "critical_path" not in summary and report.exists():  # an entry older than the field
             summary["critical_path"] = critical_path(json.loads(report.read_text()))
-        if any(field in summary for field in STOPPED):  # no routed Fmax, whatever the log had
+        if stopped_reason(summary):  # no routed Fmax, whatever the log had
             summary["fmax"] = {}
             if not summary["utilisation"] and (log := folder / f"{NAME}.tim").exists():
                 summary["utilisation"] = parse_nextpnr(log=log.read_text())["utilisation"]

@@ -119,11 +119,10 @@ def _fmax_cell(summary):
         return f"failed: {summary['error']}"
     if "pending" in summary:
         return _PENDING
-    from scripts.bitstream import STOPPED
+    from scripts.bitstream import stopped_reason
 
-    for field in STOPPED:  # the Yosys count's too_large among them
-        if field in summary:
-            return summary[field]
+    if reason := stopped_reason(summary):  # the Yosys count's too_large among them
+        return reason
     cell = "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
                      for figures in summary["fmax"].values())
     # The bitstream's synthesis fell back to classic ABC (scripts.bitstream), so say so.

@@ -108,11 +108,11 @@ def _check_frequency(board, frequency_mhz):
 
 def format_bitstream_summary(label, summary):
     """The lines ``neartrain bitstream`` prints: clock, Fmax and utilisation."""
-    from scripts.bitstream import STOPPED
+    from scripts.bitstream import stopped_reason
 
     pll = summary["pll"]
     # When scripts.nextpnr_watch stopped nextpnr, one sentence says why instead of a bitstream path.
-    stopped = next((summary[field] for field in STOPPED if field in summary), None)
+    stopped = stopped_reason(summary)
     lines = [f"{label} on {summary['board']} ({summary['device']}): {stopped or summary['bitstream']}",
              f"clock: {summary['requested_mhz']:g} MHz requested, PLL makes {summary['clock_mhz']:g} MHz "
              f"(CLKI_DIV {pll['CLKI_DIV']}, CLKFB_DIV {pll['CLKFB_DIV']}, CLKOP_DIV {pll['CLKOP_DIV']})"]
