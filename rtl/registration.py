@@ -13,6 +13,7 @@ At the bottom of the block's own file::
         "skid_buffer", SkidBuffer, family="bus",
         summary="Stream pipeline register with a registered ready path.",
         params=[Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096)],
+        drops=NO_DROPS,
     )
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["Param", "Block", "register_block", "REGISTERED", "FAMILIES", "check_int", "check_choice",
-           "check_bool"]
+           "check_bool", "NO_DROPS"]
 
 # The block families; each is a package under rtl/ whose `__init__` imports its block modules.
 FAMILIES = ("bus", "fp", "optim", "compress", "systolic", "aggregate", "runtime", "collective", "dlrm")
@@ -152,6 +153,11 @@ class Block:
     family: str
     summary: str
     params: tuple = field(default_factory=tuple)
+    #: Where the block can discard a beat, flit, line or packet, and the output port the host reads
+    #: to see it: ``{port name: what it counts}`` (a counter or a sticky error bit). ``NO_DROPS``
+    #: (an empty mapping) says the block discards nothing: every input is back-pressured or used.
+    #: ``None`` means not declared yet, which ``testbenches/test_drop_counters.py`` refuses.
+    drops: Any = None
 
     def param(self, name):
         for param in self.params:
@@ -175,13 +181,24 @@ class Block:
 REGISTERED = {}
 
 
-def register_block(name, component, *, family, summary, params=()):
-    """Register ``component`` under ``name``; see the module docstring for an example."""
+#: The ``drops`` of a block that discards nothing (see :attr:`Block.drops`).
+NO_DROPS = {}
+
+
+def register_block(name, component, *, family, summary, params=(), drops=None):
+    """Register ``component`` under ``name``; see the module docstring for an example.
+
+    ``drops`` maps each output port that counts (or flags) discarded input to what it counts;
+    pass ``NO_DROPS`` for a block that discards nothing.
+    """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
     if name in REGISTERED and REGISTERED[name].component is not component:
         raise ValueError(f"block name {name!r} is already registered")
-    REGISTERED[name] = Block(name, component, family, summary, tuple(params))
+    if drops is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in drops.items()):
+        raise ValueError(f"drops of {name!r} must map port names to what they count")
+    REGISTERED[name] = Block(name, component, family, summary, tuple(params),
+                             None if drops is None else dict(drops))
     return component
 
 

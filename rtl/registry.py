@@ -9,6 +9,7 @@ shows up in every command without touching them.
 
 from .registration import (
     FAMILIES,
+    NO_DROPS,
     REGISTERED,
     Block,
     Param,
@@ -19,7 +20,7 @@ from .registration import (
 )
 
 __all__ = ["Param", "Block", "register_block", "blocks", "get_block", "load_all", "FAMILIES",
-           "check_int", "check_choice", "check_bool"]
+           "check_int", "check_choice", "check_bool", "NO_DROPS"]
 
 def load_all():
     """Import every family so that all blocks are registered; returns them by name."""
