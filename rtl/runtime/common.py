@@ -51,7 +51,10 @@ class Queue:
     credit returns when an entry is read): it gets one more entry than ``depth``, because a
     ``SyncFIFOBuffered`` refuses a write while its last entry moves to the output register
     (its ``w_rdy`` is ``level < depth`` only once that move is done), and a credited sender
-    may write exactly then.
+    may write exactly then. Such a sender writes on its credit, not on ``w.ready``, so a write
+    the FIFO refuses would be lost: ``overflow`` (credited queues only; constant 0 otherwise) is a
+    sticky flag set by that write, for the block to export as a drop flag. A sender that keeps
+    to its credits never sets it.
     """
 
     def __init__(self, m, name, shape, depth, *, credited=False):
@@ -66,6 +69,10 @@ class Queue:
             self.fifo.r_en.eq(self.r.ready),
         ]
         self.level = self.fifo.level
+        self.overflow = Signal(name=f"{name}_overflow")
+        if credited:
+            with m.If(self.w.valid & ~self.fifo.w_rdy):
+                m.d.sync += self.overflow.eq(1)
 
 
 def sealed(packet):
