@@ -28,7 +28,7 @@ from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
 from golden.bus import random_words, regroup
-from rtl.bus.axi import PAGE_BYTES
+from golden.bus.bursts import PAGE_BYTES
 from scripts.sim import channel, knobs
 from scripts.sim.axi import RAM_SIZE, BurstMonitor, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, params_from_env

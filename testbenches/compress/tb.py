@@ -5,6 +5,7 @@ Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import i
 """
 
 import numpy as np
+from amaranth.lib import data
 from cocotb.triggers import RisingEdge
 
 from golden.compress import (
@@ -15,6 +16,7 @@ from golden.compress import (
     scatter,
     value_dtype,
 )
+from golden.compress.registers import error_fields, traffic_fields
 from golden.fp.vectors import random_operands
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env
@@ -23,9 +25,20 @@ from scripts.sim.tb import ClockedTB
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
-           "random_size"]
+           "random_size", "errors_layout", "traffic_layout"]
 
 PAUSE_PROBABILITY = 0.35
+
+
+def errors_layout():
+    """The ``errors`` output as the tests read it: :mod:`golden.compress.registers`, not the RTL's layout."""
+    return data.StructLayout(error_fields())
+
+
+def traffic_layout():
+    """``topk_dram_scatter``'s ``traffic`` output as the tests read it (:mod:`golden.compress.registers`)."""
+    return data.StructLayout(traffic_fields())
+
 CLOCK_NS = 10
 # Every malformation ``corrupted_stream`` makes.
 CORRUPTIONS = ("out_of_range", "chunk_violation", "unsorted", "excess", "truncated", "header_count",

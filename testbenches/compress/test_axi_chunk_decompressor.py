@@ -20,7 +20,7 @@ from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
 from golden.compress import chunk_count, scatter_stream
-from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
+from golden.compress.registers import ERROR_NAMES
 from scripts.sim import channel, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
@@ -31,6 +31,7 @@ from testbenches.compress.tb import (
     PAUSE_PROBABILITY,
     CutBursts,
     corrupted_stream,
+    errors_layout,
     idle_after_reset,
     random_size,
     stall_salt,

@@ -14,7 +14,7 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import chunk_count, scatter_stream
-from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
+from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.stream import unpack
@@ -24,6 +24,7 @@ from testbenches.compress.tb import (
     CORRUPTIONS,
     CompressTB,
     corrupted_stream,
+    errors_layout,
     random_size,
     stall_salt,
     top_k_stream,

@@ -31,7 +31,7 @@ from golden.compress import (
     scatter_stream,
 )
 from golden.compress.parse import parse_chunked
-from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
+from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.stream import unpack
@@ -40,6 +40,7 @@ from testbenches.compress.tb import (
     CORRUPTIONS,
     CompressTB,
     corrupted_stream,
+    errors_layout,
     random_size,
     random_values,
     stall_salt,

@@ -23,14 +23,21 @@ from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
 from golden.compress import encode_pairs, scatter_stream, topk_compress
-from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
-from rtl.compress.dram_scatter import traffic_layout
+from golden.compress.registers import ERROR_NAMES
 from scripts.sim import channel, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB
-from testbenches.compress.tb import CLOCK_NS, PAUSE_PROBABILITY, CutBursts, idle_after_reset, random_values
+from testbenches.compress.tb import (
+    CLOCK_NS,
+    PAUSE_PROBABILITY,
+    CutBursts,
+    errors_layout,
+    idle_after_reset,
+    random_values,
+    traffic_layout,
+)
 
 MODULE = __name__
 RAM_SIZE = 1 << 20

@@ -15,9 +15,9 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import scatter_stream
+from golden.compress.registers import ERROR_NAMES
 from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_update, run_flags, scalar_bits
 from golden.optim.vectors import f32_tensor, random_hyper
-from rtl.compress.chunk_parser import ERROR_NAMES, errors_layout
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
@@ -26,6 +26,7 @@ from testbenches.compress.tb import (
     CLOCK_NS,
     PAUSE_PROBABILITY,
     corrupted_stream,
+    errors_layout,
     random_size,
     stall_salt,
     top_k_stream,

@@ -24,7 +24,7 @@ from golden.compress import (
     scatter_checked,
     scatter_stream,
 )
-from rtl.fp.format import F32
+from golden.fp.formats import F32
 from scripts.sim import knobs
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24

@@ -27,11 +27,10 @@ import pytest
 from cocotbext.axi.constants import AxiResp
 
 from golden.compress import encode_stream, group_by_chunk, scatter_stream, topk_compress
+from golden.compress.registers import ERROR_NAMES, ERROR_PAIRS_READ, ERROR_PAIRS_RESP_SHIFT
 from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
+from golden.optim.registers import ERROR_READ
 from golden.optim.vectors import f32_tensor, random_hyper
-from rtl.compress.chunk_parser import ERROR_NAMES
-from rtl.compress.topk_updater_kernel import ERROR_PAIRS_READ, ERROR_PAIRS_RESP_SHIFT
-from rtl.optim.updater_kernel import ERROR_READ
 from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB

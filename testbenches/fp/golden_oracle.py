@@ -40,7 +40,7 @@ canonical NaN; results are canonicalised anyway, which is the one documented lib
 import numpy as np
 import softfloatpy as sf
 
-from rtl.fp.format import float_format
+from golden.fp.formats import float_format
 
 __all__ = ["ARITHMETIC", "COMPARISONS", "oracle", "oracle_convert", "oracle_from_f64", "flush_input"]
 

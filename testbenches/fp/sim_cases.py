@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import golden.fp as golden
+from golden.fp.formats import float_format
 from rtl.fp.adder import FloatAdder
 from rtl.fp.compare import FloatCompare
 from rtl.fp.converter import FloatConverter
 from rtl.fp.float_to_integer import FloatToInteger
-from rtl.fp.format import float_format
 from rtl.fp.fused_multiply_add import FloatFusedMultiplyAdd
 from rtl.fp.integer_to_float import IntegerToFloat
 from rtl.fp.min_max import FloatMinMax

@@ -6,8 +6,9 @@ Every unit x format x flush mode (:data:`CASES`) runs all pairs of
 operands from :func:`golden.fp.random_operand_tuples`, fed one per cycle, and compares bits
 and flags with the oracles named in :mod:`testbenches.fp.sim_cases` (SoftFloat for f32/f16,
 SoftFloat and ``golden.fp`` for bf16). The same run checks the timing contract: an operation
-is accepted every cycle and each result leaves exactly ``latency`` cycles later
-(:func:`check_oracles_and_timing`). :func:`check_stalls_and_gaps` drops ``o.ready`` and
+is accepted every cycle and each result leaves exactly the documented latency later
+(:data:`golden.fp.latencies.LATENCY`, not the unit's own ``latency`` attribute;
+:func:`check_oracles_and_timing`). :func:`check_stalls_and_gaps` drops ``o.ready`` and
 ``i.valid`` at random, with tags, and checks that nothing is lost, duplicated or reordered.
 
 Each unit's ``test_<rtl module>.py`` runs the cases of its class (:func:`cases_of`), with the
@@ -21,6 +22,7 @@ import zlib
 
 import numpy as np
 
+from golden.fp.latencies import LATENCY
 from rtl.fp.format import FloatFormat
 from rtl.registry import get_block
 from scripts.sim import knobs
@@ -129,7 +131,8 @@ def check_oracles_and_timing(case):
     accepted = np.array(run.accepted_cycles)
     assert (np.diff(accepted) == 1).all(), f"{case.id}: an operation was refused while the output was free"
     delays = set((np.array(run.output_cycles) - accepted).tolist())
-    assert delays == {dut.latency}, f"{case.id}: result delays {sorted(delays)}, documented {dut.latency}"
+    documented = LATENCY[case.id]
+    assert delays == {documented}, f"{case.id}: result delays {sorted(delays)}, documented {documented}"
 
 
 def check_16_bit_exhaustive(case):

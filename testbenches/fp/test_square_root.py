@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import golden.fp as gfp
-from rtl.fp.format import float_format
+from golden.fp.formats import float_format
 
 from .sim_divsqrt import FLUSH, FLUSH_EXHAUSTIVE, FORMATS, GENERIC, run_and_check, scales
 from .suite import divsqrt_tests

@@ -19,8 +19,8 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.optim.host import reference_statistics
+from golden.optim.registers import STATISTICS_BUCKETS as BUCKETS
 from golden.optim.vectors import f32_tensor
-from rtl.optim.gradient_statistics import BUCKETS
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout

@@ -30,8 +30,9 @@ import pytest
 from cocotbext.axi.constants import AxiResp
 
 from golden.optim.host import GRAD_FORMAT_CODES, STATE_NAMES, reference_statistics, reference_update
+from golden.optim.registers import ERROR_READ, ERROR_WRITE
 from golden.optim.vectors import VARIANTS, f32_tensor, gradient_tensor, random_hyper
-from rtl.optim.updater_kernel import ERROR_READ, ERROR_WRITE, AdamUpdater
+from rtl.optim.updater_kernel import AdamUpdater
 from scripts.sim import knobs, updater_device
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB

@@ -5,6 +5,7 @@ import pathlib
 
 from tabulate import tabulate
 
+from golden.systolic.latencies import PE_LATENCY
 from scripts.docs import write_table
 
 __all__ = ["ROOT", "OUT", "OS", "WS", "DOC", "COMMAND", "print_table", "write_json", "pe_latencies",
@@ -26,11 +27,8 @@ def print_table(headers, rows, colalign, name=None, command=None):
 
 
 def pe_latencies(element):
-    """(multiplier, adder) latency of the RTL PE's units, read from rtl/systolic/arithmetic.py."""
-    from rtl.systolic.arithmetic import arithmetic
-
-    unit = arithmetic(element)
-    return unit.multiply_latency, unit.add_latency
+    """(multiplier, adder) latency of the RTL PE's units, as documented (``golden.systolic.latencies``)."""
+    return PE_LATENCY[element]
 
 
 def schedule(element, dataflow, slots):
