@@ -3,7 +3,7 @@
 The golden model states these facts itself instead of importing them from ``rtl/``: it is
 meant to be an independent reading of IEEE 754-2008 (binary interchange formats, section
 3.6; exceptions, section 7), so a shared mistake cannot hide in a shared constant.
-``testbenches/fp/test_formats_agree.py`` holds the RTL's statement and this one equal.
+``testbenches/test_design_constants.py`` holds the RTL's statement and this one equal.
 
 A format is its exponent width ``w`` and its trailing-significand width ``t``: bias
 ``2**(w-1) - 1``, precision ``t + 1``, Inf and NaN at the all-ones exponent. The canonical

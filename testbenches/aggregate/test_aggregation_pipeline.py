@@ -261,21 +261,3 @@ def test_parameters_are_validated():
     with pytest.raises(ValueError, match="row_bits must be in 7..24"):
         AggregationPipeline(rows=100, row_bits=6)
 
-
-def test_packet_layout_equals_golden():
-    from golden.aggregate import PacketFormat
-    from rtl.aggregate.packet import packet_layout
-
-    for lanes in (1, 2, 4, 8):
-        for weighted in (False, True):
-            fmt = PacketFormat(lanes, 16, 16, weighted)
-            layout = packet_layout(lanes, 16, 16, weighted)
-            assert layout.size == fmt.packet_bits
-            header, slots = layout["header"], layout["slots"]
-            offsets = {name: (header.offset + field.offset, field.width) for name, field in header.shape}
-            slot = slots.shape.elem_shape
-            for lane in range(lanes):
-                for name, field in slot:
-                    offset = slots.offset + lane * slot.size + field.offset
-                    offsets[f"slot{lane}.{name}"] = (offset, field.width)
-            assert offsets == fmt.field_offsets()

@@ -26,7 +26,7 @@ import cocotb
 import pytest
 from cocotb.triggers import ClockCycles, Event, FallingEdge, RisingEdge
 
-from rtl.board.adam_demo import (
+from golden.optim.board_demo import (
     OP_POLL,
     OP_READ,
     OP_START,
@@ -36,9 +36,9 @@ from rtl.board.adam_demo import (
     REPLY_OK,
     STATUS_BITS,
     TENSORS,
-    AdamBoardDemo,
     tensor_base,
 )
+from rtl.board.adam_demo import AdamBoardDemo
 from scripts.cli import main
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb

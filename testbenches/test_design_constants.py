@@ -1,0 +1,269 @@
+"""The one test that reads the RTL's constants: each equals the table the other tests take as expected.
+
+Tests state register layouts, counter orders, error bits and latencies themselves, in the test or in
+``golden/`` (``testbenches/test_expectation_imports.py`` refuses an expectation imported from
+``rtl/`` anywhere else). Here the RTL's own statement of each is held equal to that table, so a
+moved bit, a reordered counter or an extra pipeline register fails here by name, as well as in
+the behavioural tests that decode the outputs with the table.
+
+One section per family; add a family's constants to its section.
+"""
+
+import warnings
+
+import pytest
+from amaranth.hdl import Shape, UnusedElaboratable
+from amaranth.lib import data
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _fields(layout, base=0):
+    """``{name: (offset, width)}`` of a ``StructLayout``, bit 0 first."""
+    return {name: (base + field.offset, field.width) for name, field in layout}
+
+
+def _packed(fields):
+    """``{name: (offset, width)}`` of ``{name: width}`` packed bit 0 first (as ``StructLayout`` packs)."""
+    offsets, offset = {}, 0
+    for name, width in fields.items():
+        offsets[name] = (offset, width)
+        offset += width
+    return offsets
+
+
+def _built(component, **params):
+    """``component(**params)``, which is only read here and never elaborated."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        unit = component(**params)
+    unit._MustUse__silence = True
+    return unit
+
+
+# ------------------------------------------------------------------------------------------------
+# fp: formats, flags, canonical NaNs (golden.fp.formats), latencies (golden.fp.latencies)
+
+FORMAT_PROPERTIES = ("width", "precision", "bias", "max_exponent_field", "emin", "emax", "sign_mask",
+                     "positive_infinity", "canonical_nan", "max_finite")
+
+
+@pytest.mark.parametrize("name", ["f32", "f16", "bf16"])
+def test_fp_formats(name):
+    import golden.fp.formats as model
+    import rtl.fp.format as hardware
+
+    rtl_format, golden_format = hardware.FORMATS[name], model.FORMATS[name]
+    assert (rtl_format.exponent_bits, rtl_format.mantissa_bits) == \
+        (golden_format.exponent_bits, golden_format.mantissa_bits)
+    for prop in FORMAT_PROPERTIES:
+        assert getattr(rtl_format, prop) == getattr(golden_format, prop), (name, prop)
+    assert model.float_format(name) == golden_format
+    assert model.float_format(rtl_format) == golden_format
+
+
+@pytest.mark.parametrize("exponent_bits,mantissa_bits", [(2, 1), (3, 4), (4, 3), (5, 2), (11, 52)])
+def test_fp_generic_formats(exponent_bits, mantissa_bits):
+    import golden.fp.formats as model
+    import rtl.fp.format as hardware
+
+    rtl_format = hardware.FloatFormat("x", exponent_bits, mantissa_bits)
+    golden_format = model.float_format(rtl_format)
+    for prop in FORMAT_PROPERTIES:
+        assert getattr(rtl_format, prop) == getattr(golden_format, prop), prop
+
+
+def test_fp_flags():
+    import golden.fp.formats as model
+    import rtl.fp.interface as ports
+
+    for name in ("INEXACT", "UNDERFLOW", "OVERFLOW", "DIVIDE_BY_ZERO", "INVALID"):
+        assert getattr(ports, f"FLAG_{name}") == getattr(model, f"FLAG_{name}") == model.Flag[name]
+    assert ports.FLAGS_WIDTH == len(model.Flag)
+
+
+def test_fp_canonical_nans():
+    from golden.compress.values import CANONICAL_NAN_F32 as COMPRESS_NAN
+    from golden.fp.formats import BF16, F16, F32
+    from golden.systolic.numerics import CANONICAL_NAN_F32 as SYSTOLIC_NAN
+    from rtl.fp.format import FORMATS
+
+    assert COMPRESS_NAN == SYSTOLIC_NAN == F32.canonical_nan == FORMATS["f32"].canonical_nan == 0x7FC00000
+    assert FORMATS["f16"].canonical_nan == F16.canonical_nan == 0x7E00
+    assert FORMATS["bf16"].canonical_nan == BF16.canonical_nan == 0x7FC0
+
+
+def test_fp_bad_format_is_refused():
+    import golden.fp.formats as model
+
+    with pytest.raises(ValueError, match="fmt must be one of"):
+        model.float_format("f64")
+    with pytest.raises(ValueError, match="exponent_bits must be in 2..11"):
+        model.FloatFormat("x", 12, 3)
+
+
+def _fp_units():
+    """``{latency key: built unit}`` of every configuration the FP tests build (golden.fp.latencies' keys)."""
+    from rtl.fp.divider import FloatDivider
+    from rtl.fp.square_root import FloatSquareRoot
+    from testbenches.fp.sim_checks import CASES, GENERIC_CASES
+
+    units = {case.id: _built(case.build) for case in CASES + GENERIC_CASES}
+    for op, component in (("div", FloatDivider), ("sqrt", FloatSquareRoot)):
+        for fmt in ("f32", "f16", "bf16"):
+            for mode, flush in (("ieee", False), ("flush", True)):
+                units[f"{op}-{fmt}-{mode}"] = _built(component, fmt=fmt, flush_subnormals=flush)
+    return units
+
+
+def test_fp_latencies():
+    from golden.fp.latencies import LATENCY
+
+    units = _fp_units()
+    assert sorted(units) == sorted(LATENCY), "golden.fp.latencies and the tested configurations differ"
+    wrong = {key: (unit.latency, LATENCY[key]) for key, unit in units.items() if unit.latency != LATENCY[key]}
+    assert not wrong, f"(declared, documented) latency: {wrong}"
+
+
+# ------------------------------------------------------------------------------------------------
+# optim: the updater kernel's error register, the statistics buckets (golden.optim.registers)
+
+
+def test_optim_error_register():
+    import rtl.optim.updater_kernel as kernel
+    from golden.optim import registers
+
+    for name in ("ERROR_READ", "ERROR_WRITE", "ERROR_READ_RESP_SHIFT", "ERROR_WRITE_RESP_SHIFT"):
+        assert getattr(kernel, name) == getattr(registers, name), name
+
+
+def test_optim_statistics_buckets():
+    from golden.optim.registers import STATISTICS_BUCKETS
+    from rtl.optim.gradient_statistics import BUCKETS
+
+    assert BUCKETS == STATISTICS_BUCKETS
+
+
+# ------------------------------------------------------------------------------------------------
+# compress: error counters, status bits, traffic counters, the Top-K kernel's error bits
+# (golden.compress.registers)
+
+
+def test_compress_error_counters():
+    from golden.compress import ScatterStatus
+    from golden.compress.registers import ERROR_COUNTER_WIDTH, ERROR_NAMES, error_fields
+    from rtl.compress import chunk_parser
+
+    assert chunk_parser.ERROR_NAMES == ERROR_NAMES
+    assert chunk_parser.COUNTER_WIDTH == ERROR_COUNTER_WIDTH
+    assert _fields(chunk_parser.errors_layout()) == _packed(error_fields())
+    # The status output's bit k is counter k's sticky bit: golden's ScatterStatus, in the same order.
+    assert [flag.name.lower() for flag in ScatterStatus] == list(ERROR_NAMES)
+    assert [int(flag) for flag in ScatterStatus] == [1 << k for k in range(len(ERROR_NAMES))]
+
+
+def _compress_blocks_with(port):
+    from rtl.registry import blocks
+
+    found = {}
+    for name, block in blocks().items():
+        if block.family == "compress":
+            unit = _built(block.build)
+            if port in unit.signature.members:
+                found[name] = unit.signature.members[port].shape
+    return found
+
+
+def test_compress_error_ports():
+    """Every compress block's ``errors`` and ``status`` outputs are the golden table's."""
+    from golden.compress.registers import ERROR_NAMES, error_fields
+
+    errors, status = _compress_blocks_with("errors"), _compress_blocks_with("status")
+    assert len(errors) >= 5, f"compress blocks with an errors output: {sorted(errors)}"
+    for name, shape in errors.items():
+        assert isinstance(shape, data.StructLayout), name
+        assert _fields(shape) == _packed(error_fields()), name
+    for name in errors:
+        assert Shape.cast(status[name]).width == len(ERROR_NAMES), name
+
+
+def test_compress_traffic_counters():
+    from golden.compress.registers import TRAFFIC_COUNTER_WIDTH, traffic_fields
+    from rtl.compress import dram_scatter
+
+    assert dram_scatter.TRAFFIC_WIDTH == TRAFFIC_COUNTER_WIDTH
+    assert _fields(dram_scatter.traffic_layout()) == _packed(traffic_fields())
+
+
+def test_compress_topk_kernel_error_bits():
+    from golden.compress import registers
+    from rtl.compress import topk_updater_kernel
+
+    assert topk_updater_kernel.ERROR_PAIRS_READ == registers.ERROR_PAIRS_READ
+    assert topk_updater_kernel.ERROR_PAIRS_RESP_SHIFT == registers.ERROR_PAIRS_RESP_SHIFT
+
+
+# ------------------------------------------------------------------------------------------------
+# bus: the AXI 4 KB boundary (golden.bus.bursts)
+
+
+def test_bus_page_bytes():
+    from golden.bus.bursts import PAGE_BYTES
+    from rtl.bus import axi, axi_burst_planner, axi_burst_reader
+
+    assert axi.PAGE_BYTES == axi_burst_planner.PAGE_BYTES == axi_burst_reader.PAGE_BYTES == PAGE_BYTES == 4096
+
+
+# ------------------------------------------------------------------------------------------------
+# aggregate: the packet layout (golden.aggregate.PacketFormat)
+
+
+def test_packet_layout_equals_golden():
+    from golden.aggregate import PacketFormat
+    from rtl.aggregate.packet import packet_layout
+
+    for lanes in (1, 2, 4, 8):
+        for weighted in (False, True):
+            fmt = PacketFormat(lanes, 16, 16, weighted)
+            layout = packet_layout(lanes, 16, 16, weighted)
+            assert layout.size == fmt.packet_bits
+            header, slots = layout["header"], layout["slots"]
+            offsets = _fields(header.shape, header.offset)
+            slot = slots.shape.elem_shape
+            for lane in range(lanes):
+                for name, field in slot:
+                    offset = slots.offset + lane * slot.size + field.offset
+                    offsets[f"slot{lane}.{name}"] = (offset, field.width)
+            assert offsets == fmt.field_offsets()
+
+
+# ------------------------------------------------------------------------------------------------
+# systolic: the PEs' arithmetic latencies (golden.systolic.latencies)
+
+
+@pytest.mark.parametrize("element", ["f32", "f16", "bf16", "int8"])
+def test_systolic_pe_latencies(element):
+    from golden.systolic.latencies import PE_LATENCY
+    from rtl.systolic.arithmetic import arithmetic
+
+    unit = arithmetic(element)
+    assert (unit.multiply_latency, unit.add_latency) == PE_LATENCY[element]
+
+
+# ------------------------------------------------------------------------------------------------
+# boards: the UART Adam demo's protocol and address map (golden.optim.board_demo)
+
+
+def test_board_demo_protocol():
+    from golden.optim import board_demo as table
+    from rtl.board import adam_demo
+
+    for name in ("OP_WRITE", "OP_READ", "OP_START", "OP_POLL", "REPLY_OK", "REPLY_BAD"):
+        assert getattr(adam_demo, name) == getattr(table, name), name
+    assert adam_demo.STATUS_BITS == table.STATUS_BITS
+    assert list(adam_demo.REGISTERS.items()) == list(table.REGISTERS.items())
+    assert adam_demo.TENSORS == table.TENSORS
+    for depth in (16, 256, 1024):
+        for index in range(len(table.TENSORS) + 1):
+            assert adam_demo.tensor_base(index, depth) == table.tensor_base(index, depth), (index, depth)
