@@ -25,8 +25,9 @@ the definitions looked up in the ``rtl/`` sources, so nothing of ``rtl/`` is imp
   any constant as ``x.NAME``), ``import *``, and an upper-case **class attribute** of an imported
   class (``FloatAdder.LATENCY``).
 
-What the rule cannot see: attributes of built instances (``dut.latency``, a signature's members)
-and constants that reach a test through ``scripts/``. Reviewers still read those.
+What the rule cannot see: attributes of built instances (``dut.latency``, a signature's members,
+a stream payload layout read by ``scripts.sim.stream.stream_layout``) and constants that reach a
+test through ``scripts/``. Reviewers still read those.
 
 :data:`PERMITTED` lists the reviewed exceptions, each with its reason. :data:`TEMPORARY` lists the
 runtime and collective tests that still import expectations from ``rtl/`` (their families' own
