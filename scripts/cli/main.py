@@ -9,6 +9,8 @@ Errors a user can cause print one line and exit with status 2.
 
 import sys
 
+from scripts.sim import knobs
+
 from . import blocks, boards, demo, docs, prove, run
 from .common import Parser, UsageError
 
@@ -28,8 +30,9 @@ def main(argv=None):
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        knobs.check()  # a bad NEARTRAIN_* variable is refused before any work, not after it
         status = args.handler(args)
-    except UsageError as error:
+    except (UsageError, knobs.KnobError) as error:
         print(f"neartrain: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -169,9 +169,7 @@ def tests_executed():
     return _EXECUTED[0]
 
 
-# build/sim is pruned to this many bytes (least recently used builds first), once per process.
-_CAP_VARIABLE = "NEARTRAIN_SIM_CAP_GB"
-_DEFAULT_CAP_GB = 8
+# build/sim is pruned to knobs.sim_cap_bytes() (least recently used builds first), once per process.
 _PRUNED = [False]
 
 
@@ -205,12 +203,15 @@ def prune_builds(root=None, cap_bytes=None):
     use (locked by another process) and the cached Verilator runtime are never deleted, nor is
     a folder without a lock file: it is being created. Several processes may prune at once (the
     pytest-xdist workers each prune at their first run), so a folder another one deleted first is
-    skipped. The cap is ``NEARTRAIN_SIM_CAP_GB`` gigabytes (default 8); without it build/sim once
-    grew to 58 GB and filled the disk. Returns the number of builds deleted.
+    skipped. The cap is ``NEARTRAIN_SIM_CAP_GB`` gigabytes (default 8, see
+    :func:`.knobs.sim_cap_bytes`); without it build/sim once grew to 58 GB and filled the disk. A
+    cap of 0 or less is refused (:class:`.knobs.KnobError`): it would delete every unlocked build.
+    Returns the number of builds deleted.
     """
     root = pathlib.Path(root) if root is not None else BUILD_ROOT / "sim"
-    if cap_bytes is None:
-        cap_bytes = float(os.environ.get(_CAP_VARIABLE) or _DEFAULT_CAP_GB) * 1e9
+    cap_bytes = knobs.sim_cap_bytes() if cap_bytes is None else cap_bytes
+    if not cap_bytes > 0:
+        raise knobs.KnobError(f"the build cap must be > 0 bytes, not {cap_bytes!r}")
     builds = [folder for module in root.iterdir() if module.is_dir() and module.name != "_verilator_runtime"
               for folder in module.iterdir() if folder.is_dir()] if root.is_dir() else []
     used = {folder: _last_use(folder) for folder in builds}
@@ -342,8 +343,8 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
     verilog_text = _elaborate(reference, constructor, params)
 
     if not _PRUNED[0]:
+        prune_builds()  # raises on a bad cap, at every run until the cap is fixed
         _PRUNED[0] = True
-        prune_builds()
     flags = " ".join(LINT_FLAGS + tuple(_MAKE_ARGS))
     digest = hashlib.sha256((verilog_text + flags).encode()).hexdigest()[:10]
     name = reference.rsplit(":", 1)[-1]

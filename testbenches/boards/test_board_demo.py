@@ -218,7 +218,8 @@ async def host_script(dut):
     """The real host script, in a subprocess, over a socket bridged to the UART pins."""
     tb = TB(dut, gap_probability=0.1)
     await tb.reset()
-    elements = knobs.vectors(int(os.environ.get("BOARD_DEMO_ELEMENTS", "24")))
+    default = int(os.environ.get("BOARD_DEMO_ELEMENTS", "24"))
+    elements = knobs.vectors(default, limit=max(default, tb.depth))  # one shard, over a simulated UART
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
     server.listen(1)

@@ -20,6 +20,7 @@ import cocotb
 import pytest
 
 from scripts.sim import channel, knobs
+from scripts.sim.axi import RAM_SIZE
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, stream_layout
 from scripts.sim.tb import Scoreboard
@@ -54,7 +55,7 @@ class ReaderTB(DmaTB):
 
 async def run_reads(dut, *, stall, faulty=False, salt=0):
     rng = knobs.rng(10 + salt)
-    count = knobs.vectors(DEFAULT_COMMANDS)
+    count = knobs.vectors(DEFAULT_COMMANDS, limit=240)  # commands of up to 1000 beats each
     params = params_from_env()
     beat_bytes = params["data_width"] // 8
     commands = random_commands(rng, count, beat_bytes, address_width=params["address_width"])
@@ -143,22 +144,41 @@ async def error_clears_when_idle(dut):
 
 @cocotb.test()
 async def throughput_without_stalls(dut):
-    """Beats per cycle on ``data`` with memory and consumer never stalling (read by bench_axi.py)."""
+    """Beats per cycle on ``data`` with memory and consumer never stalling (read by bench_axi.py).
+
+    Every beat must still be the RAM's contents with ``last`` on the final one, nothing more, and
+    the bursts must keep the AXI rules (:meth:`DmaTB.check_bus`), as in the stalled tests.
+    """
     params = params_from_env()
-    length = knobs.vectors(4096)
-    commands = [(address_of(0x10_0000 + 3 * params["data_width"] // 8, params["address_width"]), length)]
+    offset, beat_bytes = 0x10_0000 + 3 * params["data_width"] // 8, params["data_width"] // 8
+    length = knobs.vectors(4096, limit=(RAM_SIZE - offset) // beat_bytes)  # one command inside the RAM
+    commands = [(address_of(offset, params["address_width"]), length)]
     tb = ReaderTB(dut)
     await tb.reset()
+    scoreboard = Scoreboard("axi_burst_reader data (throughput)")
+    scoreboard.expect_many(tb.expected_beats(commands))
     start = tb.cycle
     tb.send_commands(commands)
-    await tb.sink.recv()
-    first = tb.cycle
-    for _ in range(length - 1):
-        await tb.sink.recv()
+
+    async def drain():
+        scoreboard.check(await tb.sink.recv())
+        first = tb.cycle
+        for _ in range(length - 1):
+            scoreboard.check(await tb.sink.recv())
+        return first
+
+    first = await tb.within(drain(), beats=length)
     cycles = tb.cycle - first + 1
     await tb.finish(tb.cmd, beats=length)
+    command_to_done = tb.cycle - start
+    await tb.cycles(10)
+    while not tb.sink.empty():
+        scoreboard.check(tb.sink.queue.popleft())
+    scoreboard.check_complete()
+    tb.check_bus()
+    tb.check_error(None)
     result = {"beats": length, "cycles": cycles, "beats_per_cycle": length / cycles,
-              "command_to_done_cycles": tb.cycle - start, "peak_outstanding": tb.monitor.peak_outstanding}
+              "command_to_done_cycles": command_to_done, "peak_outstanding": tb.monitor.peak_outstanding}
     dut._log.info("throughput: %s", result)
     channel.reply(result)
 

@@ -79,7 +79,7 @@ class WriterTB(DmaTB):
 
 async def run_writes(dut, *, stall, faulty=False, salt=0):
     rng = knobs.rng(20 + salt)
-    count = knobs.vectors(DEFAULT_COMMANDS)
+    count = knobs.vectors(DEFAULT_COMMANDS, limit=240)  # commands of up to 1000 beats each
     params = params_from_env()
     beat_bytes = params["data_width"] // 8
     commands = random_commands(rng, count, beat_bytes, address_width=params["address_width"])
@@ -137,17 +137,35 @@ async def writes_with_error(dut, stall):
 
 @cocotb.test()
 async def throughput_without_stalls(dut):
-    """W beats per cycle with producer and memory never stalling (read by testbenches/bus/bench_axi.py)."""
+    """W beats per cycle with producer and memory never stalling (read by testbenches/bus/bench_axi.py).
+
+    The bursts must then cover the command's beats in order, every W beat with all its strobes
+    on, and the RAM must hold exactly the data sent, as in the stalled tests.
+    """
     params = params_from_env()
-    length = knobs.vectors(4096)
+    offset, beat_bytes = 0x10_0000 + 3 * params["data_width"] // 8, params["data_width"] // 8
+    length = knobs.vectors(4096, limit=(RAM_SIZE - offset) // beat_bytes)  # one command inside the RAM
     tb = WriterTB(dut)
     await tb.reset()
     start = tb.cycle
-    address = address_of(0x10_0000 + 3 * params["data_width"] // 8, params["address_width"])
-    tb.send_commands([(address, length)])
-    tb.source.send_many(random_words(knobs.rng(30), length, params["data_width"]))
+    commands = [(address_of(offset, params["address_width"]), length)]
+    words = random_words(knobs.rng(30), length, params["data_width"])
+    tb.send_commands(commands)
+    tb.source.send_many(words)
     await tb.finish(tb.cmd, tb.source, beats=length)
     cycles = tb.w_beats[-1] - tb.w_beats[0] + 1
+    tb.check_bus()
+    tb.check_error(None)
+    offsets = beat_addresses(commands, beat_bytes)
+    issued = [address % RAM_SIZE + beat * beat_bytes
+              for _, address, beats in tb.monitor.bursts for beat in range(beats)]
+    assert issued == offsets, (f"bursts cover {len(issued)} beats, not the command's {length} in order; "
+                               f"{knobs.describe()}")
+    assert len(tb.w_beats) == length, f"{len(tb.w_beats)} W beats for {length}; {knobs.describe()}"
+    full = (1 << beat_bytes) - 1
+    assert all(strobe == full for strobe in tb.w_strobes), (f"a W beat without all its strobes; "
+                                                            f"{knobs.describe()}")
+    tb.check_memory(tb.expected_image(offsets, words, length))
     result = {"beats": length, "cycles": cycles, "beats_per_cycle": length / cycles,
               "command_to_done_cycles": tb.cycle - start, "peak_outstanding": tb.monitor.peak_outstanding}
     dut._log.info("throughput: %s", result)

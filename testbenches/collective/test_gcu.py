@@ -30,7 +30,7 @@ from testbenches.collective.tb import TB, ZERO_COUNTERS
 async def leaves_all_reduce_through_the_gcu(dut):
     tb = TB(dut, salt=1)
     await tb.reset()
-    await tb.run(knobs.rng(5), knobs.vectors(3))
+    await tb.run(knobs.rng(5), knobs.vectors(3, limit=30))  # whole all-reduce iterations
     assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
     if tb.adam:
         assert int(dut.update_nonfinite.value) == int(tb.nonfinite), knobs.describe()

@@ -24,7 +24,7 @@ HYPER = {
 @pytest.mark.parametrize("leaves", [2, 3, 8, 16])
 @pytest.mark.parametrize("name", HYPER)
 def test_delayed_update_follows_torch_adam_on_the_mean_gradient(name, leaves):
-    torch = pytest.importorskip("torch", reason="torch is the parity oracle: pip install torch==2.13.0")
+    torch = knobs.oracle("torch", "torch is the parity oracle: pip install torch==2.13.0")
     hyper, steps = HYPER[name], 20
     lines = max(1, knobs.vectors(2048) // LINE_WORDS)
     rng = knobs.rng(31 + leaves)

@@ -63,7 +63,7 @@ async def partitions_reduce_bit_exact(dut, idle, backpressure):
     salt = 2 * idle + backpressure
     tb = TB(dut, idle=idle, backpressure=backpressure, salt=salt)
     await tb.reset()
-    sequence = traffic(tb, knobs.rng(30 + salt), knobs.vectors(6))
+    sequence = traffic(tb, knobs.rng(30 + salt), knobs.vectors(6, limit=60))  # rounds of whole partitions
     table = tb.golden()
     board = tb.expect(table, sequence)
     tb.send(sequence)
@@ -103,7 +103,7 @@ async def bad_contributions_are_counted_and_dropped(dut):
     await tb.reset()
     rng = knobs.rng(53)
     shape = tb.shape
-    clean = traffic(tb, rng, knobs.vectors(5))
+    clean = traffic(tb, rng, knobs.vectors(5, limit=50))  # rounds of whole partitions
     sequence = []
     seen = []
     for c in clean:

@@ -146,7 +146,7 @@ async def all_reduce_is_bit_exact(dut):
     """Rings of 2 to ``nodes`` nodes in one build, started with random skew, twice each."""
     tb = TB(dut, salt=1)
     await tb.reset()
-    lines = knobs.vectors(3)
+    lines = knobs.vectors(3, limit=tb.depth // tb.nodes)  # size * lines must fit a node's memory
     for size in _sizes(tb):
         for _ in range(2):
             await tb.all_reduce(size, lines)
@@ -179,7 +179,8 @@ async def bad_packets_are_dropped_and_counted(dut):
     if tb.spare is None:
         raise AssertionError("this build has no spare switch port to send bad packets from")
     await tb.reset()
-    size, lines = min(4, tb.nodes), knobs.vectors(3)
+    size = min(4, tb.nodes)
+    lines = knobs.vectors(3, limit=tb.depth // size)  # size * lines must fit a node's memory
     target = 1
     pred = target - 1
     rng = knobs.rng(33)
@@ -222,7 +223,8 @@ async def reset_in_the_middle_then_a_clean_all_reduce(dut):
     tb = TB(dut, salt=4)
     await tb.reset()
     rng = knobs.rng(44)
-    size, lines = tb.nodes, knobs.vectors(3)
+    size = tb.nodes
+    lines = knobs.vectors(3, limit=tb.depth // size)  # size * lines must fit a node's memory
     gradients = random_words(rng, (size, size, lines, LINE_WORDS))
     await tb.load(gradients)
     await tb.start(size, 10)

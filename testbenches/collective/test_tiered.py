@@ -49,7 +49,7 @@ class TieredTB(TB):
 async def leaves_all_reduce_through_two_levels(dut):
     tb = TieredTB(dut, salt=11)
     await tb.reset()
-    await tb.run(knobs.rng(15), knobs.vectors(2))
+    await tb.run(knobs.rng(15), knobs.vectors(2, limit=20))  # whole two-level all-reduce iterations
     counters = tb.all_counters()
     assert counters == dict.fromkeys(counters, 0), knobs.describe()
 

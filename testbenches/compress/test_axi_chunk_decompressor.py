@@ -174,7 +174,7 @@ async def streams_from_memory(dut, stall):
     rng = knobs.rng(20 + salt)
     await tb.reset()
     total = 0
-    for n in range(knobs.vectors(DEFAULT_TRANSFERS)):
+    for n in range(knobs.vectors(DEFAULT_TRANSFERS, limit=60)):
         ratio = RATIOS[n % len(RATIOS)]
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
         promised_sorted = bool(n % 2)

@@ -131,7 +131,7 @@ async def ratios_bit_exact(dut, idle, backpressure):
     rng = knobs.rng(salt)
     await tb.reset()
     total = 0
-    for n in range(knobs.vectors(DEFAULT_TRANSFERS)):
+    for n in range(knobs.vectors(DEFAULT_TRANSFERS, limit=60)):
         ratio = RATIOS[n % len(RATIOS)]
         # Large enough for a few pairs even at 0.1%.
         chunks = -(-max(4 * tb.chunk_size, int(3 / ratio)) // tb.chunk_size) + int(rng.integers(0, 2))
@@ -153,7 +153,7 @@ async def bad_input_bit_exact(dut, idle, backpressure):
     rng = knobs.rng(salt)
     await tb.reset()
     total = 0
-    rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS) // 2)
+    rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS, limit=60) // 2)
     for n, kind in enumerate(CORRUPTIONS * rounds):
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
         words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)

@@ -181,7 +181,7 @@ async def well_formed(dut, idle, backpressure):
     tb = ParserTB(dut, idle=idle, backpressure=backpressure, salt=salt)
     rng = knobs.rng(salt)
     await tb.reset()
-    for n in range(knobs.vectors(DEFAULT_TRANSFERS)):
+    for n in range(knobs.vectors(DEFAULT_TRANSFERS, limit=240)):
         size, promised_sorted, words = random_transfer(rng, tb, n)
         await tb.transfer(rng, words, size, promised_sorted,
                           {"transfer": n, "size": size, "sorted": promised_sorted})
@@ -196,7 +196,7 @@ async def bad_input(dut, idle, backpressure):
     tb = ParserTB(dut, idle=idle, backpressure=backpressure, salt=salt)
     rng = knobs.rng(salt)
     await tb.reset()
-    rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS) // 6)
+    rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS, limit=240) // 6)
     for n, kind in enumerate(CORRUPTIONS * rounds):
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
         words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)

@@ -153,7 +153,7 @@ async def steps_bit_exact(dut, idle, backpressure):
     tb = FusedTB(dut, idle=idle, backpressure=backpressure, salt=salt)
     rng = knobs.rng(50 + salt)
     await tb.reset()
-    for run in range(knobs.vectors(DEFAULT_RUNS)):
+    for run in range(knobs.vectors(DEFAULT_RUNS, limit=60)):
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 5)))
         if run % 2 == 0:
             ratio = RATIOS[run // 2 % len(RATIOS)]

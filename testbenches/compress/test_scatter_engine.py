@@ -90,7 +90,7 @@ async def chunks_bit_exact(dut, idle, backpressure):
     await tb.reset()
     scoreboard = Scoreboard("topk_scatter o")
     words = 0
-    for chunk in range(knobs.vectors(DEFAULT_CHUNKS)):
+    for chunk in range(knobs.vectors(DEFAULT_CHUNKS, limit=120)):
         beats, cost = random_chunk(tb, rng, chunk, scoreboard)
         tb.source.send_many(beats)
         words += cost
@@ -120,7 +120,7 @@ async def throughput(dut):
     await tb.reset()
     await tb.wait_ready()
     length = tb.chunk_size
-    pairs = knobs.vectors(length // 2)
+    pairs = knobs.vectors(length // 2, limit=length)  # one chunk holds at most `length` pairs
     if kind != "same_index":  # the other patterns have distinct indices
         pairs = min(pairs, length // tb.banks if kind == "same_bank" else length)
     # "shuffled": distinct uniform indices in random order (banks drawn independently per pair).

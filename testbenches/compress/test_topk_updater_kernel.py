@@ -155,7 +155,7 @@ async def steps_match_golden(dut, stall):
     tb = TB(dut, stall, salt)
     await tb.reset()
     rng = knobs.rng(60 + salt)
-    runs = knobs.vectors(DEFAULT_RUNS)
+    runs = knobs.vectors(DEFAULT_RUNS, limit=80)
     # Both stall patterns together see every corruption and both sorted promises at every ratio.
     for run in range(runs):
         n = random_size(rng, tb.chunk, int(rng.integers(1, 5)))

@@ -120,7 +120,7 @@ async def schedules_under_backpressure(dut, backpressure):
     tb = TB(dut, backpressure=backpressure, salt=int(backpressure))
     rng = knobs.rng(1 + int(backpressure))
     await tb.reset()
-    for run in range(knobs.vectors(DEFAULT_RUNS)):
+    for run in range(knobs.vectors(DEFAULT_RUNS, limit=400)):
         await tb.run(tb.random_configs(rng), f"run {run}")
 
 
@@ -134,7 +134,7 @@ async def restart_mid_run(dut):
     tb = TB(dut, backpressure=True, salt=5)
     rng = knobs.rng(6)
     await tb.reset()
-    for run in range(max(1, knobs.vectors(DEFAULT_RUNS) // 2)):
+    for run in range(max(1, knobs.vectors(DEFAULT_RUNS, limit=400) // 2)):
         old = tb.random_configs(rng)
         old_commands = tb.golden(old)
         await tb.start(old)
@@ -159,7 +159,7 @@ async def reset_mid_transfer(dut):
     tb = TB(dut, backpressure=True, salt=7)
     rng = knobs.rng(8)
     await tb.reset()
-    for run in range(max(1, knobs.vectors(DEFAULT_RUNS) // 4)):
+    for run in range(max(1, knobs.vectors(DEFAULT_RUNS, limit=400) // 4)):
         doomed = tb.random_configs(rng)
         await tb.start(doomed)
         cycle = await tb.reset_mid_transfer(rng, after=(0, len(tb.golden(doomed)) + 2), drivers=[tb.sink])

@@ -118,7 +118,7 @@ def _run(p, q, word, lengths, idle_rate, stall_rate, rng, gearbox=True):
 
 def _check(p, q, word, stall, gearbox):
     rng = knobs.rng(zlib.crc32(f"{p} {q} {word} {stall} {gearbox}".encode()))
-    count = knobs.vectors(6)
+    count = knobs.vectors(6, limit=60)  # tensors, in Amaranth's Python simulator
     # The divisible converter's count is at least 1 (its contract); the gearbox also takes 0.
     lengths = ([0] if gearbox else []) + [1] + [int(rng.integers(2, 6 * (p + q))) for _ in range(count)]
     lengths = [n + 1 if n > 1 and (n % p == 0 or n % q == 0) else n for n in lengths]
@@ -156,7 +156,7 @@ def _check_reset(p, q, word, gearbox):
     clean = []
 
     async def bench(ctx):
-        for _ in range(knobs.vectors(6)):
+        for _ in range(knobs.vectors(6, limit=60)):  # tensors, in Amaranth's Python simulator
             n = int(rng.integers(4 * (p + q), 10 * (p + q)))
             # The full-rate run takes max(ceil(n / p), ceil(n / q)) cycles; the stalled one longer.
             cut_at = int(rng.integers(1, max(-(-n // p), -(-n // q)) // 2 + 1))

@@ -151,7 +151,7 @@ def test_fma_matches_softfloat():
 
 def test_fma_agrees_with_golden_fp():
     """The fast binary64 round-to-odd FMA used here equals golden.fp.fma, the RTL unit's model."""
-    fp = pytest.importorskip("golden.fp", reason="golden.fp (the FP unit model) is not there")
+    from golden import fp  # the project's own model: an ImportError is a failure, never a skip
     rng = knobs.rng(7)
     n = knobs.vectors(200_000)
     a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
@@ -495,14 +495,14 @@ def _check_parity(name, n, steps):
 @pytest.mark.parametrize("name", CONFIGS)
 def test_torch_parity(name):
     """Golden is as close to float64 as torch is (fast size; the slow test runs the full size)."""
-    pytest.importorskip("torch", reason="torch is the parity oracle: pip install torch==2.13.0")
+    knobs.oracle("torch", "torch is the parity oracle: pip install torch==2.13.0")
     _check_parity(name, knobs.vectors(8192), 40)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CONFIGS)
 def test_torch_parity_full(name):
-    pytest.importorskip("torch", reason="torch is the parity oracle: pip install torch==2.13.0")
+    knobs.oracle("torch", "torch is the parity oracle: pip install torch==2.13.0")
     _check_parity(name, max(knobs.vectors(100_000), 100_000), 100)
 
 
@@ -513,7 +513,7 @@ def test_torch_bit_identical_with_torch_sqrt(name, monkeypatch):
     torch's vectorised CPU sqrt is not correctly rounded (the golden model, like the RTL, is),
     and only torch's AVX2/AVX512 kernels fuse multiply-adds as the golden model does.
     """
-    torch = pytest.importorskip("torch", reason="torch is the parity oracle: pip install torch==2.13.0")
+    torch = knobs.oracle("torch", "torch is the parity oracle: pip install torch==2.13.0")
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         pytest.skip("torch's non-AVX2 CPU kernels do not fuse multiply-adds")
     monkeypatch.setattr(BINARY32, "sqrt", _torch_sqrt)

@@ -271,7 +271,7 @@ async def transfers(dut, stall):
     tb = PortTB(dut, stall=stall, salt=salt)
     rng = knobs.rng(salt)
     await tb.reset()
-    for batch in range(knobs.vectors(DEFAULT_BATCHES)):
+    for batch in range(knobs.vectors(DEFAULT_BATCHES, limit=30)):  # whole random batches of commands
         await tb.run_batch(*tb.random_batch(rng), f"stall={stall} batch {batch}")
     tb.check_error("read", None)
     tb.check_error("write", None)
@@ -347,7 +347,7 @@ async def reset_mid_transfer(dut):
     tb = PortTB(dut, stall=STALL, salt=50)
     rng = knobs.rng(50)
     await tb.reset()
-    for round_ in range(max(1, knobs.vectors(DEFAULT_BATCHES))):
+    for round_ in range(max(1, knobs.vectors(DEFAULT_BATCHES, limit=30))):  # whole batches, each cut
         doomed = tb.random_batch(rng)
         tb.send(*doomed)
         beats = sum(c["length"] for c in doomed[0] + doomed[1])

@@ -81,7 +81,7 @@ class TB(ClockedTB):
 def element_counts(rng, params, runs):
     """Counts that are not multiples of the lanes or the beat and span up to a few chunks."""
     chunk = params["chunk_elements"]
-    most = max(2, knobs.vectors(DEFAULT_VECTORS) * chunk)
+    most = max(2, knobs.vectors(DEFAULT_VECTORS, limit=64) * chunk)  # chunks per run, for every run
     counts = [int(rng.integers(1, most)) for _ in range(runs - 1)]
     return counts + [chunk + params["lanes"] + 1]  # one chunk and a partial lane vector
 

@@ -84,7 +84,7 @@ def test_counts_and_integer_results_match_oracles(nodes):
     for trial in range(4):
         config = Config(nodes=nodes, rows=int(rng.integers(40, 400)), block=int(rng.choice([4, 20, 32])),
                         home_shift=int(rng.integers(0, 5)), range_shift=int(rng.integers(0, 3)))
-        spawn = scenario(rng, config, knobs.vectors(60))
+        spawn = scenario(rng, config, knobs.vectors(60, limit=200))  # packets per node, Python cluster model
         features = 3
         memory = random_memory(rng, config, features)
         result = Cluster(config, memory).run(spawn, task_id=gk.SPMM)

@@ -68,7 +68,7 @@ async def spawn_windows(dut, backpressure):
     rng = knobs.rng(120 + int(backpressure))
     await tb.load(rng)
     board = Scoreboard("spawner o")
-    done, errors = tb.start(rng, board, knobs.vectors(12))
+    done, errors = tb.start(rng, board, knobs.vectors(12, limit=200))  # each start spawns up to DEPTH tasks
     await drain(tb, {"o": board}, cycles_per_item=10)
     assert (tb.pulses.counts["done"], tb.errors.counts["error"]) == (done, errors), knobs.describe()
 

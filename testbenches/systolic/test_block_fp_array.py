@@ -121,7 +121,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
     tb.stall(idle, backpressure, salt)
     await tb.reset()
     rng = knobs.rng(salt)
-    gemms = os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS))
+    gemms = os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40))
     # K just past a block boundary, and several whole blocks.
     gemms += [(tb.rows * tb.slots, tb.block + 1, tb.cols), (2, 3 * tb.block, tb.cols + 1)]
     for m_size, k_size, n_size in gemms:

@@ -91,7 +91,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
             return None
         return random_accumulator(rng, shape, "f32", 0.25 if edges else 0.0).view(np.uint32)
 
-    for m_size, k_size, n_size in shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS)):
+    for m_size, k_size, n_size in shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
         a = random_operand(rng, (m_size, k_size), wide=wide, edges=edges)
         b = random_operand(rng, (n_size, k_size), wide=wide, edges=edges).T.copy()  # scaled per column
         measured, model = await tb.run_block_gemm(a, b, accumulator((m_size, n_size)), exact_cycles=exact)

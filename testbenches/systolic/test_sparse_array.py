@@ -204,7 +204,7 @@ async def run_sparse(dut, *, idle, backpressure, specials):
               (5, 7, 2 * tb.cols + 1, 0.5)]
     shapes += [(int(rng.integers(1, 3 * tile_m + 2)), int(rng.integers(1, 40)),
                 int(rng.integers(1, 2 * tb.cols + 2)), float(rng.choice(DENSITIES)))
-               for _ in range(knobs.vectors(DEFAULT_GEMMS))]
+               for _ in range(knobs.vectors(DEFAULT_GEMMS, limit=40))]
     for m_size, k_size, n_size, density in shapes:
         a = sparse_matrix(rng, (m_size, k_size), tb.element, density, fraction)
         b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
@@ -236,7 +236,7 @@ async def run_mixed(dut, *, thresholds):
     tile_m = tb.rows * tb.slots
     max_k = tb.params["max_k"]  # K = tile_cols tile_m must fit the B buffer and the command
     assert max_k >= tile_m, f"max_k = {max_k} holds no square tile of {tile_m} rows"
-    for threshold in [threshold for threshold in thresholds for _ in range(knobs.vectors(2))]:
+    for threshold in [threshold for threshold in thresholds for _ in range(knobs.vectors(2, limit=20))]:
         tile_rows, tile_cols = int(rng.integers(3, 6)), int(rng.integers(1, min(3, max_k // tile_m) + 1))
         k_size, n_size = tile_cols * tile_m, int(rng.integers(1, 2 * tb.cols + 2))
         # Tile row densities over 0 .. 100 %: a full and an empty one (dense and sparse under every

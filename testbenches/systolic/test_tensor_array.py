@@ -70,7 +70,7 @@ def _operands(rng, shape, element):
 def test_tensor_schedule_simulation(element):
     """Register-level simulation = gemm bit for bit, = gemm_cycles, and period - 1 raises a hazard."""
     rng = knobs.rng(31)
-    for _ in range(knobs.vectors(12)):
+    for _ in range(knobs.vectors(12, limit=120)):
         rows, cols, tensor, slots = (int(x) for x in rng.integers(1, 4, 4))
         acc_latency = int(rng.integers(1, 4))
         schedule = dict(rows=rows, cols=cols, tensor=tensor, tile=slots, acc_latency=acc_latency,

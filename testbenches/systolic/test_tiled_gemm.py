@@ -127,7 +127,7 @@ async def run_test(dut, *, idle, backpressure, specials):
     await tb.reset()
     rng = knobs.rng(salt)
     fraction = 0.25 if specials else 0.0
-    for m_size, k_size, n_size in shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS)):
+    for m_size, k_size, n_size in shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
         a = random_matrix(rng, (m_size, k_size), tb.element, fraction)
         b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
         d = random_accumulator(rng, (m_size, n_size), tb.element, fraction) if tb.accumulate else None

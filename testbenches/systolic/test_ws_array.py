@@ -36,7 +36,7 @@ async def run_test(dut, *, idle, backpressure, specials):
     fraction = 0.25 if specials else 0.0
     fixed = [(1, 1, 1), (1, tb.rows + 1, tb.cols), (2 * tb.rows + 3, 2 * tb.rows, 2 * tb.cols + 1)]
     randoms = [(int(rng.integers(1, 20)), int(rng.integers(1, 3 * tb.rows + 2)),
-                int(rng.integers(1, 3 * tb.cols))) for _ in range(knobs.vectors(DEFAULT_GEMMS))]
+                int(rng.integers(1, 3 * tb.cols))) for _ in range(knobs.vectors(DEFAULT_GEMMS, limit=40))]
     for m_size, k_size, n_size in fixed + randoms:
         a = random_matrix(rng, (m_size, k_size), tb.element, fraction)
         b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
