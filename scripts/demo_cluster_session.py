@@ -190,12 +190,14 @@ class FCsNHost:
         return values
 
     def host_errors(self):
-        """The cluster's host-port counters and each node's kernel counters (``{name: value}``,
-        ``kernel_<name>`` as a list per node): refused host writes and reads, refused task slots."""
+        """The cluster's host-port counters, and each node's kernel and data memory counters
+        (``{name: value}``, ``kernel_<name>`` and ``memory_range_errors`` as a list per node)."""
         counts = {name: int(getattr(self.dut, name).value) for name in HOST_COUNTERS}
         for name in KERNEL_COUNTERS:
             word = int(getattr(self.dut, f"kernel_{name}").value)
             counts[f"kernel_{name}"] = [word >> (32 * node) & 0xFFFFFFFF for node in range(self.nodes)]
+        word = int(self.dut.memory_range_errors.value)
+        counts["memory_range_errors"] = [word >> (32 * node) & 0xFFFFFFFF for node in range(self.nodes)]
         return counts
 
     # ------------------------------------------------------------------ Table 4.1

@@ -84,7 +84,7 @@ def test_runtime_codes_and_table_4_1():
 
 def test_runtime_counters():
     import golden.runtime.tables as model
-    from rtl.runtime import classifier, cluster, node_kernels, runtime_node, task_responder
+    from rtl.runtime import classifier, cluster, node_kernels, node_memory, runtime_node, task_responder
 
     assert classifier.CLASSIFIER_DROPS == model.CLASSIFIER_DROPS
     assert task_responder.RESPONDER_DROPS == model.RESPONDER_DROPS
@@ -100,11 +100,16 @@ def test_runtime_counters():
     kernels = _runtime_built(node_kernels.NodeKernels)
     for name in model.KERNEL_COUNTERS:
         assert Shape.cast(getattr(kernels, name).shape()).width == 32, name
+    memory = _runtime_built(node_memory.NodeMemory)
+    for name in model.MEMORY_COUNTERS:
+        assert Shape.cast(getattr(memory, name).shape()).width == 32, name
     top = _runtime_built(cluster.Cluster, nodes=4)
     for name in model.HOST_COUNTERS:
         assert Shape.cast(getattr(top, name).shape()).width == 32, name
     for name in model.KERNEL_COUNTERS:
         assert Shape.cast(getattr(top, f"kernel_{name}").shape()).width == 4 * 32, name
+    for name in model.MEMORY_COUNTERS:
+        assert Shape.cast(getattr(top, f"memory_{name}").shape()).width == 4 * 32, name
 
 
 def test_runtime_host_port():

@@ -33,8 +33,8 @@ import numpy as np
 
 from golden.aggregate.pipeline import canonical_nan
 
-from .tables import KERNEL_COUNTERS
 from .packet import ITEMS, LINE_BITS
+from .tables import KERNEL_COUNTERS
 
 __all__ = ["line_words", "words_line", "execute", "refused", "check_features", "SPMM", "ACTIVATION",
            "AGGREGATION", "SUPPORTED", "LINE_WORDS", "KERNEL_COUNTERS"]

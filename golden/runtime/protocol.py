@@ -39,8 +39,8 @@ timing, and :class:`Cluster` predicts float results bit for bit (:attr:`Result.o
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from .tables import COUNTERS, DROP_REASONS
 from .packet import DATA, ITEMS, MAX_NODES, RDMA, TASK, Packet, checksum, decode, encode, set_field
+from .tables import COUNTERS, DROP_REASONS
 
 __all__ = ["Config", "DROP_REASONS", "COUNTERS", "classify", "respond", "split", "detect_request", "serve",
            "spawn", "Cluster", "Result"]

@@ -13,14 +13,15 @@ these. Widths and limits: see ``docs/runtime.md`` §4.
   never produces.
 * :data:`KERNEL_COUNTERS`: a node's kernels (refused task slots, host rows and B lines; aggregation
   slots outside their bank).
+* :data:`MEMORY_COUNTERS`: a node's data memory (refused line writes and RDMA reads).
 * :data:`HOST_COUNTERS`: the cluster's host port (refused host writes and reads).
 * :data:`HOST_TARGETS`, :data:`HOST_WRITE_FIELDS`, :data:`HOST_READ_FIELDS`,
   :data:`READ_ANSWER_FIELDS`: the cluster's host port, ``(name, bit offset, width)`` bit 0 first.
 """
 
 __all__ = ["CLASSIFIER_DROPS", "RESPONDER_DROPS", "DROP_REASONS", "COUNTERS", "NODE_STATUS_COUNTERS",
-           "KERNEL_COUNTERS", "HOST_COUNTERS", "HOST_TARGETS", "HOST_WRITE_FIELDS", "HOST_READ_FIELDS",
-           "READ_ANSWER_FIELDS"]
+           "KERNEL_COUNTERS", "MEMORY_COUNTERS", "HOST_COUNTERS", "HOST_TARGETS", "HOST_WRITE_FIELDS",
+           "HOST_READ_FIELDS", "READ_ANSWER_FIELDS"]
 
 CLASSIFIER_DROPS = ("check", "type", "node", "task_id")
 RESPONDER_DROPS = ("task_mask", "task_range", "task_row", "task_col", "misrouted")
@@ -30,6 +31,7 @@ COUNTERS = ("rx_task", "rx_rdma", "rx_data", "tx_task", "tx_rdma", "tx_data", "s
             "completed", "served") + tuple(f"drop_{reason}" for reason in DROP_REASONS)
 NODE_STATUS_COUNTERS = COUNTERS + ("overflow", "start_rejected")
 KERNEL_COUNTERS = ("range_errors", "bank_errors")
+MEMORY_COUNTERS = ("range_errors",)
 HOST_COUNTERS = ("host_load_errors", "host_read_errors")
 
 # The host port of the simulated cluster: a write names a node, a target and an address.

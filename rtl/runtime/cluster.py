@@ -57,7 +57,8 @@ class Cluster(wiring.Component):
     other read is answered with the row. A task slot whose row or column a node's kernels cannot
     hold (the ``rows`` register set above ``lines``) is refused and counted by those kernels
     (``kernel_range_errors``), and so is an aggregation slot outside its bank
-    (``kernel_bank_errors``).
+    (``kernel_bank_errors``); a line a node's data memory cannot hold, written by its data handler
+    or read by its RDMA responder, is counted by that memory (``memory_range_errors``).
 
     Parameters
     ----------
@@ -92,6 +93,8 @@ class Cluster(wiring.Component):
         Refused host writes and reads (above); saturating, zeroed by reset.
     kernel_range_errors, kernel_bank_errors : Out(ArrayLayout(32, nodes))
         Each node's :class:`~rtl.runtime.node_kernels.NodeKernels` counters of the same names.
+    memory_range_errors : Out(ArrayLayout(32, nodes))
+        Each node's :class:`~rtl.runtime.node_memory.NodeMemory` ``range_errors``.
     """
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
@@ -115,6 +118,7 @@ class Cluster(wiring.Component):
             "host_read_data": Out(stream.Signature(read_answer_layout())),
             **{name: Out(COUNTER_BITS) for name in HOST_COUNTERS},
             **{f"kernel_{name}": Out(data.ArrayLayout(COUNTER_BITS, nodes)) for name in KERNEL_COUNTERS},
+            "memory_range_errors": Out(data.ArrayLayout(COUNTER_BITS, nodes)),
         })
 
     @property
@@ -223,6 +227,7 @@ class Cluster(wiring.Component):
                              self.host_read_data.payload.eq(kernels.read_data.payload)]
             for name in KERNEL_COUNTERS:
                 m.d.comb += getattr(self, f"kernel_{name}")[index].eq(getattr(kernels, name))
+            m.d.comb += self.memory_range_errors[index].eq(memory.range_errors)
         with m.If(reading & refused):
             m.d.comb += [self.host_read_data.valid.eq(1), self.host_read_data.payload.error.eq(1)]
         with m.If(self.host_read_data.valid & self.host_read_data.ready):

@@ -33,7 +33,7 @@ from cocotb.triggers import ClockCycles
 
 from golden.runtime import kernels as gk
 from golden.runtime.protocol import Cluster
-from golden.runtime.tables import HOST_COUNTERS, HOST_TARGETS, KERNEL_COUNTERS
+from golden.runtime.tables import HOST_COUNTERS, HOST_TARGETS, KERNEL_COUNTERS, MEMORY_COUNTERS
 from golden.runtime.workload import sparse_dense_workload
 from scripts.demo_cluster_session import FCsNHost, HostReadError, prepare
 from scripts.sim import channel, knobs
@@ -131,7 +131,8 @@ async def run_and_check(dut, workload, kernels, *, timeout_cycles):
 
 
 def no_errors(nodes):
-    return {**dict.fromkeys(HOST_COUNTERS, 0), **{f"kernel_{name}": [0] * nodes for name in KERNEL_COUNTERS}}
+    return {**dict.fromkeys(HOST_COUNTERS, 0), **{f"kernel_{name}": [0] * nodes for name in KERNEL_COUNTERS},
+            **{f"memory_{name}": [0] * nodes for name in MEMORY_COUNTERS}}
 
 
 def float_bound_check(adjacency, dense, out):

@@ -14,6 +14,8 @@ stated here, not read from the design:
   ``host_read_errors``; host loads to node 3, to target 3, to output row 9, to data line 9 and to
   Spawn_MEM entry 5 (of 4) are each refused and counted in ``host_load_errors``, and the output
   row 1 that row 9 would alias keeps its value.
+* ``NodeMemory`` of 4 lines: a handler write, a host write and an RDMA read of line 5 are refused
+  (line 1 keeps its value, the read returns 0) and each counts in ``range_errors``.
 * The counters saturate at 2**32 - 1 (set near the top, then driven past it).
 """
 
@@ -26,6 +28,7 @@ from golden.runtime.kernels import ACTIVATION, AGGREGATION, SPMM
 from golden.runtime.tables import HOST_TARGETS, READ_ANSWER_FIELDS
 from rtl.runtime.cluster import Cluster
 from rtl.runtime.node_kernels import NodeKernels
+from rtl.runtime.node_memory import NodeMemory
 
 SPAWN, DATA, OUT = HOST_TARGETS["spawn"], HOST_TARGETS["data"], HOST_TARGETS["out"]
 _ANSWER = {name: (offset, width) for name, offset, width in READ_ANSWER_FIELDS}
@@ -182,6 +185,25 @@ def test_kernel_counters_saturate():
     _run(dut, bench)
 
 
+def test_memory_counts_lines_past_its_end():
+    dut = NodeMemory(lines=4)
+
+    async def bench(ctx):
+        await ctx.tick().repeat(2)
+        await _send(ctx, dut.wr, 1 | 11 << 24)
+        await _send(ctx, dut.wr, 5 | 55 << 24)
+        await _send(ctx, dut.load, 5 | 66 << 24)
+        ctx.set(dut.rd_data.ready, 1)
+        answers = []
+        for line in (1, 5):
+            await _send(ctx, dut.rd_cmd, line)
+            answers.append(ctx.get(dut.rd_data.payload))
+        assert answers == [11, 0], "line 5 must read as 0 and must not have reached line 1"
+        assert ctx.get(dut.range_errors) == 3, "the handler write, the host write and the read of line 5"
+
+    _run(dut, bench)
+
+
 # ------------------------------------------------------------------ Cluster
 
 
@@ -213,5 +235,6 @@ def test_cluster_answers_every_host_read_and_counts_refused_loads():
         assert await read(ctx, 0, 1) == (201, 0), "a host write of output row 9 landed in row 1"
         assert ctx.get(dut.host_read_errors) == 2
         assert ctx.get(Value.cast(dut.kernel_range_errors)) == 0
+        assert ctx.get(Value.cast(dut.memory_range_errors)) == 0  # the host port refused line 9 first
 
     _run(dut, bench)
