@@ -69,7 +69,8 @@ class NodeKernels(wiring.Component):
     or read of a row not below ``rows`` writes nothing (the read is answered with ``error`` set
     and data 0); a ``b_load`` line not below ``rows`` is ignored. Each counts once in
     ``range_errors``. An aggregation slot whose row is not in its output bank (``row mod 4`` is
-    not the slot) is dropped by the pipeline and counted in ``bank_errors``.
+    not the slot, the pipeline's rule) is skipped and counted in ``bank_errors``. A task is
+    reported done whatever its slots.
 
     Ids 2 and 5 run one item at a time (3 cycles each), a development kernel; id 6 runs at the
     pipeline's line rate.
@@ -173,7 +174,8 @@ class NodeKernels(wiring.Component):
         range_events += [taken & task_view.mask[index] & ~in_range[index] for index in range(ITEMS)]
         # Aggregation: slot i works on output bank i (rows i mod 4); a slot outside its bank is
         # dropped here, counted (the pipeline would drop it too, into a counter of its own).
-        in_bank = Cat(*(task_view.items[index].row[:2] == index for index in range(ITEMS)))
+        lane_bits = (ITEMS - 1).bit_length()
+        in_bank = Cat(*(task_view.items[index].row[:lane_bits] == index for index in range(ITEMS)))
         bank_events = [taken & is_aggregation & runnable[index] & ~in_bank[index] for index in range(ITEMS)]
         packet = pipeline.packets.payload
         m.d.comb += [
