@@ -36,17 +36,24 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from golden.runtime.kernels import line_words, words_line
 from golden.runtime.workload import Workload, sparse_dense_workload
-from rtl.runtime.cluster import HOST_DATA, HOST_OUT, HOST_SPAWN
+from rtl.runtime.cluster import HOST_COUNTERS, HOST_DATA, HOST_OUT, HOST_SPAWN
+from rtl.runtime.node_kernels import KERNEL_COUNTERS
 from rtl.runtime.runtime_node import COUNTERS, RuntimeNode
 from scripts.sim import channel
 
-__all__ = ["FCsNHost", "prepare", "run_job", "Overlay", "DataHandler", "TaskData", "KernelStatus",
-           "NODE_STRIDE"]
+__all__ = ["FCsNHost", "HostReadError", "prepare", "run_job", "Overlay", "DataHandler", "TaskData",
+           "KernelStatus", "NODE_STRIDE"]
 
 NODE_STRIDE = 0x1000
 CLOCK_NS = 10
 _TRAFFIC = ("tx_task", "tx_rdma", "tx_data", "rx_task", "rx_rdma", "rx_data")
 _CLASSIFIER_DROPS = ("drop_check", "drop_type", "drop_node", "drop_task_id")
+_LINE_MASK = (1 << 448) - 1
+_ERROR_BIT = 448  # a read answer: 448 data bits, then ``error``
+
+
+class HostReadError(RuntimeError):
+    """The cluster answered a host read with its error flag: no such node, or no such row."""
 
 
 @dataclass
@@ -155,7 +162,10 @@ class FCsNHost:
         dut.host_load__valid.value = 0
 
     async def _read_rows(self, requests):
-        """Read output rows ``(node, row)`` one at a time; returns their 448-bit values."""
+        """Read output rows ``(node, row)`` one at a time; returns their 448-bit values.
+
+        Raises :class:`HostReadError` when the cluster answers a read with its error flag (the
+        node is not in the cluster, or the row is past its output memory)."""
         dut = self.dut
         values = []
         dut.host_read_data__ready.value = 1
@@ -170,10 +180,25 @@ class FCsNHost:
             while True:
                 await RisingEdge(self.clock)
                 if int(dut.host_read_data__valid.value):
-                    values.append(int(dut.host_read_data__payload.value))
+                    answer = int(dut.host_read_data__payload.value)
+                    if answer >> _ERROR_BIT & 1:
+                        dut.host_read_data__ready.value = 0
+                        raise HostReadError(f"the cluster refused the read of node {node} row {row}")
+                    values.append(answer & _LINE_MASK)
                     break
         dut.host_read_data__ready.value = 0
         return values
+
+    def host_errors(self):
+        """The cluster's host-port counters, and each node's kernel and data memory counters
+        (``{name: value}``, ``kernel_<name>`` and ``memory_range_errors`` as a list per node)."""
+        counts = {name: int(getattr(self.dut, name).value) for name in HOST_COUNTERS}
+        for name in KERNEL_COUNTERS:
+            word = int(getattr(self.dut, f"kernel_{name}").value)
+            counts[f"kernel_{name}"] = [word >> (32 * node) & 0xFFFFFFFF for node in range(self.nodes)]
+        word = int(self.dut.memory_range_errors.value)
+        counts["memory_range_errors"] = [word >> (32 * node) & 0xFFFFFFFF for node in range(self.nodes)]
+        return counts
 
     # ------------------------------------------------------------------ Table 4.1
     async def System_init(self, node_num):  # noqa: N802  (the seed's names)

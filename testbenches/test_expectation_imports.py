@@ -59,10 +59,6 @@ PERMITTED = {
 
 #: Runtime and collective tests that still take expectations from rtl/ (remove each once fixed).
 TEMPORARY = {
-    "testbenches/runtime/test_classifier.py": {"rtl.runtime.classifier.CLASSIFIER_DROPS"},
-    "testbenches/runtime/test_packet.py": {"rtl.runtime.packet"},
-    "testbenches/runtime/test_runtime_node.py": {"rtl.runtime.runtime_node.COUNTERS"},
-    "testbenches/runtime/test_task_responder.py": {"rtl.runtime.task_responder.RESPONDER_DROPS"},
     "testbenches/collective/test_tiered.py": {"rtl.collective.region_unit.REGION_COUNTERS",
                                               "rtl.collective.tiered_cluster.switch_size"},
 }

@@ -13,7 +13,17 @@ each task's occupied slots in slot order:
   operation one binary32 round-to-nearest-even (NumPy float32; subnormals kept), ``a`` the
   slot's ``value`` as a float32 bit pattern, into sums ``S`` that start at +0 (the aggregation
   pipeline's own memory); before the next task of another kernel, and at the end, ``S`` replaces
-  the whole output memory and restarts at +0 (the pipeline's drain).
+  the whole output memory and restarts at +0 (the pipeline's drain). Infinities follow IEEE
+  754; every NaN result is the canonical quiet NaN ``0x7FC00000`` (the FP units never propagate a
+  NaN's payload or sign). Nothing counts non-finite values: a NaN or an infinity in B or in a
+  weight is data, not an error.
+
+**Refused slots** (the kernels' ``range_errors`` and ``bank_errors``, see :func:`refused`): a
+slot whose row is not below ``rows``, or, for kernels 2 and 6 (they read B), whose column is not
+below ``rows``, is skipped; so is an aggregation slot whose row is not in its output bank
+(``row mod 4`` differs from the slot).
+
+A line carries at most :data:`LINE_WORDS` = 14 words: ``features`` outside 1 .. 14 is refused.
 
 ``B[col]`` is line ``col`` of the global data space (a node reads a remote line only after
 fetching it, and lines are never written during a run, so every node sees the same B).
@@ -21,11 +31,36 @@ fetching it, and lines are never written during a run, so every node sees the sa
 
 import numpy as np
 
-__all__ = ["line_words", "words_line", "execute", "SPMM", "ACTIVATION", "AGGREGATION", "SUPPORTED"]
+from golden.aggregate.pipeline import canonical_nan
+
+from .packet import ITEMS, LINE_BITS
+from .tables import KERNEL_COUNTERS
+
+__all__ = ["line_words", "words_line", "execute", "refused", "check_features", "SPMM", "ACTIVATION",
+           "AGGREGATION", "SUPPORTED", "LINE_WORDS", "KERNEL_COUNTERS"]
 
 SPMM, ACTIVATION, AGGREGATION = 2, 5, 6
 SUPPORTED = (SPMM, ACTIVATION, AGGREGATION)
+LINE_WORDS = LINE_BITS // 32
 _MASK32 = (1 << 32) - 1
+
+
+def check_features(features):
+    """``features`` as an int, or a ValueError when a 448-bit line cannot carry that many 32-bit words."""
+    if isinstance(features, bool) or not isinstance(features, (int, np.integer)) \
+            or not 1 <= features <= LINE_WORDS:
+        raise ValueError(f"features must be an integer from 1 to {LINE_WORDS} (32-bit words in a "
+                         f"{LINE_BITS}-bit line), not {features!r}")
+    return int(features)
+
+
+def refused(task, slot, item, rows):
+    """The counter that ``item`` (in ``slot`` of ``task``) counts in when the kernels skip it, or None."""
+    if item.row >= rows or (task.task_id != ACTIVATION and item.col >= rows):
+        return "range_errors"
+    if task.task_id == AGGREGATION and item.row % ITEMS != slot:
+        return "bank_errors"
+    return None
 
 
 def line_words(value, features):
@@ -41,7 +76,7 @@ def words_line(words):
     return line
 
 
-def execute(issued, memory, *, rows, features, out=None):
+def execute(issued, memory, *, rows, features, out=None, errors=None):
     """Run every node's issued tasks; returns the output memories (per node, rows x features uint32).
 
     Parameters
@@ -53,7 +88,10 @@ def execute(issued, memory, *, rows, features, out=None):
     rows, features : int
     out : list of numpy.ndarray, optional
         Initial output memories (copied); zeros by default.
+    errors : list, optional
+        Receives, per node, ``{name: count}`` of the refused slots (:data:`KERNEL_COUNTERS`).
     """
+    features = check_features(features)
     nodes = len(issued)
     result = [np.zeros((rows, features), np.uint32) if out is None else np.array(out[node], dtype=np.uint32)
               for node in range(nodes)]
@@ -66,15 +104,20 @@ def execute(issued, memory, *, rows, features, out=None):
 
     for node, tasks in enumerate(issued):
         target = result[node]
+        counts = dict.fromkeys(KERNEL_COUNTERS, 0)
         sums = None  # the aggregation pipeline's memory, when it holds results
         for task in tasks:
             if sums is not None and task.task_id != AGGREGATION:
-                target[:] = sums  # the drain
+                target[:] = canonical_nan(sums.view(np.float32)).view(np.uint32)  # the drain
                 sums = None
             if sums is None and task.task_id == AGGREGATION:
                 sums = np.zeros_like(target)
-            for item in task.slots:
+            for slot, item in enumerate(task.slots):
                 if item is None:
+                    continue
+                reason = refused(task, slot, item, rows)
+                if reason is not None:
+                    counts[reason] += 1
                     continue
                 if task.task_id == SPMM:
                     product = (b_row(item.col).astype(np.uint64) * np.uint64(item.value)) & np.uint64(_MASK32)
@@ -90,5 +133,7 @@ def execute(issued, memory, *, rows, features, out=None):
                 else:
                     raise ValueError(f"no golden kernel for task id {task.task_id}")
         if sums is not None:
-            target[:] = sums
+            target[:] = canonical_nan(sums.view(np.float32)).view(np.uint32)
+        if errors is not None:
+            errors.append(counts)
     return result

@@ -40,15 +40,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from .packet import DATA, ITEMS, MAX_NODES, RDMA, TASK, Packet, checksum, decode, encode, set_field
+from .tables import COUNTERS, DROP_REASONS
 
 __all__ = ["Config", "DROP_REASONS", "COUNTERS", "classify", "respond", "split", "detect_request", "serve",
            "spawn", "Cluster", "Result"]
-
-# Drop counters, by unit: classifier, task responder, RDMA responder, data handler.
-DROP_REASONS = ("check", "type", "node", "task_id", "task_mask", "task_range", "task_row", "task_col",
-                "misrouted", "rdma_range", "data_unsolicited")
-COUNTERS = ("rx_task", "rx_rdma", "rx_data", "tx_task", "tx_rdma", "tx_data", "spawned", "issued",
-            "completed", "served") + tuple(f"drop_{reason}" for reason in DROP_REASONS)
 
 
 @dataclass(frozen=True)

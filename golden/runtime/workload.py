@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .kernels import words_line
+from .kernels import LINE_WORDS, words_line
 from .packet import ITEMS, TASK, Item, Packet, encode
 from .protocol import Config
 
@@ -72,7 +72,8 @@ def sparse_dense_workload(adjacency, dense, *, nodes, block=20, home_shift=2, ra
         A; its values become the items' 32-bit ``value`` (float32 bit patterns when
         ``values="float32"``, unsigned integers when ``"uint32"``).
     dense : numpy.ndarray, n x F
-        B, float32 or uint32 (its bit patterns are loaded), F at most 14.
+        B, float32 or uint32 (its bit patterns are loaded), F from 1 to 14 (a line's words): any
+        other F, or another dtype, is a ValueError (the data packet could not carry it).
     nodes, block, home_shift, range_shift
         See :class:`golden.runtime.protocol.Config`.
     placement : {"home", "next"}
@@ -82,9 +83,16 @@ def sparse_dense_workload(adjacency, dense, *, nodes, block=20, home_shift=2, ra
         raise ValueError(f"placement must be one of {PLACEMENTS}, not {placement!r}")
     a = sp.coo_matrix(adjacency)
     n = a.shape[0]
-    if a.shape != (n, n) or dense.shape[0] != n:
+    if a.shape != (n, n) or np.shape(dense)[0] != n:
         raise ValueError("adjacency must be n x n and dense n x F")
+    if np.asarray(dense).ndim != 2:
+        raise ValueError(f"dense must be n x F, not of shape {np.shape(dense)}")
+    dense = np.asarray(dense)
+    if dense.dtype not in (np.float32, np.uint32):
+        raise ValueError(f"dense must be float32 or uint32 (32-bit words), not {dense.dtype}")
     features = dense.shape[1]
+    if not 1 <= features <= LINE_WORDS:
+        raise ValueError(f"a data line carries 1 to {LINE_WORDS} 32-bit words: dense has {features} columns")
     config = Config(nodes=nodes, rows=n, block=block, home_shift=home_shift, range_shift=range_shift)
     bits = np.ascontiguousarray(dense).view(np.uint32)
     memory = {line: words_line(bits[line]) for line in range(n)}

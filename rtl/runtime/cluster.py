@@ -7,16 +7,26 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4LiteSignature
 from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .axi_lite_decoder import AXILiteDecoder
-from .node_kernels import NodeKernels, kernel_mask
+from .node_kernels import (
+    COUNTER_BITS,
+    KERNEL_COUNTERS,
+    NodeKernels,
+    count_saturating,
+    kernel_mask,
+    read_answer_layout,
+)
 from .node_memory import NodeMemory
 from .packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
 from .runtime_node import RuntimeNode
 from .switch import SWITCH_NODES, Switch
 
-__all__ = ["Cluster", "HOST_SPAWN", "HOST_DATA", "HOST_OUT", "host_write_layout", "host_read_layout"]
+__all__ = ["Cluster", "HOST_SPAWN", "HOST_DATA", "HOST_OUT", "HOST_COUNTERS", "host_write_layout",
+           "host_read_layout"]
 
 # Targets of a host write.
 HOST_SPAWN, HOST_DATA, HOST_OUT = 0, 1, 2
+# The host port's error counters (32 bits, saturating), in port order.
+HOST_COUNTERS = ("host_load_errors", "host_read_errors")
 
 
 def host_write_layout():
@@ -38,6 +48,17 @@ class Cluster(wiring.Component):
     :class:`~rtl.runtime.node_memory.NodeMemory` and whose kernel port is a
     :class:`~rtl.runtime.node_kernels.NodeKernels`. The host reaches every node through one
     AXI4-Lite port (node *i*'s control registers at ``i * 0x1000``) and one load/read port pair.
+
+    **Every host request is answered or counted.** A host write to a node that is not in the
+    cluster, to an unknown target (3), or past its memory (an output row or data line not below
+    ``lines``, a Spawn_MEM entry not below ``spawn_depth``) is taken, writes nothing and counts in
+    ``host_load_errors``. A host read of a node that is not in the cluster, or of a row not below
+    ``lines``, is answered with ``error`` set and data 0 and counts in ``host_read_errors``; every
+    other read is answered with the row. A task slot whose row or column a node's kernels cannot
+    hold (the ``rows`` register set above ``lines``) is refused and counted by those kernels
+    (``kernel_range_errors``), and so is an aggregation slot outside its bank
+    (``kernel_bank_errors``); a line a node's data memory cannot hold, written by its data handler
+    or read by its RDMA responder, is counted by that memory (``memory_range_errors``).
 
     Parameters
     ----------
@@ -66,14 +87,20 @@ class Cluster(wiring.Component):
     host_load : In(stream.Signature(host_write_layout()))
         Host writes (``Board_MEM_init``): Spawn_MEM entries, data lines, output rows.
     host_read : In(stream.Signature(host_read_layout()))
-    host_read_data : Out(stream.Signature(448))
-        Host reads of output rows (``Sync_to_Host``), one at a time.
+    host_read_data : Out(stream.Signature(StructLayout(data: 448, error: 1)))
+        Host reads of output rows (``Sync_to_Host``), one at a time, each answered.
+    host_load_errors, host_read_errors : Out(32)
+        Refused host writes and reads (above); saturating, zeroed by reset.
+    kernel_range_errors, kernel_bank_errors : Out(ArrayLayout(32, nodes))
+        Each node's :class:`~rtl.runtime.node_kernels.NodeKernels` counters of the same names.
+    memory_range_errors : Out(ArrayLayout(32, nodes))
+        Each node's :class:`~rtl.runtime.node_memory.NodeMemory` ``range_errors``.
     """
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
                  switch_depth=4, aggregation=True):
         self._nodes = check_choice("nodes", nodes, SWITCH_NODES)
-        self._lines = check_int("lines", lines, 2, 1 << ROW_BITS)
+        self._lines = check_int("lines", lines, 4, 1 << ROW_BITS)  # the kernels' minimum
         self._features = check_int("features", features, 1, LINE_BITS // 32)
         self._spawn_depth = check_int("spawn_depth", spawn_depth, 2, 65536)
         self._ranges = check_int("ranges", ranges, 2, 1024)
@@ -88,7 +115,10 @@ class Cluster(wiring.Component):
             "s_axi_control": In(AXI4LiteSignature(address_width=12 + self._select_bits, data_width=32)),
             "host_load": In(stream.Signature(host_write_layout())),
             "host_read": In(stream.Signature(host_read_layout())),
-            "host_read_data": Out(stream.Signature(LINE_BITS)),
+            "host_read_data": Out(stream.Signature(read_answer_layout())),
+            **{name: Out(COUNTER_BITS) for name in HOST_COUNTERS},
+            **{f"kernel_{name}": Out(data.ArrayLayout(COUNTER_BITS, nodes)) for name in KERNEL_COUNTERS},
+            "memory_range_errors": Out(data.ArrayLayout(COUNTER_BITS, nodes)),
         })
 
     @property
@@ -106,14 +136,35 @@ class Cluster(wiring.Component):
         load = self.host_load.payload
         load_ready = Signal()
         m.d.comb += self.host_load.ready.eq(load_ready)
+        # A host write is refused (taken, counted, nothing written) unless its node is here and
+        # its address is inside its target's memory; narrower address ports would alias it.
+        # (If-chains and expressions, not m.Switch: Verilator's -Wall rejects an incomplete case.)
+        load_ok = Signal()
+        m.d.comb += load_ok.eq(((load.target == HOST_SPAWN) & (load.address < self._spawn_depth))
+                               | (((load.target == HOST_DATA) | (load.target == HOST_OUT))
+                                  & (load.address < self._lines)))
+        if nodes < 1 << NODE_BITS:
+            load_ok_here = load_ok & (load.node < nodes)
+        else:
+            load_ok_here = load_ok
+        with m.If(~load_ok_here):
+            m.d.comb += load_ready.eq(1)
+        count_saturating(m, self.host_load_errors, [self.host_load.valid & ~load_ok_here])
+
         read = self.host_read.payload
-        reading = Signal()  # a host read is held until its node's kernels answer it
-        sent = Signal()  # ... and its command has been taken by them
+        reading = Signal()  # a host read is held until it is answered
+        sent = Signal()  # ... and its command has been taken by its node's kernels
+        refused = Signal()  # ... or it is answered here, with the error flag (no such node or row)
         read_node = Signal(NODE_BITS)
         read_address = Signal(ROW_BITS)
+        read_ok = read.address < self._lines
+        if nodes < 1 << NODE_BITS:
+            read_ok &= read.node < nodes
         m.d.comb += self.host_read.ready.eq(~reading)
         with m.If(self.host_read.valid & ~reading):
-            m.d.sync += [reading.eq(1), sent.eq(0), read_node.eq(read.node), read_address.eq(read.address)]
+            m.d.sync += [reading.eq(1), sent.eq(0), refused.eq(~read_ok), read_node.eq(read.node),
+                         read_address.eq(read.address)]
+        count_saturating(m, self.host_read_errors, [self.host_read.valid & ~reading & ~read_ok])
 
         for index in range(nodes):
             node = RuntimeNode(kernels=kernel_mask(self._aggregation), block=self._block, ranges=self._ranges,
@@ -140,7 +191,7 @@ class Cluster(wiring.Component):
             wiring.connect(m, memory.written, kernels.b_load)
 
             # Host writes, by node and target.
-            here = self.host_load.valid & (load.node == index)
+            here = self.host_load.valid & (load.node == index) & load_ok
             m.d.comb += [
                 node.spawn_load.payload.address.eq(load.address),
                 node.spawn_load.payload.packet.eq(load.data),
@@ -152,36 +203,33 @@ class Cluster(wiring.Component):
                 kernels.load.payload.data.eq(load.data[:LINE_BITS]),
                 kernels.load.valid.eq(here & (load.target == HOST_OUT)),
             ]
-            with m.If(load.node == index):
-                with m.Switch(load.target):
-                    with m.Case(HOST_SPAWN):
-                        m.d.comb += load_ready.eq(node.spawn_load.ready)
-                    with m.Case(HOST_DATA):
-                        m.d.comb += load_ready.eq(memory.load.ready)
-                    with m.Case(HOST_OUT):
-                        m.d.comb += load_ready.eq(kernels.load.ready)
-                    with m.Default():
-                        m.d.comb += load_ready.eq(1)  # an unknown target is dropped
+            with m.If((load.node == index) & load_ok):
+                with m.If(load.target == HOST_SPAWN):
+                    m.d.comb += load_ready.eq(node.spawn_load.ready)
+                with m.Elif(load.target == HOST_DATA):
+                    m.d.comb += load_ready.eq(memory.load.ready)
+                with m.Else():  # HOST_OUT (load_ok refuses target 3)
+                    m.d.comb += load_ready.eq(kernels.load.ready)
 
             # Host reads of the output memory, one at a time.
             m.d.comb += [
                 kernels.read_cmd.payload.eq(read_address),
-                kernels.read_cmd.valid.eq(reading & ~sent & (read_node == index)),
-                kernels.read_data.ready.eq(reading & (read_node == index) & self.host_read_data.ready),
+                kernels.read_cmd.valid.eq(reading & ~refused & ~sent & (read_node == index)),
+                kernels.read_data.ready.eq(reading & ~refused & (read_node == index)
+                                           & self.host_read_data.ready),
             ]
             with m.If(kernels.read_cmd.valid & kernels.read_cmd.ready):
                 m.d.sync += sent.eq(1)
-            with m.If(reading & (read_node == index)):
+            with m.If(reading & ~refused & (read_node == index)):
                 m.d.comb += [self.host_read_data.valid.eq(kernels.read_data.valid),
                              self.host_read_data.payload.eq(kernels.read_data.payload)]
-        if nodes < 1 << NODE_BITS:
-            with m.If(load.node >= nodes):
-                m.d.comb += load_ready.eq(1)  # writes to a node that does not exist are dropped
+            for name in KERNEL_COUNTERS:
+                m.d.comb += getattr(self, f"kernel_{name}")[index].eq(getattr(kernels, name))
+            m.d.comb += self.memory_range_errors[index].eq(memory.range_errors)
+        with m.If(reading & refused):
+            m.d.comb += [self.host_read_data.valid.eq(1), self.host_read_data.payload.error.eq(1)]
         with m.If(self.host_read_data.valid & self.host_read_data.ready):
             m.d.sync += reading.eq(0)
-        if nodes < 1 << NODE_BITS:
-            with m.If(reading & (read_node >= nodes)):
-                m.d.sync += reading.eq(0)  # a read of a node that does not exist is dropped
         return m
 
 
@@ -190,7 +238,7 @@ register_block(
     summary="Simulated FCsN cluster: N runtime nodes with data memories and kernels on one RTL switch.",
     params=[
         Param("nodes", int, 2, "nodes", choices=SWITCH_NODES),
-        Param("lines", int, 256, "data memory lines and output rows per node", minimum=2, maximum=1 << 24),
+        Param("lines", int, 256, "data memory lines and output rows per node", minimum=4, maximum=1 << 24),
         Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
         Param("spawn_depth", int, 64, "Spawn_MEM entries per node", minimum=2, maximum=65536),
         Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),

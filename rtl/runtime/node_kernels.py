@@ -1,6 +1,6 @@
 """The kernels attached to a runtime node in the simulated cluster: sparse x dense, ReLU, aggregation."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -10,7 +10,8 @@ from ..aggregate.packet import TASK_AGGREGATION, packet_layout
 from ..registration import Param, check_bool, check_int, register_block
 from .packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
 
-__all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout"]
+__all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout", "read_answer_layout",
+           "KERNEL_COUNTERS", "COUNTER_BITS", "count_saturating"]
 
 # Kernel ids implemented here: 2 (integer sparse x dense), 5 (ReLU), 6 (float32 aggregation).
 KERNEL_MASK = (1 << 2) | (1 << 5) | (1 << 6)
@@ -21,8 +22,28 @@ def kernel_mask(aggregation):
     return KERNEL_MASK if aggregation else KERNEL_MASK & ~(1 << 6)
 
 
+# Error counters (32 bits, saturating), in port order.
+KERNEL_COUNTERS = ("range_errors", "bank_errors")
+COUNTER_BITS = 32
+
+
 def row_write_layout():
     return data.StructLayout({"row": ROW_BITS, "data": LINE_BITS})
+
+
+def read_answer_layout():
+    """A host read's answer: the row's ``data``, or ``error`` set and data 0 for a row that is not there."""
+    return data.StructLayout({"data": LINE_BITS, "error": 1})
+
+
+def count_saturating(m, counter, events):
+    """``counter += sum(events)`` each cycle, stopping at its largest value (it never wraps to 0)."""
+    total = Const(0, 1)
+    for event in events:
+        total = total + event
+    step = Signal(len(counter) + 1, name=f"{counter.name}_next")
+    m.d.comb += step.eq(counter + total)
+    m.d.sync += counter.eq(Mux(step[len(counter)], (1 << len(counter)) - 1, step))
 
 
 class NodeKernels(wiring.Component):
@@ -42,6 +63,14 @@ class NodeKernels(wiring.Component):
       done when the pipeline takes it (its results are in the pipeline, which the drain waits for).
     * id 2, integer sparse x dense: ``OUT[row] = OUT[row] + value * B[col]`` per word, mod 2**32;
     * id 5, ReLU: every word of ``OUT[row]`` with its sign bit set becomes 0.
+
+    **Out-of-range input is refused and counted, never aliased**: a task slot whose row is not
+    below ``rows``, or (ids 2 and 6, which read B) whose column is not, is skipped; a host write
+    or read of a row not below ``rows`` writes nothing (the read is answered with ``error`` set
+    and data 0); a ``b_load`` line not below ``rows`` is ignored. Each counts once in
+    ``range_errors``. An aggregation slot whose row is not in its output bank (``row mod 4`` is
+    not the slot, the pipeline's rule) is skipped and counted in ``bank_errors``. A task is
+    reported done whatever its slots.
 
     Ids 2 and 5 run one item at a time (3 cycles each), a development kernel; id 6 runs at the
     pipeline's line rate.
@@ -70,9 +99,12 @@ class NodeKernels(wiring.Component):
     load : In(stream.Signature(row_write_layout()))
         Host writes into the output memory.
     read_cmd : In(stream.Signature(24))
-    read_data : Out(stream.Signature(448))
-        Host reads of the output memory, one at a time.
+    read_data : Out(stream.Signature(read_answer_layout()))
+        Host reads of the output memory, one at a time; every read is answered.
     busy : Out(1)
+    range_errors, bank_errors : Out(32)
+        Refused slots, host writes, host reads and B lines (above); aggregation slots outside
+        their bank. Both saturate at 2**32 - 1; reset zeroes them.
     """
 
     def __init__(self, *, features=4, rows=256, aggregation=True):
@@ -88,8 +120,9 @@ class NodeKernels(wiring.Component):
             "b_load": In(stream.Signature(MemWrite)),
             "load": In(stream.Signature(row_write_layout())),
             "read_cmd": In(stream.Signature(ROW_BITS)),
-            "read_data": Out(stream.Signature(LINE_BITS)),
+            "read_data": Out(stream.Signature(read_answer_layout())),
             "busy": Out(1),
+            **{name: Out(COUNTER_BITS) for name in KERNEL_COUNTERS},
         })
 
     def elaborate(self, platform):
@@ -100,6 +133,12 @@ class NodeKernels(wiring.Component):
         m.submodules.out = memory = Memory(shape=width, depth=self._rows, init=[])
         read = memory.read_port()
         write = memory.write_port()
+
+        def here(address):
+            """``address`` (24 bits) names a row of the output memory (and a line of B)."""
+            return Const(1) if self._rows == 1 << ROW_BITS else address < self._rows
+
+        range_events = []  # one-cycle events, each a refused row, address or line
 
         # The aggregation pipeline, its B copy and the task adapter.
         if self._aggregation:
@@ -114,16 +153,34 @@ class NodeKernels(wiring.Component):
             pipeline.relu.eq(0),
             pipeline.clear_start.eq(0),
             self.b_load.ready.eq(1),
-            pipeline.b_load.valid.eq(self.b_load.valid & (self.b_load.payload.line < self._rows)),
+            pipeline.b_load.valid.eq(self.b_load.valid & here(self.b_load.payload.line)),
             pipeline.b_load.payload.addr.eq(self.b_load.payload.line),
             pipeline.b_load.payload.data.eq(self.b_load.payload.data[:width]),
         ]
+        range_events.append(self.b_load.valid & ~here(self.b_load.payload.line))
         incoming = self.task.payload
         task_view = incoming.task()
+        is_aggregation = Signal()
+        m.d.comb += is_aggregation.eq((incoming.header.task_id == TaskId.AGGREGATION) & self._aggregation)
+        # The slots the kernels may run: row (and column, for the kernels that read B) in range.
+        # A 24-bit row cut to the memory's address width would land on another row.
+        reads_b = incoming.header.task_id != TaskId.ACTIVATION
+        in_range = Signal(ITEMS)
+        for index in range(ITEMS):
+            item = task_view.items[index]
+            m.d.comb += in_range[index].eq(here(item.row) & (here(item.col) | ~reads_b))
+        runnable = task_view.mask & in_range
+        taken = self.task.valid & self.task.ready
+        range_events += [taken & task_view.mask[index] & ~in_range[index] for index in range(ITEMS)]
+        # Aggregation: slot i works on output bank i (rows i mod 4); a slot outside its bank is
+        # dropped here, counted (the pipeline would drop it too, into a counter of its own).
+        lane_bits = (ITEMS - 1).bit_length()
+        in_bank = Cat(*(task_view.items[index].row[:lane_bits] == index for index in range(ITEMS)))
+        bank_events = [taken & is_aggregation & runnable[index] & ~in_bank[index] for index in range(ITEMS)]
         packet = pipeline.packets.payload
         m.d.comb += [
             packet.header.task.eq(TASK_AGGREGATION),
-            packet.header.mask.eq(task_view.mask),
+            packet.header.mask.eq(runnable & in_bank),
             packet.header.weighted.eq(1),
             packet.header.range_base.eq(0),
         ]
@@ -131,8 +188,6 @@ class NodeKernels(wiring.Component):
             item = task_view.items[slot]
             m.d.comb += [packet.slots[slot].row.eq(item.row), packet.slots[slot].col.eq(item.col),
                          packet.slots[slot].value.eq(item.value)]
-        is_aggregation = Signal()
-        m.d.comb += is_aggregation.eq((incoming.header.task_id == TaskId.AGGREGATION) & self._aggregation)
         dirty = Signal()  # the pipeline holds results not yet drained into the output memory
 
         current = Packet(Signal(Packet.as_shape().size, name="current"))
@@ -162,6 +217,9 @@ class NodeKernels(wiring.Component):
             m.d.sync += state.eq(states.index(name))
 
         m.d.comb += self.busy.eq(~at["IDLE"] | dirty | pipeline.busy)
+        load_refused, read_refused = Signal(), Signal()
+        refused = Signal()  # the host read being answered named a row that is not there
+        range_events += [load_refused, read_refused]
         done_id = Signal(TaskId)
         m.d.comb += self.done.payload.eq(done_id)
         with m.If(at["IDLE"]):
@@ -177,14 +235,16 @@ class NodeKernels(wiring.Component):
                     goto("DRAIN")
             with m.Elif(self.task.valid):
                 m.d.comb += self.task.ready.eq(1)
-                m.d.sync += [current.eq(incoming), remaining.eq(task_view.mask)]
+                m.d.sync += [current.eq(incoming), remaining.eq(runnable)]
                 goto("ISSUE")
             with m.Elif(self.load.valid):
                 m.d.comb += [self.load.ready.eq(1), write.addr.eq(self.load.payload.row),
                              write.data.eq(self.load.payload.data),
-                             write.en.eq(self.load.payload.row < self._rows)]
+                             write.en.eq(here(self.load.payload.row)), load_refused.eq(~write.en)]
             with m.Elif(self.read_cmd.valid & ~self.read_data.valid):
-                m.d.comb += [self.read_cmd.ready.eq(1), read.addr.eq(self.read_cmd.payload)]
+                m.d.comb += [self.read_cmd.ready.eq(1), read.addr.eq(self.read_cmd.payload),
+                             read_refused.eq(~here(self.read_cmd.payload))]
+                m.d.sync += refused.eq(read_refused)
                 goto("HOST_READ")
         with m.Elif(at["DRAIN"]):
             drained = pipeline.drain
@@ -194,7 +254,9 @@ class NodeKernels(wiring.Component):
                 m.d.sync += dirty.eq(0)
                 goto("IDLE")
         with m.Elif(at["HOST_READ"]):
-            m.d.sync += [self.read_data.valid.eq(1), self.read_data.payload.eq(read.data)]
+            answer = self.read_data.payload
+            m.d.sync += [self.read_data.valid.eq(1), answer.data.eq(Mux(refused, 0, read.data)),
+                         answer.error.eq(refused)]
             goto("IDLE")
         with m.Elif(at["ISSUE"]):
             with m.If(remaining == 0):
@@ -211,6 +273,11 @@ class NodeKernels(wiring.Component):
             goto("ISSUE")
         with m.If(self.read_data.valid & self.read_data.ready):
             m.d.sync += self.read_data.valid.eq(0)
+
+        # The pipeline's own error counters stay at 0: its header is built here and its slots
+        # are in range and in bank.
+        count_saturating(m, self.range_errors, range_events)
+        count_saturating(m, self.bank_errors, bank_events)
         return m
 
 

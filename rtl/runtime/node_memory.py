@@ -6,6 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_int, register_block
+from .node_kernels import COUNTER_BITS, count_saturating
 from .packet import LINE_BITS, ROW_BITS, MemWrite
 
 __all__ = ["NodeMemory"]
@@ -20,7 +21,9 @@ class NodeMemory(wiring.Component):
     a handler write). Reads: ``rd_cmd``/``rd_data`` for the RDMA responder (in order, one per
     cycle, held while ``rd_data`` waits), and ``kernel_addr``/``kernel_data`` for the kernels
     (one cycle latency, no handshake). An address at or past ``lines`` is ignored by writes
-    and reads as zero.
+    and reads as zero (never aliased); each such write (``wr`` or ``load``) and ``rd_cmd`` read
+    counts once in ``range_errors`` (the kernel port, which has no handshake, is not counted:
+    the kernels refuse such columns themselves).
 
     Parameters
     ----------
@@ -36,6 +39,8 @@ class NodeMemory(wiring.Component):
     kernel_data : Out(448)
     written : Out(stream.Signature(MemWrite))
         Every write, as it is made (for a kernel that keeps its own copy; ``ready`` is ignored).
+    range_errors : Out(32)
+        Refused writes and reads (above); saturates at 2**32 - 1, zeroed by reset.
 
     Notes
     -----
@@ -52,6 +57,7 @@ class NodeMemory(wiring.Component):
             "kernel_addr": In(ROW_BITS),
             "kernel_data": Out(LINE_BITS),
             "written": Out(stream.Signature(MemWrite)),
+            "range_errors": Out(COUNTER_BITS),
         })
 
     def elaborate(self, platform):
@@ -72,6 +78,11 @@ class NodeMemory(wiring.Component):
             self.written.valid.eq(write.en),
             self.written.payload.eq(source),
         ]
+
+        # A load waits while a handler write takes the port (load.ready is low then).
+        refused = [self.wr.valid & (self.wr.payload.line >= lines),
+                   self.load.valid & ~self.wr.valid & (self.load.payload.line >= lines),
+                   self.rd_cmd.valid & self.rd_cmd.ready & (self.rd_cmd.payload >= lines)]
 
         # RDMA reads: the read port's output register is the pipeline stage, held while rd_data waits.
         rdma = memory.read_port()
@@ -94,6 +105,7 @@ class NodeMemory(wiring.Component):
             self.kernel_data.eq(Mux(kernel_in_range, kernel.data, 0)),
         ]
         m.d.sync += kernel_in_range.eq(self.kernel_addr < lines)
+        count_saturating(m, self.range_errors, refused)
         return m
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from golden.runtime import packet as gp
 from golden.runtime.protocol import classify
-from rtl.runtime.classifier import CLASSIFIER_DROPS
+from golden.runtime.tables import CLASSIFIER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard

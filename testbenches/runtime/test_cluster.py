@@ -15,7 +15,13 @@ recursive-summation bound of ``scipy.sparse`` in float64.
   node, through 2-entry queues everywhere; it must finish within the stated bound
   (:func:`flood_bound`);
 * ``unknown_kernel_rejected``: a start with a kernel id no node has spawns nothing and is
-  counted; a later valid start still runs.
+  counted; a later valid start still runs;
+* ``refused_host_requests``: host reads of a node not in the cluster and of a row past the lines
+  are answered with the error flag (the host API raises at once, nothing hangs) and counted; host
+  writes to an absent node, an unknown target, past the lines or past Spawn_MEM are counted and
+  change nothing; a job run afterwards is exact.
+
+After every job the cluster's host-port and kernel error counters must be 0.
 """
 
 
@@ -23,11 +29,13 @@ import cocotb
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from cocotb.triggers import ClockCycles
 
 from golden.runtime import kernels as gk
 from golden.runtime.protocol import Cluster
+from golden.runtime.tables import HOST_COUNTERS, HOST_TARGETS, KERNEL_COUNTERS, MEMORY_COUNTERS
 from golden.runtime.workload import sparse_dense_workload
-from scripts.demo_cluster_session import FCsNHost, prepare
+from scripts.demo_cluster_session import FCsNHost, HostReadError, prepare
 from scripts.sim import channel, knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 
@@ -117,8 +125,14 @@ async def run_and_check(dut, workload, kernels, *, timeout_cycles):
         f"rows {mismatches[:8].tolist()} differ from the golden: "
         f"{out[mismatches[0]]} != {expected[mismatches[0]]}; {knobs.describe()}"
     )
+    assert host.host_errors() == no_errors(params["nodes"]), knobs.describe()
     await host.System_Finalize(overlay)
     return cycles, out
+
+
+def no_errors(nodes):
+    return {**dict.fromkeys(HOST_COUNTERS, 0), **{f"kernel_{name}": [0] * nodes for name in KERNEL_COUNTERS},
+            **{f"memory_{name}": [0] * nodes for name in MEMORY_COUNTERS}}
 
 
 def float_bound_check(adjacency, dense, out):
@@ -213,6 +227,41 @@ async def unknown_kernel_rejected(dut):
     assert sum(c["spawned"] for c in status.counters) == workload.packets
 
 
+@cocotb.test()
+async def refused_host_requests(dut):
+    """Bad host reads are answered (as errors) and counted; bad host writes are counted and harmless."""
+    params = params_from_env()
+    nodes, lines = params["nodes"], params["lines"]
+    adjacency, _, workload = random_job(knobs.rng(240), params, density=0.02, placement="next", integer=True)
+    host = FCsNHost(dut, nodes)
+    overlay, handler = await prepare(host, nodes, workload)
+    for node, row in ((nodes, 0), (15, 1), (0, lines), (1, (1 << 24) - 1)):
+        start = host.cycle
+        try:
+            await host._read_rows([(node, row)])
+        except HostReadError:
+            pass
+        else:
+            raise AssertionError(f"the read of node {node} row {row} was answered as data")
+        assert host.cycle - start < 10, "an error answer must come at once"
+    errors = no_errors(nodes)
+    errors["host_read_errors"] = 4
+    assert host.host_errors() == errors
+    # Each refused write would alias row or entry 0 of node 0 (or reach no node): none may change anything.
+    await host._load([(nodes, HOST_TARGETS["out"], 0, 1), (0, 3, 0, 1), (0, HOST_TARGETS["out"], lines, 1),
+                      (0, HOST_TARGETS["data"], lines, 1),
+                      (0, HOST_TARGETS["spawn"], params["spawn_depth"], 1 << 511)])
+    await ClockCycles(dut.clk, 2)
+    errors["host_load_errors"] = 5
+    assert host.host_errors() == errors
+    _, expected = golden_run(workload, [gk.SPMM])
+    await host.Kernel_Start(overlay, gk.SPMM)
+    await host.wait_kernel(overlay, timeout_cycles=10 * adjacency.nnz + 20_000)
+    out = await host.Sync_to_Host(overlay, handler)
+    assert np.array_equal(out, expected), knobs.describe()
+    assert host.host_errors() == errors
+
+
 CLUSTER = {"lines": 240, "features": 4, "spawn_depth": 512, "ranges": 16, "block": 20}
 
 
@@ -224,7 +273,7 @@ def test_cluster(nodes):
         "runtime_cluster",
         __name__,
         params={"nodes": nodes, **CLUSTER, "queue_depth": 4, "switch_depth": 2},
-        testcase=["aggregation", "spmm_then_relu", "unknown_kernel_rejected"],
+        testcase=["aggregation", "spmm_then_relu", "unknown_kernel_rejected", "refused_host_requests"],
     )
 
 

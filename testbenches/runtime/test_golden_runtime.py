@@ -118,12 +118,19 @@ def test_float_aggregation_within_bound_of_float64():
     for words in spawn:
         for index, word in enumerate(words):  # weights as float32 bit patterns
             packet = gp.decode(word)
-            slots = tuple(None if item is None else gp.Item(item.row, item.col, int(
-                np.float32(rng.standard_normal()).view(np.uint32))) for item in packet.slots)
-            words[index] = gp.encode(gp.Packet(gp.TASK, range=packet.range, slots=slots), sealed=False)
+            # An aggregation slot holds rows of its own output bank (row mod 4): move each item
+            # there, leaving out one that finds its slot taken.
+            slots = [None] * gp.ITEMS
+            for item in packet.slots:
+                if item is not None and slots[item.row % gp.ITEMS] is None:
+                    slots[item.row % gp.ITEMS] = gp.Item(item.row, item.col, int(
+                        np.float32(rng.standard_normal()).view(np.uint32)))
+            words[index] = gp.encode(gp.Packet(gp.TASK, range=packet.range, slots=tuple(slots)), sealed=False)
     result = Cluster(config, memory).run(spawn, task_id=gk.AGGREGATION)
     assert result.order_exact
-    out = gk.execute(result.issued, memory, rows=config.rows, features=features)
+    errors = []
+    out = gk.execute(result.issued, memory, rows=config.rows, features=features, errors=errors)
+    assert errors == [dict.fromkeys(gk.KERNEL_COUNTERS, 0)] * config.nodes
     triples = [(item.row, item.col, np.uint32(item.value).view(np.float32))
                for words in spawn for word in words for item in gp.decode(word).slots if item is not None]
     rows, cols, values = zip(*triples, strict=True)
@@ -186,3 +193,87 @@ def test_responder_splitter_and_server_decisions():
     assert classify(word, gp.RDMA, 0, config) == "drop_type"
     assert classify(word ^ 1 << 300, gp.DATA, 0, config) == "drop_check"
     assert classify(word, gp.DATA, 2, config) == "drop_node"
+
+
+def test_features_a_line_cannot_carry_are_refused():
+    """A data line (448 bits) carries 1 to 14 32-bit words: more, none, or 64-bit words are a ValueError.
+
+    With 15 features the model used to predict word 14 from B while its own ``serve`` sent the
+    line without it (the issue's case: ``ones((40, 15))``, 2 nodes, ``home_shift=0``).
+    """
+    from golden.runtime.workload import sparse_dense_workload
+
+    rng = knobs.rng(6)
+    adjacency = sp.random(40, 40, density=0.1, random_state=np.random.RandomState(6), format="coo")
+    for dense in (np.ones((40, 15), np.float32), np.ones((40, 0), np.float32), np.ones((40, 7)),
+                  np.ones((40, 4), np.int64), np.ones(40, np.float32)):
+        with pytest.raises(ValueError, match="words|32-bit|n x F"):
+            sparse_dense_workload(adjacency, dense, nodes=2, home_shift=0)
+    for features in (0, 15, 2.0, True):
+        with pytest.raises(ValueError, match="features"):
+            gk.execute([[]], {}, rows=4, features=features)
+    # 14 words: every word the model predicts is a word serve() sends.
+    dense = rng.standard_normal((40, 14)).astype(np.float32)
+    workload = sparse_dense_workload(adjacency, dense, nodes=2, home_shift=0)
+    config = workload.config
+    owner = config.range_owner(0)
+    served = serve(gp.Packet(gp.RDMA, dst=owner, src=1 - owner, range=0, first=0, lines=config.block), owner,
+                   config, workload.memory)
+    for word in served:
+        line = gp.decode(word)
+        assert np.array_equal(gk.line_words(line.data, 14), dense[line.line].view(np.uint32))
+
+
+def test_refused_slots_are_skipped_and_counted():
+    """Rows past ``rows``, columns past ``rows`` (kernels that read B), aggregation rows of another bank."""
+    one = int(np.float32(1.0).view(np.uint32))
+    memory = {line: gk.words_line([int(np.float32(line + 1).view(np.uint32))]) for line in range(8)}
+    tasks = [
+        gp.Packet(gp.TASK, task_id=gk.SPMM,
+                  slots=(gp.Item(8, 0, 1), gp.Item(1, 8, 1), gp.Item(2, 1, 3), None)),
+        gp.Packet(gp.TASK, task_id=gk.AGGREGATION,
+                  slots=(gp.Item(1, 0, one), gp.Item(5, 2, one), gp.Item(1 << 23, 0, one),
+                         gp.Item(7, 3, one))),
+        gp.Packet(gp.TASK, task_id=gk.ACTIVATION, slots=(gp.Item(0, 1 << 20), gp.Item(9, 0), None, None)),
+    ]
+    errors = []
+    out = gk.execute([tasks], memory, rows=8, features=1, errors=errors)[0]
+    assert errors == [{"range_errors": 4, "bank_errors": 1}]
+    expected = np.zeros((8, 1), np.uint32)
+    expected[5] = np.float32(3.0).view(np.uint32)  # B[2] = 3.0
+    expected[7] = np.float32(4.0).view(np.uint32)
+    # The aggregation's drain replaced the whole memory: SpMM's row 2 (2 * 3) is gone, as in the RTL.
+    assert np.array_equal(out, expected)
+
+
+def test_aggregation_nan_and_infinity_are_canonical():
+    """NaN results are the canonical quiet NaN 0x7FC00000 whatever their cause; infinities follow IEEE."""
+    f32 = {"qnan-": 0xFFC00000, "snan": 0x7F800001, "payload": 0x7FC12345, "inf": 0x7F800000,
+           "-inf": 0xFF800000, "one": 0x3F800000, "zero": 0}
+    memory = {line: gk.words_line([f32[name]]) for line, name in enumerate(f32)}
+    col = {name: line for line, name in enumerate(f32)}
+    cases = [  # (weight, B line, expected bits)
+        (f32["zero"], col["inf"], 0x7FC00000),  # 0 * inf (x86 gives the negative default NaN 0xFFC00000)
+        (f32["one"], col["snan"], 0x7FC00000),  # a signalling NaN is quieted and loses its payload
+        (f32["one"], col["payload"], 0x7FC00000),
+        (f32["one"], col["qnan-"], 0x7FC00000),  # the sign of a NaN is not kept
+        (f32["one"], col["inf"], 0x7F800000),
+        (f32["one"], col["-inf"], 0xFF800000),
+        (f32["payload"], col["one"], 0x7FC00000),  # a NaN weight
+    ]
+    rows = 4 * len(cases)
+    tasks = [gp.Packet(gp.TASK, task_id=gk.AGGREGATION,
+                       slots=(gp.Item(4 * index, col_, weight), None, None, None))
+             for index, (weight, col_, _) in enumerate(cases)]
+    # inf + -inf in row 1: the sum is NaN.
+    for name in ("inf", "-inf"):
+        tasks.append(gp.Packet(gp.TASK, task_id=gk.AGGREGATION,
+                               slots=(None, gp.Item(1, col[name], f32["one"]), None, None)))
+    out = gk.execute([tasks], memory, rows=rows, features=1)[0][:, 0]
+    assert [int(out[4 * index]) for index in range(len(cases))] == [bits for _, _, bits in cases]
+    assert int(out[1]) == 0x7FC00000  # inf + -inf
+    # ReLU keeps the canonical NaN (its sign bit is 0) and zeroes -inf.
+    relu = [gp.Packet(gp.TASK, task_id=gk.ACTIVATION, slots=(gp.Item(0), gp.Item(1), None, None)),
+            gp.Packet(gp.TASK, task_id=gk.ACTIVATION, slots=(gp.Item(20), None, None, None))]
+    again = gk.execute([relu], {}, rows=rows, features=1, out=[out[:, None]])[0][:, 0]
+    assert [int(again[0]), int(again[1]), int(again[20])] == [0x7FC00000, 0x7FC00000, 0]

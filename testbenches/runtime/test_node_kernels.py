@@ -4,7 +4,12 @@ B is loaded on ``b_load`` (the pipeline's copy) and served on the ``b_addr``/``b
 cycle latency, by the testbench); random tasks (slot ``i`` holds a row with ``row mod 4 == i``, as
 the spawner makes them) arrive with random gaps; every task must be reported done once; the
 output rows read back through the host port must equal :func:`golden.runtime.kernels.execute` bit
-for bit, including a ReLU after an aggregation (the pipeline drained first).
+for bit, including a ReLU after an aggregation (the pipeline drained first). A few slots are bad
+on purpose (a row or column past the memory, an aggregation row outside its slot's bank): the
+kernels skip them and ``range_errors`` / ``bank_errors`` must equal the golden's counts.
+``aggregation_non_finite`` loads B with NaNs (quiet, signalling, negative, with payloads) and
+infinities and uses such weights: every output bit must still equal the golden's (canonical NaN
+``0x7FC00000``; nothing counts non-finite values).
 """
 
 import cocotb
@@ -13,10 +18,17 @@ from cocotb.triggers import RisingEdge
 
 from golden.runtime import kernels as gk
 from golden.runtime import packet as gp
+from golden.runtime.tables import READ_ANSWER_FIELDS
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, random_pauses
 from scripts.sim.tb import ClockedTB
+
+ERROR_BIT = dict((name, offset) for name, offset, _ in READ_ANSWER_FIELDS)["error"]
+# Non-finite and special float32 bit patterns: quiet and signalling NaNs (both signs, payloads),
+# infinities, zeros, a subnormal and the largest finite value.
+SPECIALS = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFBFFFFF, 0x7FC12345, 0x7F800000, 0xFF800000,
+                     0x00000000, 0x80000000, 0x00000001, 0x7F7FFFFF], dtype=np.uint32)
 
 
 class KernelsTB(ClockedTB):
@@ -40,10 +52,17 @@ class KernelsTB(ClockedTB):
 
     async def read_all(self):
         self.read_cmd.send_many(range(self.rows))
-        return np.array([gk.line_words(await self.read_data.recv(), self.features) for _ in range(self.rows)])
+        answers = [await self.read_data.recv() for _ in range(self.rows)]
+        assert not any(answer >> ERROR_BIT for answer in answers), "a read of a row that is there was refused"
+        return np.array([gk.line_words(answer, self.features) for answer in answers])
+
+    def counters(self):
+        return {name: int(getattr(self.dut, name).value) for name in gk.KERNEL_COUNTERS}
 
 
-def random_tasks(rng, rows, count, task_id, weights="float"):
+def random_tasks(rng, rows, count, task_id, weights="float", bad=0.03):
+    """Tasks as the spawner makes them (slot i holds rows i mod 4), a fraction ``bad`` of slots
+    broken: a row or column past the memory, or a row of another bank."""
     tasks = []
     for _ in range(count):
         slots = []
@@ -52,21 +71,35 @@ def random_tasks(rng, rows, count, task_id, weights="float"):
                 slots.append(None)
                 continue
             row = int(rng.integers(0, rows // gp.ITEMS)) * gp.ITEMS + slot
-            value = (
-                int(np.float32(rng.standard_normal()).view(np.uint32))
-                if weights == "float"
-                else int(rng.integers(0, 1 << 32))
-            )
-            slots.append(gp.Item(row, int(rng.integers(0, rows)), value))
+            col = int(rng.integers(0, rows))
+            if weights == "float":
+                value = int(np.float32(rng.standard_normal()).view(np.uint32))
+            elif weights == "special":
+                value = int(rng.choice(SPECIALS)) if rng.random() < 0.3 else int(
+                    np.float32(rng.standard_normal()).view(np.uint32))
+            else:
+                value = int(rng.integers(0, 1 << 32))
+            if rng.random() < bad:
+                kind = int(rng.integers(0, 3))
+                if kind == 0:
+                    row = int(rng.integers(rows, 1 << 24))
+                elif kind == 1:
+                    col = int(rng.integers(rows, 1 << 24))
+                else:
+                    row = row ^ int(rng.integers(1, gp.ITEMS))
+            slots.append(gp.Item(row, col, value))
         if all(item is None for item in slots):
             slots[0] = gp.Item(0, 0, 0)
         tasks.append(gp.Packet(gp.TASK, task_id=task_id, slots=tuple(slots)))
     return tasks
 
 
-async def run_sequence(tb, rng, kernels, floats):
+async def run_sequence(tb, rng, kernels, floats, specials=False):
     if floats:
         b = rng.standard_normal((tb.rows, tb.features)).astype(np.float32).view(np.uint32)
+        if specials:
+            chosen = rng.random(b.shape) < 0.2
+            b[chosen] = rng.choice(SPECIALS, int(chosen.sum()))
     else:
         b = rng.integers(0, 1 << 32, (tb.rows, tb.features), dtype=np.uint64).astype(np.uint32)
     tb.memory = {line: gk.words_line(b[line]) for line in range(tb.rows)}
@@ -76,19 +109,23 @@ async def run_sequence(tb, rng, kernels, floats):
     await tb.b_load.wait_idle()
     issued = []
     for task_id in kernels:
-        tasks = random_tasks(rng, tb.rows, knobs.vectors(80), task_id, "float" if floats else "int")
+        weights = ("special" if specials else "float") if floats else "int"
+        tasks = random_tasks(rng, tb.rows, knobs.vectors(80), task_id, weights)
         issued += tasks
         tb.task.send_many(gp.encode(task, sealed=False) for task in tasks)
     for _ in range(len(issued)):
         await tb.done.recv()
     out = await tb.read_all()
-    expected = gk.execute([issued], tb.memory, rows=tb.rows, features=tb.features)[0]
+    errors = []
+    expected = gk.execute([issued], tb.memory, rows=tb.rows, features=tb.features, errors=errors)[0]
     bad = np.flatnonzero((out != expected).any(axis=1))
     assert not bad.size, (
         f"rows {bad[:8].tolist()} differ: {out[bad[0]]} != {expected[bad[0]]}; {knobs.describe()}"
     )
     await tb.cycles(20)
     assert tb.done.empty(), "a task was reported done twice"
+    assert tb.counters() == errors[0], f"{tb.counters()} != golden {errors[0]}; {knobs.describe()}"
+    return out
 
 
 @cocotb.test()
@@ -96,6 +133,17 @@ async def aggregation_then_relu(dut):
     tb = KernelsTB(dut, 500)
     await tb.reset()
     await run_sequence(tb, knobs.rng(501), [gk.AGGREGATION, gk.ACTIVATION], floats=True)
+
+
+@cocotb.test()
+async def aggregation_non_finite(dut):
+    """NaNs and infinities in B and in the weights: bit-exact with the golden (canonical NaN), then ReLU."""
+    tb = KernelsTB(dut, 530)
+    await tb.reset()
+    out = await run_sequence(tb, knobs.rng(531), [gk.AGGREGATION, gk.ACTIVATION], floats=True, specials=True)
+    words = out.view(np.float32)
+    reached = np.isnan(words).any() and np.isinf(words).any()
+    assert reached, f"no NaN or infinity reached the output; {knobs.describe()}"
 
 
 @cocotb.test()

@@ -1,68 +1,14 @@
-"""The packet format: rtl.runtime.packet and golden.runtime.packet state the same layout.
+"""The packet codec: golden.runtime.packet against an independent byte-level reading of the packet.
 
-No simulation: the two layouts are compared field by field (offsets, widths, enum codes),
-and the golden codec is checked against an independent byte-level reading of the packet.
+No simulation. That ``rtl.runtime.packet`` states the same layout is checked in
+``testbenches/test_design_constants.py`` (section ``# runtime``).
 """
 
 import functools
 import operator
 
-from amaranth.hdl import Shape
-
 from golden.runtime import packet as golden
-from rtl.runtime import packet as rtl
 from scripts.sim import knobs
-
-
-def _fields(layout, base=0):
-    """``{dotted name: (offset, width)}`` of every leaf field of an Amaranth layout (padding left out)."""
-    result = {}
-    for name, field in layout:
-        if name.startswith("_"):
-            continue
-        shape = field.shape
-        cast = shape.as_shape() if hasattr(shape, "as_shape") else shape
-        if hasattr(cast, "__iter__") and not isinstance(cast, Shape):
-            for inner, value in _fields(cast, base + field.offset).items():
-                result[f"{name}.{inner}"] = value
-        else:
-            result[name] = (base + field.offset, Shape.cast(shape).width)
-    return result
-
-
-def test_header_layout_matches_golden():
-    header = _fields(rtl.Header.as_shape())
-    assert header == {name: (offset, width) for name, offset, width in golden.HEADER_FIELDS}
-    assert sum(width for _, width in header.values()) == golden.HEADER_BITS == rtl.HEADER_BITS
-
-
-def test_payload_layouts_match_golden():
-    task = _fields(rtl.TaskPayload.as_shape())
-    items = rtl.TaskPayload.as_shape()["items"]
-    assert items.offset == golden.ITEM_OFFSET
-    element = items.shape
-    assert element.length == golden.ITEMS
-    assert Shape.cast(element.elem_shape).width == golden.ITEM_BITS
-    assert _fields(element.elem_shape.as_shape()) == {name: (offset, width)
-                                                        for name, offset, width in golden.ITEM_FIELDS}
-    assert {name: task[name] for name, _, _ in golden.TASK_FIELDS} == {
-        name: (offset, width) for name, offset, width in golden.TASK_FIELDS}
-    for layout, fields in ((rtl.RdmaPayload, golden.RDMA_FIELDS), (rtl.DataPayload, golden.DATA_FIELDS)):
-        assert _fields(layout.as_shape()) == {name: (offset, width) for name, offset, width in fields}
-    for layout in (rtl.TaskPayload, rtl.RdmaPayload, rtl.DataPayload):
-        assert Shape.cast(layout).width == golden.PAYLOAD_BITS
-    packet = rtl.Packet.as_shape()
-    assert packet["header"].offset == 0 and packet["payload"].offset == golden.HEADER_BITS
-    assert Shape.cast(rtl.Packet).width == golden.PACKET_BITS == 512
-    assert rtl.LINE_BITS == golden.LINE_BITS
-
-
-def test_codes_match_golden_and_table_4_1():
-    names = {golden.TASK: "TASK", golden.RDMA: "RDMA", golden.DATA: "DATA"}
-    assert {member.value: member.name for member in rtl.PacketType} == names
-    assert [member.value for member in rtl.VC] == [member.value for member in rtl.PacketType]
-    assert {member.value: member.name.lower() for member in rtl.TaskId} == golden.KERNELS
-    assert (golden.KERNELS[1], golden.KERNELS[5], golden.KERNELS[6]) == ("gemm", "activation", "aggregation")
 
 
 def _random_packet(rng):

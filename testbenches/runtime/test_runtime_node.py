@@ -25,8 +25,8 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from golden.runtime import packet as gp
 from golden.runtime.protocol import Cluster, detect_request, respond, serve, spawn, split
+from golden.runtime.tables import NODE_STATUS_COUNTERS as COUNTERS
 from golden.runtime.workload import sparse_dense_workload
-from rtl.runtime.runtime_node import COUNTERS
 from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses

@@ -11,7 +11,7 @@ import cocotb
 
 from golden.runtime import packet as gp
 from golden.runtime.protocol import respond
-from rtl.runtime.task_responder import RESPONDER_DROPS
+from golden.runtime.tables import RESPONDER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
