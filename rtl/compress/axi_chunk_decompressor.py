@@ -178,4 +178,9 @@ register_block(
         Param("max_burst", int, 64, "longest read burst in beats", minimum=1, maximum=256),
         Param("max_outstanding", int, 4, "read bursts in flight", minimum=2, maximum=64),
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+        "read_error": "sticky: a read answered SLVERR/DECERR (the rest of the stream reads as zero)",
+    },
 )

@@ -111,4 +111,8 @@ register_block(
         Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
         Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+    },
 )

@@ -264,4 +264,8 @@ register_block(
         Param("chunk_size", int, 1024, "elements per chunk (power of two)", minimum=2, maximum=1 << 24),
         Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+    },
 )

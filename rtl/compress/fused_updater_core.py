@@ -160,4 +160,8 @@ register_block(
         Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
         ARITHMETIC_PARAM,
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+    },
 )

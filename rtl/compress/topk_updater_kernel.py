@@ -210,4 +210,9 @@ register_block(
         Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
         ARITHMETIC_PARAM,
     ],
+    drops={
+        "s_axi_control": ("the error register (bits 0/1: a read/write answered SLVERR/DECERR, after which "
+                          "the run's remaining writes are discarded); bit 2 a pair-stream read error; and "
+                          "the pair-stream counters of the last run"),
+    },
 )

@@ -305,4 +305,8 @@ register_block(
         Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
         Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
     ],
+    drops={
+        "bad_index": "lookups and updates with an index or line out of range, dropped (saturating)",
+        "hbm_error": "sticky: an HBM read or write answered SLVERR/DECERR",
+    },
 )

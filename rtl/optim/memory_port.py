@@ -305,4 +305,9 @@ register_block(
         Param("write_gate", int, 0, "buffered beats that start a write (0: the whole command)", minimum=0,
               maximum=65536),
     ],
+    drops={
+        "read_error": "sticky: a read answered SLVERR/DECERR (its beats read as zero)",
+        "write_error": ("sticky: a write answered SLVERR/DECERR (or abort): the rest of the write data is "
+                        "discarded"),
+    },
 )
