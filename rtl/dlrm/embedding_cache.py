@@ -91,7 +91,11 @@ class EmbeddingCache(wiring.Component):
     hits, misses, bad_index, updates : Out(32)
         Saturating counters (``updates``: updates taken and written through).
     hbm_error : Out(1)
-        Sticky: an HBM read or write answered SLVERR or DECERR (a failed read fills zeros).
+        Sticky: an HBM read or write answered SLVERR or DECERR. A failed read fills zeros from
+        the failing line on (the lines before it are HBM's); that row leaves with ``hit`` low but
+        is not kept, so a later lookup of it misses and reads HBM again. A failed write leaves
+        HBM's line as it was (the cached copy, if any, has the update). Later reads and writes go
+        on as normal.
 
     Notes
     -----
@@ -148,7 +152,10 @@ class EmbeddingCache(wiring.Component):
             address_width=self._address_width, data_width=LINE_BITS, max_burst=1, max_outstanding=2,
             length_width=1)
         self._share_axi(m, reader, writer)
-        m.d.comb += [reader.clear.eq(0), reader.cancel.eq(0), writer.clear.eq(0), writer.cancel.eq(0)]
+        # An engine's error is latched here, then cleared once the engine is idle (`clear` is honoured
+        # only then): left set, the engine would issue no more bursts, and every later miss would read
+        # zeros and every later update be discarded.
+        m.d.comb += [reader.clear.eq(1), reader.cancel.eq(0), writer.clear.eq(1), writer.cancel.eq(0)]
         m.d.sync += self.hbm_error.eq(self.hbm_error | reader.error | writer.error)
 
         def row_address(index, line=0):
@@ -214,6 +221,7 @@ class EmbeddingCache(wiring.Component):
         miss_tag = Signal.like(r.tag)
         miss_slot = Signal.like(r_slot)
         fill_line = Signal(line_bits)
+        fill_failed = Signal()  # the fill's read answered SLVERR/DECERR
         pending = Signal(update_layout(self._index_bits, line_bits))
         pending_hit = Signal()
         pending_slot = Signal(set_bits + way_bits + line_bits)
@@ -265,11 +273,23 @@ class EmbeddingCache(wiring.Component):
                          row_write.addr.eq(Cat(fill_line, miss_slot)),
                          row_write.data.eq(reader.data.payload.data),
                          row_write.en.eq(reader.data.valid & ~r_valid)]
+            # The reader's error rises before its failing beat leaves (three edges later) and stays
+            # until it is idle, so it is seen here by the fill's last beat at the latest.
+            failed = fill_failed | reader.error
+            m.d.sync += fill_failed.eq(failed)
             with m.If(reader.data.valid & ~r_valid):
                 m.d.sync += fill_line.eq(fill_line + 1)
                 with m.If(reader.data.payload.last):
                     start_row(miss_index, miss_tag, miss_slot, 0)
-                    m.d.sync += state.eq(RUN)
+                    m.d.sync += [state.eq(RUN), fill_failed.eq(0)]
+                    # A row whose read failed leaves (as zeros) but is not kept: its way goes invalid,
+                    # so a later lookup misses and reads HBM again. Nothing else uses the tag port now.
+                    miss_set, miss_way = miss_slot[way_bits:], miss_slot[:way_bits]
+                    m.d.comb += [tag_read.addr.eq(miss_set), tag_write.addr.eq(miss_set),
+                                 tag_write.data.eq(Cat(*[
+                                     Mux((miss_way == w) if ways > 1 else 1, 0,
+                                         tag_read.data[entry * w:entry * (w + 1)]) for w in range(ways)])),
+                                 tag_write.en.eq(failed)]
         with m.Elif(state == WRITE_CMD):
             m.d.comb += [writer.cmd.valid.eq(1),
                          writer.cmd.payload.address.eq(row_address(pending.index, pending.line)),
