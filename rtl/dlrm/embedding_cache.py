@@ -75,6 +75,9 @@ class EmbeddingCache(wiring.Component):
         Side-band bits carried from a lookup to its row lines, 0 to 32.
     address_width : int
         HBM byte address width, 32 to 64.
+    counter_width : int
+        Width of the four counters, 1 to 32 (the default); narrower ones saturate sooner (for
+        tests). Not a registry parameter.
 
     Attributes
     ----------
@@ -88,8 +91,9 @@ class EmbeddingCache(wiring.Component):
         Rows of the table, and HBM byte address of row 0 (line aligned).
     m_axi : Out(AXI4Signature(address_width, 512))
         The GPU's HBM.
-    hits, misses, bad_index, updates : Out(32)
-        Saturating counters (``updates``: updates taken and written through).
+    hits, misses, bad_index, updates : Out(counter_width)
+        Saturating counters: they stop at all ones (``updates``: updates taken and written
+        through).
     hbm_error : Out(1)
         Sticky: an HBM read or write answered SLVERR or DECERR. A failed read fills zeros from
         the failing line on (the lines before it are HBM's); that row leaves with ``hit`` low but
@@ -104,7 +108,8 @@ class EmbeddingCache(wiring.Component):
     ready; a miss adds the HBM read latency plus about four cycles.
     """
 
-    def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48):
+    def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48,
+                 counter_width=COUNTER_BITS):
         self._sets = check_int("sets", sets, 1, 4096)
         if sets & (sets - 1):
             raise ValueError(f"sets must be a power of two, not {sets}")
@@ -113,6 +118,7 @@ class EmbeddingCache(wiring.Component):
         self._index_bits = check_int("index_bits", index_bits, 4, 32)
         self._tag_width = check_int("tag_width", tag_width, 0, 32)
         self._address_width = check_int("address_width", address_width, 32, 64)
+        counter_width = check_int("counter_width", counter_width, 1, COUNTER_BITS)
         self.lines = dim // 16
         self._set_bits, self._way_bits, self._line_bits = log2(sets), log2(ways), log2(self.lines)
         if self._set_bits >= index_bits:
@@ -126,7 +132,7 @@ class EmbeddingCache(wiring.Component):
             "m_axi": Out(AXI4Signature(address_width=address_width, data_width=LINE_BITS)),
             "hbm_error": Out(1),
         }
-        members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
+        members.update({name: Out(counter_width) for name in COUNTERS})
         super().__init__(members)
 
     def elaborate(self, platform):

@@ -6,6 +6,7 @@ failing one are memory contents). What must not happen: anything else corrupted.
 error the next miss reads real data, the failed row is not kept in the cache (a later lookup of it
 misses and reads HBM again), and after a write error the next updates are still written through.
 The counters ``hits``, ``misses``, ``bad_index`` and ``updates`` count as without the errors.
+Last, with 3-bit counters (``counter_width``), each of them stops at its limit instead of wrapping.
 """
 
 from amaranth.sim import Simulator
@@ -77,8 +78,9 @@ class HBM:
                 responses.append(code)
 
 
-def simulate(script):
-    dut = EmbeddingCache(sets=SETS, ways=WAYS, dim=DIM, index_bits=8, tag_width=4, address_width=32)
+def simulate(script, counter_width=32):
+    dut = EmbeddingCache(sets=SETS, ways=WAYS, dim=DIM, index_bits=8, tag_width=4, address_width=32,
+                         counter_width=counter_width)
     hbm = HBM(dut.m_axi)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -90,6 +92,12 @@ def simulate(script):
         ctx.set(dut.i.valid, 1)
         ctx.set(dut.o.ready, 1)
         lines = []
+        if row >= ROWS:  # dropped and counted: no line comes back
+            while not ctx.get(dut.i.ready):
+                await ctx.tick()
+            await ctx.tick()
+            ctx.set(dut.i.valid, 0)
+            return lines
         for _ in range(200):
             taken = ctx.get(dut.i.ready)
             if ctx.get(dut.o.valid):
@@ -178,3 +186,18 @@ def test_write_error_does_not_stop_later_updates():
     assert written == {row_address(7, 1): 0x2222, row_address(3, 0): 0x3333}, \
         "updates after a write error must still be written through"
     assert final == {"hits": 0, "misses": 0, "bad_index": 0, "updates": 3, "hbm_error": 1}
+
+
+def test_counters_stop_at_their_limit():
+    """3-bit counters (``counter_width``): 10 bad lookups, 9 misses and 10 hits read 7 each, not 2, 1, 2."""
+    async def script(ctx, dut, hbm, lookup, update):
+        for k in range(10):
+            await lookup(ctx, ROWS + k)
+        for row in range(9):                      # nine rows, each new: all misses
+            await lookup(ctx, row)
+        for _ in range(10):
+            await lookup(ctx, 8)                  # the last one fetched: hits
+        return counters(ctx, dut)
+
+    assert simulate(script, counter_width=3) == {"hits": 7, "misses": 7, "bad_index": 7, "updates": 0,
+                                                 "hbm_error": 0}
