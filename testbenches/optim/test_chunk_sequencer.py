@@ -150,7 +150,7 @@ async def start_while_busy_is_ignored(dut):
         ignored += 1
         await tb.run(old, f"run {run} with a start while busy", started=True)
         counted = int(tb.dut.ignored_starts.value)
-        assert counted == ignored, f"run {run}: ignored_starts {counted}, expected {ignored}; {knobs.describe()}"
+        assert counted == ignored, f"run {run}: ignored_starts {counted}, not {ignored}; {knobs.describe()}"
 
 
 @cocotb.test()
