@@ -307,7 +307,8 @@ register_block(
     ],
     drops={
         "read_error": "sticky: a read answered SLVERR/DECERR (its beats read as zero)",
-        "write_error": ("sticky: a write answered SLVERR/DECERR (or abort): the rest of the write data is "
-                        "discarded"),
+        "write_error": ("sticky: a write answered SLVERR/DECERR; the writer then discards the data its "
+                        "commands cover (data discarded under `halt` is the caller's order, after an error "
+                        "it reports)"),
     },
 )
