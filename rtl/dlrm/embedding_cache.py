@@ -95,11 +95,12 @@ class EmbeddingCache(wiring.Component):
         Saturating counters: they stop at all ones (``updates``: updates taken and written
         through).
     hbm_error : Out(1)
-        Sticky: an HBM read or write answered SLVERR or DECERR. A failed read fills zeros from
-        the failing line on (the lines before it are HBM's); that row leaves with ``hit`` low but
-        is not kept, so a later lookup of it misses and reads HBM again. A failed write leaves
-        HBM's line as it was (the cached copy, if any, has the update). Later reads and writes go
-        on as normal.
+        Sticky: an HBM read or write answered SLVERR or DECERR, or HBM broke the AXI protocol
+        (an R or B response nobody asked for, dropped; an ``rlast`` on the wrong beat). A failed
+        read fills zeros from the failing line on (the lines before it are HBM's); that row
+        leaves with ``hit`` low but is not kept, so a later lookup of it misses and reads HBM
+        again. A failed write leaves HBM's line as it was (the cached copy, if any, has the
+        update). Later reads and writes go on as normal.
 
     Notes
     -----
@@ -162,7 +163,9 @@ class EmbeddingCache(wiring.Component):
         # only then): left set, the engine would issue no more bursts, and every later miss would read
         # zeros and every later update be discarded.
         m.d.comb += [reader.clear.eq(1), reader.cancel.eq(0), writer.clear.eq(1), writer.cancel.eq(0)]
-        m.d.sync += self.hbm_error.eq(self.hbm_error | reader.error | writer.error)
+        # A response the engines did not ask for (dropped and counted there) is an HBM error too.
+        protocol = reader.protocol_error | reader.stray_beats.any() | writer.stray_responses.any()
+        m.d.sync += self.hbm_error.eq(self.hbm_error | reader.error | writer.error | protocol)
 
         def row_address(index, line=0):
             return self.base + (index << log2(lines * LINE_BITS // 8)) + (line << log2(LINE_BITS // 8))
@@ -333,6 +336,7 @@ register_block(
     ],
     drops={
         "bad_index": "lookups and updates with an index or line out of range, dropped (saturating)",
-        "hbm_error": "sticky: an HBM read or write answered SLVERR/DECERR",
+        "hbm_error": ("sticky: an HBM read or write answered SLVERR/DECERR, or a stray R/B response "
+                      "was dropped"),
     },
 )

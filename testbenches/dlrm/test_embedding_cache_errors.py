@@ -35,6 +35,7 @@ class HBM:
 
     def __init__(self, axi):
         self.axi, self.faults, self.written = axi, {}, {}
+        self.stray_responses = 0  # B responses to send that no write asked for
 
     async def serve(self, ctx):
         axi = self.axi
@@ -43,6 +44,9 @@ class HBM:
         ctx.set(axi.awready, 1)
         ctx.set(axi.wready, 1)
         while True:
+            if self.stray_responses and not responses:
+                self.stray_responses -= 1
+                responses.append(0)
             beat = reads[0] if reads else None
             ctx.set(axi.rvalid, beat is not None)
             if beat is not None:
@@ -201,3 +205,18 @@ def test_counters_stop_at_their_limit():
 
     assert simulate(script, counter_width=3) == {"hits": 7, "misses": 7, "bad_index": 7, "updates": 0,
                                                  "hbm_error": 0}
+
+
+def test_unsolicited_write_response_is_an_hbm_error_and_nothing_else():
+    async def script(ctx, dut, hbm, lookup, update):
+        hbm.stray_responses = 2
+        await ctx.tick().repeat(10)
+        flagged = counters(ctx, dut)
+        await update(ctx, 7, 1, 0x4444)           # the writer still counts its own burst right
+        return flagged, await lookup(ctx, 7), dict(hbm.written), counters(ctx, dut)
+
+    flagged, row, written, final = simulate(script)
+    assert flagged == {"hits": 0, "misses": 0, "bad_index": 0, "updates": 0, "hbm_error": 1}
+    assert written == {row_address(7, 1): 0x4444}
+    assert row == real_row(7)  # (the model serves reads from line_value, not from what was written)
+    assert final == {"hits": 0, "misses": 1, "bad_index": 0, "updates": 1, "hbm_error": 1}
