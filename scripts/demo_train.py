@@ -128,7 +128,16 @@ def check_arguments(*, optimizer="adamw", steps=DEFAULT_STEPS, lanes=1, seed=1, 
     hyper = dict(hyper)
     if lr is not None:
         hyper["lr"] = lr
-    step_scalars(kernel, step=1, **hyper)  # raises ValueError naming a bad hyper-parameter
+    # step_scalars raises ValueError naming a bad hyper-parameter. A value it accepts may still
+    # overflow binary32 once combined (lr 1e300 gives a step size of -inf): refused here too. The
+    # bias corrections make step 1 the largest; the last step is checked as well.
+    for step in sorted({1, steps}):
+        with np.errstate(over="ignore"):
+            scalars = step_scalars(kernel, step=step, **hyper)
+        bad = sorted(name for name, value in scalars.items() if not np.isfinite(value))
+        if bad:
+            raise ValueError(f"lr {hyper['lr']!r} is too large: the kernel's binary32 step scalars "
+                             f"({', '.join(bad)}) overflow at step {step}")
     from rtl.registry import get_block
 
     get_block(f"{kernel}_updater").resolve(kernel_params(lanes))  # raises ValueError naming the range

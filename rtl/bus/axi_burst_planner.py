@@ -4,7 +4,7 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 from .axi import PAGE_BYTES, check_data_width
 
 __all__ = ["AXIBurstPlanner", "command_layout", "burst_layout"]
@@ -180,4 +180,5 @@ register_block(
         Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
         Param("length_width", int, 32, "width of the command beat count", minimum=1, maximum=32),
     ],
+    drops=NO_DROPS,
 )

@@ -1,6 +1,6 @@
 """AXI4 read DMA: streams (address, beats) commands out of memory as data beats."""
 
-from amaranth.hdl import Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import Out
@@ -9,7 +9,9 @@ from ..registration import register_block
 from .axi import PAGE_BYTES, drive_address_constants
 from .axi_dma import AXIDMAEngine, beat_layout, dma_params
 
-__all__ = ["AXIBurstReader"]
+__all__ = ["AXIBurstReader", "STRAY_COUNTER_BITS"]
+
+STRAY_COUNTER_BITS = 16
 
 
 class AXIBurstReader(AXIDMAEngine):
@@ -33,6 +35,15 @@ class AXIBurstReader(AXIDMAEngine):
     command and any later command) is delivered as zero data with the normal ``last``
     flags. So a command always yields exactly ``length`` beats and a consumer counting
     beats never hangs; the beats before the first failing one are the memory contents.
+
+    Stray beats: the reader counts the beats of each burst itself (``arlen + 1``) and ends it on
+    the last one, whatever ``rlast`` says. An R beat while no burst is open (unsolicited, or
+    one more than a burst's length) is taken and dropped, never delivered, and counted in
+    ``stray_beats``; a beat whose ``rlast`` disagrees with the count sets ``protocol_error``.
+    (A beat too many for a burst that another burst follows cannot be told from that burst's
+    first beat: it is taken as such, and its ``rlast`` sets ``protocol_error``.)
+    Neither stops the engine, so a misbehaving subordinate cannot hang it or shift the data
+    of a later command by a beat it never asked for.
 
     Reset: ``rst`` is the AXI reset and must reset the subordinate (interconnect, memory
     controller) too, as AXI's ARESETn does; the bursts it cuts then vanish on both sides
@@ -82,6 +93,10 @@ class AXIBurstReader(AXIDMAEngine):
         Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
     cancel : In(1)
         Drops all work and closes the open bursts (see above); tie low if unused.
+    stray_beats : Out(16)
+        Saturating count of R beats taken while no burst was open, dropped (see above).
+    protocol_error : Out(1)
+        Sticky (until ``clear``, while idle): an R beat's ``rlast`` did not match its burst's length.
 
     Notes
     -----
@@ -101,7 +116,8 @@ class AXIBurstReader(AXIDMAEngine):
                  length_width=32):
         super().__init__(address_width=address_width, data_width=data_width, id_width=id_width,
                          max_burst=max_burst, max_outstanding=max_outstanding, length_width=length_width,
-                         ports={"data": Out(stream.Signature(beat_layout(data_width)))})
+                         ports={"data": Out(stream.Signature(beat_layout(data_width))),
+                                "stray_beats": Out(STRAY_COUNTER_BITS), "protocol_error": Out(1)})
 
     @property
     def buffer_beats(self):
@@ -119,8 +135,9 @@ class AXIBurstReader(AXIDMAEngine):
         planner = self.planner(m, stop)
         burst = planner.burst
 
-        # One entry per burst in flight: whether it is the final burst of its command.
-        m.submodules.inflight = inflight = SyncFIFO(width=1, depth=self._max_outstanding)
+        # One entry per burst in flight: whether it is the final burst of its command, and its
+        # last beat's number (the burst ends on that beat, not on `rlast`).
+        m.submodules.inflight = inflight = SyncFIFO(width=9, depth=self._max_outstanding)
         # One spare entry: the buffered FIFO's write side can be full for a cycle while its
         # output register refills, and R must never see that.
         layout = beat_layout(self._data_width)
@@ -131,7 +148,12 @@ class AXIBurstReader(AXIDMAEngine):
         credits = Signal(range(credits_total + 1), init=credits_total)
         busy = Signal()
         r_fire = axi.rvalid & axi.rready
-        error = self.error_and_status(m, busy, r_fire & axi.rresp[1] & ~stop, axi.rresp)
+        # A beat belongs to the burst at the head of `inflight`; with none open it is stray.
+        open_burst = inflight.r_rdy
+        r_take = r_fire & open_burst
+        r_beat = Signal(8)
+        burst_end = r_beat == inflight.r_data[1:]
+        error = self.error_and_status(m, busy, r_take & axi.rresp[1] & ~stop, axi.rresp)
         fill_left = Signal(range(self._max_burst + 1))
         fill_final = Signal()
 
@@ -150,7 +172,7 @@ class AXIBurstReader(AXIDMAEngine):
             take_fill.eq(burst.valid & error & ~stop & (fill_left == 0) & ~inflight.r_rdy & ~axi.arvalid),
             burst.ready.eq(issue | take_fill),
             inflight.w_en.eq(issue),
-            inflight.w_data.eq(burst.payload.final),
+            inflight.w_data.eq(Cat(burst.payload.final, burst.payload.beats - 1)),
         ]
         with m.If(issue):
             m.d.sync += [
@@ -161,11 +183,20 @@ class AXIBurstReader(AXIDMAEngine):
         with m.Elif(axi.arready):
             m.d.sync += axi.arvalid.eq(0)
 
-        # R: every beat goes into the buffer; from the first failure on its data is zeroed.
+        # R: every beat of an open burst goes into the buffer; from the first failure on its data
+        # is zeroed. A stray beat is taken (never refused: nothing would ever take it) and dropped.
         m.d.comb += [
-            axi.rready.eq(buffer.w_rdy),
-            inflight.r_en.eq(r_fire & axi.rlast),
+            axi.rready.eq(buffer.w_rdy | ~open_burst),
+            inflight.r_en.eq(r_take & burst_end),
         ]
+        with m.If(r_take):
+            m.d.sync += r_beat.eq(Mux(burst_end, 0, r_beat + 1))
+        with m.If(r_fire & ~open_burst & ~self.stray_beats.all()):
+            m.d.sync += self.stray_beats.eq(self.stray_beats + 1)
+        with m.If(r_take & (axi.rlast != burst_end)):
+            m.d.sync += self.protocol_error.eq(1)
+        with m.Elif(self.clear & ~busy):
+            m.d.sync += self.protocol_error.eq(0)
 
         with m.If(take_fill):
             m.d.sync += [fill_left.eq(burst.payload.beats), fill_final.eq(burst.payload.final)]
@@ -182,10 +213,10 @@ class AXIBurstReader(AXIDMAEngine):
         with m.Else():
             m.d.comb += [
                 written.data.eq(Mux(error | axi.rresp[1], 0, axi.rdata)),
-                written.last.eq(axi.rlast & inflight.r_data[0]),
+                written.last.eq(burst_end & inflight.r_data[0]),
             ]
         m.d.comb += [
-            buffer.w_en.eq(r_fire | fill_write),
+            buffer.w_en.eq(r_take | fill_write),
             buffer.w_data.eq(written),
         ]
 
@@ -233,4 +264,8 @@ register_block(
     "axi_burst_reader", AXIBurstReader, family="bus",
     summary="AXI4 read DMA: commands to INCR bursts, credit-buffered beats out, sticky error, no hang.",
     params=dma_params("read bursts in flight"),
+    drops={"error": ("sticky: a read answered SLVERR/DECERR; the command's remaining beats are delivered as "
+                     "zeros"),
+           "stray_beats": "R beats taken while no burst was open, dropped (saturating)",
+           "protocol_error": "sticky: an R beat's rlast did not match its burst's length"},
 )

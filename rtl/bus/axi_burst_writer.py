@@ -3,10 +3,11 @@
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream
 from amaranth.lib.fifo import SyncFIFO
-from amaranth.lib.wiring import In
+from amaranth.lib.wiring import In, Out
 
 from ..registration import register_block
 from .axi import drive_address_constants
+from .axi_burst_reader import STRAY_COUNTER_BITS
 from .axi_dma import AXIDMAEngine, dma_params
 from .skid_buffer import SkidBuffer
 
@@ -33,6 +34,10 @@ class AXIBurstWriter(AXIDMAEngine):
     their real data and their responses collected. The rest of the data stream that the
     accepted commands cover is consumed and discarded, so the producer never hangs;
     ``done`` pulses when all B responses are back and all covered data is consumed.
+
+    Stray responses: a B response while no burst awaits one (unsolicited, or one more than the
+    bursts issued) is taken and dropped, counted in ``stray_responses``; it neither retires a
+    burst nor latches ``error``, so the count of bursts awaiting B stays right and nothing hangs.
 
     Reset: ``rst`` is the AXI reset and must reset the subordinate (interconnect, memory
     controller) too, as AXI's ARESETn does; the bursts it cuts then vanish on both sides
@@ -84,6 +89,8 @@ class AXIBurstWriter(AXIDMAEngine):
         Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
     cancel : In(1)
         Drops all work and closes the open bursts (see above); tie low if unused.
+    stray_responses : Out(16)
+        Saturating count of B responses taken while no burst awaited one, dropped (see above).
 
     Notes
     -----
@@ -96,7 +103,8 @@ class AXIBurstWriter(AXIDMAEngine):
                  length_width=32):
         super().__init__(address_width=address_width, data_width=data_width, id_width=id_width,
                          max_burst=max_burst, max_outstanding=max_outstanding, length_width=length_width,
-                         ports={"data": In(stream.Signature(data_width))})
+                         ports={"data": In(stream.Signature(data_width)),
+                                "stray_responses": Out(STRAY_COUNTER_BITS)})
 
     def elaborate(self, platform):
         m = Module()
@@ -110,8 +118,12 @@ class AXIBurstWriter(AXIDMAEngine):
         m.submodules.bursts = bursts = SyncFIFO(width=_W_BURST.size, depth=self._max_outstanding)
         outstanding = Signal(range(self._max_outstanding + 1))
         busy = Signal()
-        b_fire = axi.bvalid & axi.bready
+        # A response retires the oldest burst awaiting one; with none awaiting it is stray.
+        b_any = axi.bvalid & axi.bready
+        b_fire = b_any & (outstanding != 0)
         error = self.error_and_status(m, busy, b_fire & axi.bresp[1] & ~stop, axi.bresp)
+        with m.If(b_any & (outstanding == 0) & ~self.stray_responses.all()):
+            m.d.sync += self.stray_responses.eq(self.stray_responses + 1)
 
         drive_address_constants(m, axi, "aw", self._data_width)
         drive_address_constants(m, axi, "ar", self._data_width)
@@ -188,4 +200,7 @@ register_block(
     "axi_burst_writer", AXIBurstWriter, family="bus",
     summary="AXI4 write DMA: commands plus a data stream to INCR AW/W bursts, B counted, sticky error.",
     params=dma_params("write bursts awaiting B"),
+    drops={"error": ("sticky: a write answered SLVERR/DECERR; the rest of the data its commands cover is "
+                     "consumed and discarded"),
+           "stray_responses": "B responses taken while no burst awaited one, dropped (saturating)"},
 )

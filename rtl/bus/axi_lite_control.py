@@ -8,7 +8,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 from .axi import AXI4LiteSignature, Resp
 
 __all__ = ["AXILiteControl", "parse_register_list", "ARGUMENT_BASE", "SLOT_BYTES"]
@@ -318,4 +318,5 @@ register_block(
         Param("status", str, "error:2,cycles:64", "read-only status inputs name:width (1..64)"),
         Param("address_width", int, 12, "AXI4-Lite address width", minimum=5, maximum=16),
     ],
+    drops=NO_DROPS,
 )

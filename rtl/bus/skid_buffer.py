@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 
 __all__ = ["SkidBuffer"]
 
@@ -82,4 +82,5 @@ register_block(
     "skid_buffer", SkidBuffer, family="bus",
     summary="Stream pipeline register with registered valid, payload and ready.",
     params=[Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096)],
+    drops=NO_DROPS,
 )

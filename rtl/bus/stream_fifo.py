@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 
 __all__ = ["StreamFIFO"]
 
@@ -62,4 +62,5 @@ register_block(
         Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096),
         Param("depth", int, 16, "number of entries", minimum=2, maximum=65536),
     ],
+    drops=NO_DROPS,
 )

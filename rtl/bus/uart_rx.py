@@ -122,4 +122,8 @@ register_block(
     "uart_rx", UARTReceiver, family="bus",
     summary="UART receiver, 8N1: a serial line into a stream of bytes, with overrun and framing flags.",
     params=[Param("divisor", int, 217, "clock cycles per bit", minimum=MIN_DIVISOR, maximum=MAX_DIVISOR)],
+    drops={
+        "overrun": "sticky: a byte arrived while the previous one still waited, dropped",
+        "framing_error": "sticky: a byte with a low stop bit, dropped",
+    },
 )

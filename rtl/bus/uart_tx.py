@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 
 __all__ = ["UARTTransmitter", "MIN_DIVISOR", "MAX_DIVISOR"]
 
@@ -67,4 +67,5 @@ register_block(
     "uart_tx", UARTTransmitter, family="bus",
     summary="UART transmitter, 8N1: bytes from a stream onto a serial line.",
     params=[Param("divisor", int, 217, "clock cycles per bit", minimum=MIN_DIVISOR, maximum=MAX_DIVISOR)],
+    drops=NO_DROPS,
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 
 __all__ = ["StreamWidthConverter"]
 
@@ -118,4 +118,5 @@ register_block(
         Param("output_width", int, 128, "output transfer width in bits", minimum=1, maximum=8192),
         Param("element_width", int, 32, "lane width in bits", minimum=1, maximum=1024),
     ],
+    drops=NO_DROPS,
 )

@@ -59,6 +59,9 @@ class AXIChunkDecompressor(wiring.Component):
         of the stream then reads as zero words, so the transfer still ends; its counters are
         then whatever those words mean). Cleared by ``clear`` while idle.
     clear : In(1)
+    scatter_overflow : Out(1)
+        Sticky until reset: the scatter engine's bank queue overflowed and lost an update (its
+        ``overflow``; never raised unless its credit accounting is broken).
     busy : Out(1)
         Reading, parsing, scattering or streaming out.
     done : Out(1)
@@ -93,6 +96,7 @@ class AXIChunkDecompressor(wiring.Component):
                                        id_width=1)),
             "errors": Out(errors_layout()),
             "status": Out(len(ERROR_NAMES)),
+            "scatter_overflow": Out(1),
             "read_error": Out(1),
             "read_error_resp": Out(2),
             "clear": In(1),
@@ -152,6 +156,7 @@ class AXIChunkDecompressor(wiring.Component):
             decompressor.sorted.eq(sorted_),
             self.errors.eq(decompressor.errors),
             self.status.eq(decompressor.status),
+            self.scatter_overflow.eq(decompressor.scatter_overflow),
             self.done.eq(decompressor.done),
             self.read_error.eq(reader.error),
             self.read_error_resp.eq(reader.error_resp),
@@ -178,4 +183,10 @@ register_block(
         Param("max_burst", int, 64, "longest read burst in beats", minimum=1, maximum=256),
         Param("max_outstanding", int, 4, "read bursts in flight", minimum=2, maximum=64),
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+        "read_error": "sticky: a read answered SLVERR/DECERR (the rest of the stream reads as zero)",
+        "scatter_overflow": "sticky: a scatter bank queue (fed on credit) lost an update",
+    },
 )

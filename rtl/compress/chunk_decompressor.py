@@ -49,6 +49,9 @@ class ChunkDecompressor(wiring.Component):
         The five error counters of the transfer (see :class:`~rtl.compress.chunk_parser.ChunkParser`).
     status : Out(5)
         Sticky error bits at :class:`golden.compress.ScatterStatus` positions.
+    scatter_overflow : Out(1)
+        Sticky until reset: the scatter engine's bank queue overflowed and lost an update (its
+        ``overflow``; never raised unless its credit accounting is broken).
     busy : Out(1)
         Parsing, scattering or streaming out.
     done : Out(1)
@@ -76,6 +79,7 @@ class ChunkDecompressor(wiring.Component):
             "sorted": In(1),
             "errors": Out(errors_layout()),
             "status": Out(len(ERROR_NAMES)),
+            "scatter_overflow": Out(1),
             "busy": Out(1),
             "done": Out(1),
         })
@@ -92,6 +96,7 @@ class ChunkDecompressor(wiring.Component):
             parser.sorted.eq(self.sorted),
             self.errors.eq(parser.errors),
             self.status.eq(parser.status),
+            self.scatter_overflow.eq(engine.overflow),
             self.done.eq(parser.done),
             self.busy.eq(parser.busy | engine.busy),
         ]
@@ -111,4 +116,9 @@ register_block(
         Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
         Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+        "scatter_overflow": "sticky: a scatter bank queue (fed on credit) lost an update",
+    },
 )

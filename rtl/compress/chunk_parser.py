@@ -1,6 +1,6 @@
 """Parser and checker of the chunked wire stream: headers, pairs, and the golden error rules."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -15,17 +15,17 @@ ERROR_NAMES = ("out_of_range", "chunk_violation", "unsorted", "excess_pairs", "m
 # Wide enough never to saturate in practice: a transfer would need 2**40 words (8 TB). `missing` alone
 # can exceed 2**32 (one header may declare 2**32 - 1 pairs), which 32-bit counters would clip.
 COUNTER_WIDTH = 40
-_ALL_ONES = (1 << COUNTER_WIDTH) - 1
 
 
-def errors_layout():
-    """The five error counters, ``COUNTER_WIDTH`` bits each, in :data:`ERROR_NAMES` order."""
-    return data.StructLayout({name: COUNTER_WIDTH for name in ERROR_NAMES})
+def errors_layout(width=COUNTER_WIDTH):
+    """The five error counters, ``width`` bits each, in :data:`ERROR_NAMES` order."""
+    return data.StructLayout({name: width for name in ERROR_NAMES})
 
 
 def _saturating_add(counter, increment):
+    all_ones = (1 << len(Value.cast(counter))) - 1
     total = counter + increment
-    return Mux(total > _ALL_ONES, _ALL_ONES, total)
+    return Mux(total > all_ones, all_ones, total)
 
 
 def _popcount(bits):
@@ -58,6 +58,9 @@ class ChunkParser(wiring.Component):
         Elements per chunk, a power of two from 2 to 2**24.
     value_format : {"f32", "f16"}
         Pair value encoding.
+    counter_width : int
+        Width of each error counter, 1 to :data:`COUNTER_WIDTH` (40, the default); narrower
+        ones saturate sooner (for tests). Not a registry parameter.
 
     Attributes
     ----------
@@ -70,9 +73,9 @@ class ChunkParser(wiring.Component):
         Shard length in elements.
     sorted : In(1)
         The sender promises non-decreasing indices within each chunk.
-    errors : Out(errors_layout())
-        Counters of the current or last transfer, ``COUNTER_WIDTH`` (40) bits, saturating, cleared
-        when a transfer starts.
+    errors : Out(errors_layout(counter_width))
+        Counters of the current or last transfer, ``counter_width`` (40) bits, saturating (they
+        stop at all ones), cleared when a transfer starts.
     status : Out(5)
         Sticky bits, :class:`golden.compress.ScatterStatus` positions: a counter is non-zero.
     busy : Out(1)
@@ -87,8 +90,9 @@ class ChunkParser(wiring.Component):
     of the parser's step.
     """
 
-    def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32"):
+    def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", counter_width=COUNTER_WIDTH):
         self._lanes = check_choice("lanes", lanes, LANE_CHOICES)
+        counter_width = check_int("counter_width", counter_width, 1, COUNTER_WIDTH)
         self._chunk_size = check_int("chunk_size", chunk_size, 2, 1 << 24)
         if chunk_size & (chunk_size - 1):
             raise ValueError(f"chunk_size must be a power of two, not {chunk_size}")
@@ -99,7 +103,7 @@ class ChunkParser(wiring.Component):
             "o": Out(stream.Signature(scatter_layout(lanes, self._chunk_bits, value_format))),
             "size": In(32),
             "sorted": In(1),
-            "errors": Out(errors_layout()),
+            "errors": Out(errors_layout(counter_width)),
             "status": Out(len(ERROR_NAMES)),
             "busy": Out(1),
             "done": Out(1),
@@ -264,4 +268,8 @@ register_block(
         Param("chunk_size", int, 1024, "elements per chunk (power of two)", minimum=2, maximum=1 << 24),
         Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+    },
 )

@@ -342,4 +342,10 @@ register_block(
         Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
         Param("max_outstanding", int, 4, "bursts in flight per DMA engine", minimum=2, maximum=64),
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+        "read_error": "sticky: a pair or RMW read failed (that pair is not written back)",
+        "write_error": "sticky: a zero-fill or RMW write failed (no new RMW starts)",
+    },
 )

@@ -62,6 +62,9 @@ class FusedUpdaterCore(wiring.Component):
         The decompressor's error counters and sticky bits.
     scalars, copy_format, <flags>, nonfinite, clear
         The core's run-level ports (the gradient format is f32).
+    scatter_overflow : Out(1)
+        Sticky until reset: the scatter engine's bank queue overflowed and lost an update (its
+        ``overflow``; never raised unless its credit accounting is broken).
     busy : Out(1)
         The decompressor is busy (the core's pipeline drains on its own).
     done : Out(1)
@@ -90,6 +93,7 @@ class FusedUpdaterCore(wiring.Component):
             "sorted": In(1),
             "errors": Out(errors_layout()),
             "status": Out(len(ERROR_NAMES)),
+            "scatter_overflow": Out(1),
             "scalars": In(wiring.Signature({name: Out(32) for name in spec.scalars})),
             "copy_format": In(2),
             "nonfinite": Out(1),
@@ -132,6 +136,7 @@ class FusedUpdaterCore(wiring.Component):
             decompressor.sorted.eq(self.sorted),
             self.errors.eq(decompressor.errors),
             self.status.eq(decompressor.status),
+            self.scatter_overflow.eq(decompressor.scatter_overflow),
             self.done.eq(decompressor.done),
             self.busy.eq(decompressor.busy),
             core.grad_format.eq(0),  # f32: the scatter's sums
@@ -160,4 +165,9 @@ register_block(
         Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
         ARITHMETIC_PARAM,
     ],
+    drops={
+        "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
+                   "chunk_violation, unsorted, excess_pairs, missing)"),
+        "scatter_overflow": "sticky: a scatter bank queue (fed on credit) lost an update",
+    },
 )

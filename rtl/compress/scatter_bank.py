@@ -65,6 +65,11 @@ class ScatterBank(wiring.Component):
     clear : In(2), clear_address : In
         Write +0.0 at ``clear_address`` of each buffer whose bit is set (never a buffer being
         scattered into).
+    overflow : Out(1)
+        Sticky until reset: an update was pushed into a full queue FIFO and lost. The queue is
+        kept from overflow by ``room`` (a credit count), not by a ready, so a dispatcher that
+        pushes past ``room`` would lose updates silently; this flag makes that visible. A
+        dispatcher that keeps to ``room`` never raises it.
     """
 
     def __init__(self, *, depth, value_format, writes, queue_depth):
@@ -89,6 +94,7 @@ class ScatterBank(wiring.Component):
             "drain_data": Out(32),
             "clear": In(BUFFERS),
             "clear_address": In(self._address_width),
+            "overflow": Out(1),
         })
 
     @property
@@ -118,6 +124,8 @@ class ScatterBank(wiring.Component):
                 valid = Mux(write_select == select, port.valid, valid)
                 word = Mux(write_select == select, Cat(port.address, port.value), word)
             m.d.comb += [fifo.w_en.eq(valid), fifo.w_data.eq(Cat(word, self.push_buffer))]
+            with m.If(valid & ~fifo.w_rdy):
+                m.d.sync += self.overflow.eq(1)
         advanced = write_select + pushes
         m.d.sync += write_select.eq(Mux(advanced >= k, advanced - k, advanced))  # pushes <= k
 

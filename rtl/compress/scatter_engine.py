@@ -76,6 +76,10 @@ class ScatterEngine(wiring.Component):
         ``last`` on the final beat. Elements that received no pair are +0.0.
     busy : Out(1)
         Clearing after reset, holding a beat, or a chunk is open, waiting or draining.
+    overflow : Out(1)
+        Sticky until reset: a bank queue overflowed and lost an update (the OR of the banks'
+        ``overflow``). The dispatcher pushes only into ``room`` (a credit count, not a ready), so
+        this never rises unless that accounting is broken; it is the check that it is not.
 
     Notes
     -----
@@ -101,6 +105,7 @@ class ScatterEngine(wiring.Component):
             "i": In(stream.Signature(scatter_layout(lanes, self._index_width, value_format))),
             "o": Out(stream.Signature(dense_layout(out_lanes))),
             "busy": Out(1),
+            "overflow": Out(1),
         })
 
     def _banks_of(self, m):
@@ -260,6 +265,7 @@ class ScatterEngine(wiring.Component):
             m.d.comb += self.o.payload.data[lane].eq(selected)
 
         m.d.comb += self.busy.eq(initialising | beat_valid | filling | sealed.any())
+        m.d.comb += self.overflow.eq(Cat(*(bank.overflow for bank in banks)).any())
         return m
 
 
@@ -277,4 +283,5 @@ register_block(
         Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
         Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
     ],
+    drops={"overflow": "sticky: a bank queue (fed on its room count, not a ready) lost an update"},
 )

@@ -13,12 +13,14 @@ from .axi_chunk_decompressor import AXIChunkDecompressor
 from .chunk_parser import COUNTER_WIDTH, ERROR_NAMES
 from .layouts import VALUE_WIDTHS, WORD_WIDTH
 
-__all__ = ["TopKUpdaterKernel", "TOPK_LANE_CHOICES", "ERROR_PAIRS_READ", "ERROR_PAIRS_RESP_SHIFT"]
+__all__ = ["TopKUpdaterKernel", "TOPK_LANE_CHOICES", "ERROR_PAIRS_READ", "ERROR_PAIRS_RESP_SHIFT",
+           "ERROR_SCATTER_OVERFLOW"]
 
 TOPK_LANE_CHOICES = (1, 2, 4, 8, 16)
 # Bits of the `error` register the dense kernel leaves at 0.
 ERROR_PAIRS_READ = 1 << 2
 ERROR_PAIRS_RESP_SHIFT = 12
+ERROR_SCATTER_OVERFLOW = 1 << 3
 
 
 class TopKUpdaterKernel(UpdaterKernel):
@@ -53,8 +55,9 @@ class TopKUpdaterKernel(UpdaterKernel):
     **Errors.** The decompressor's five counters (40 bits, saturating) and their sticky bits
     (``pairs_status``) describe the stream of the last run. A SLVERR/DECERR on the pair stream
     sets ``error`` bit 2 and bits 13:12 (its response) and stops the memory ports as a dense
-    read error does (no write starts; the run still ends). Bits 0, 1, 9:8, 11:10 are the dense
-    kernel's.
+    read error does (no write starts; the run still ends). Bit 3 is the scatter engine's sticky
+    ``overflow`` (a bank queue lost an update: never, unless its credit accounting is broken;
+    until reset). Bits 0, 1, 9:8, 11:10 are the dense kernel's.
 
     Parameters
     ----------
@@ -134,7 +137,7 @@ class TopKUpdaterKernel(UpdaterKernel):
             if name == "error":
                 description = ("bit 0 read error, bit 1 write error (SLVERR/DECERR on param/state/copy); "
                                "bits 9:8 first read response, bits 11:10 first write response; bit 2 pair "
-                               "stream read error, bits 13:12 its response")
+                               "stream read error, bits 13:12 its response; bit 3 scatter queue overflow")
             status.append((name, width, description))
         status.append(("pairs_status", 32, "sticky pair-stream errors of the last run: bit 0 out of "
                                            "range, 1 chunk violation, 2 unsorted, 3 excess pairs, "
@@ -181,8 +184,8 @@ class TopKUpdaterKernel(UpdaterKernel):
 
         take = Signal(name="grad_take")
         m.d.comb += decompressor.o.ready.eq(take)
-        flags = Cat(Const(0, 2), decompressor.read_error, Const(0, ERROR_PAIRS_RESP_SHIFT - 3),
-                    decompressor.read_error_resp)
+        flags = Cat(Const(0, 2), decompressor.read_error, decompressor.scatter_overflow,
+                    Const(0, ERROR_PAIRS_RESP_SHIFT - 4), decompressor.read_error_resp)
         return GradientSource(
             valid=decompressor.o.valid, ready=take,
             lanes=[decompressor.o.payload.data[lane] for lane in range(lanes)],
@@ -210,4 +213,9 @@ register_block(
         Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
         ARITHMETIC_PARAM,
     ],
+    drops={
+        "s_axi_control": ("the error register (bits 0/1: a read/write answered SLVERR/DECERR, after which "
+                          "the run's remaining writes are discarded); bit 2 a pair-stream read error; bit 3 "
+                          "a scatter queue overflow; and the pair-stream counters of the last run"),
+    },
 )

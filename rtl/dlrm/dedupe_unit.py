@@ -180,4 +180,5 @@ register_block(
         Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
         Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
     ],
+    drops={"bad_replies": "HBM replies for no request of the batch, or answered twice, dropped (saturating)"},
 )

@@ -75,6 +75,9 @@ class EmbeddingCache(wiring.Component):
         Side-band bits carried from a lookup to its row lines, 0 to 32.
     address_width : int
         HBM byte address width, 32 to 64.
+    counter_width : int
+        Width of the four counters, 1 to 32 (the default); narrower ones saturate sooner (for
+        tests). Not a registry parameter.
 
     Attributes
     ----------
@@ -88,10 +91,16 @@ class EmbeddingCache(wiring.Component):
         Rows of the table, and HBM byte address of row 0 (line aligned).
     m_axi : Out(AXI4Signature(address_width, 512))
         The GPU's HBM.
-    hits, misses, bad_index, updates : Out(32)
-        Saturating counters (``updates``: updates taken and written through).
+    hits, misses, bad_index, updates : Out(counter_width)
+        Saturating counters: they stop at all ones (``updates``: updates taken and written
+        through).
     hbm_error : Out(1)
-        Sticky: an HBM read or write answered SLVERR or DECERR (a failed read fills zeros).
+        Sticky: an HBM read or write answered SLVERR or DECERR, or HBM broke the AXI protocol
+        (an R or B response nobody asked for, dropped; an ``rlast`` on the wrong beat). A failed
+        read fills zeros from the failing line on (the lines before it are HBM's); that row
+        leaves with ``hit`` low but is not kept, so a later lookup of it misses and reads HBM
+        again. A failed write leaves HBM's line as it was (the cached copy, if any, has the
+        update). Later reads and writes go on as normal.
 
     Notes
     -----
@@ -100,7 +109,8 @@ class EmbeddingCache(wiring.Component):
     ready; a miss adds the HBM read latency plus about four cycles.
     """
 
-    def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48):
+    def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48,
+                 counter_width=COUNTER_BITS):
         self._sets = check_int("sets", sets, 1, 4096)
         if sets & (sets - 1):
             raise ValueError(f"sets must be a power of two, not {sets}")
@@ -109,6 +119,7 @@ class EmbeddingCache(wiring.Component):
         self._index_bits = check_int("index_bits", index_bits, 4, 32)
         self._tag_width = check_int("tag_width", tag_width, 0, 32)
         self._address_width = check_int("address_width", address_width, 32, 64)
+        counter_width = check_int("counter_width", counter_width, 1, COUNTER_BITS)
         self.lines = dim // 16
         self._set_bits, self._way_bits, self._line_bits = log2(sets), log2(ways), log2(self.lines)
         if self._set_bits >= index_bits:
@@ -122,7 +133,7 @@ class EmbeddingCache(wiring.Component):
             "m_axi": Out(AXI4Signature(address_width=address_width, data_width=LINE_BITS)),
             "hbm_error": Out(1),
         }
-        members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
+        members.update({name: Out(counter_width) for name in COUNTERS})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -148,8 +159,13 @@ class EmbeddingCache(wiring.Component):
             address_width=self._address_width, data_width=LINE_BITS, max_burst=1, max_outstanding=2,
             length_width=1)
         self._share_axi(m, reader, writer)
-        m.d.comb += [reader.clear.eq(0), reader.cancel.eq(0), writer.clear.eq(0), writer.cancel.eq(0)]
-        m.d.sync += self.hbm_error.eq(self.hbm_error | reader.error | writer.error)
+        # An engine's error is latched here, then cleared once the engine is idle (`clear` is honoured
+        # only then): left set, the engine would issue no more bursts, and every later miss would read
+        # zeros and every later update be discarded.
+        m.d.comb += [reader.clear.eq(1), reader.cancel.eq(0), writer.clear.eq(1), writer.cancel.eq(0)]
+        # A response the engines did not ask for (dropped and counted there) is an HBM error too.
+        protocol = reader.protocol_error | reader.stray_beats.any() | writer.stray_responses.any()
+        m.d.sync += self.hbm_error.eq(self.hbm_error | reader.error | writer.error | protocol)
 
         def row_address(index, line=0):
             return self.base + (index << log2(lines * LINE_BITS // 8)) + (line << log2(LINE_BITS // 8))
@@ -214,6 +230,7 @@ class EmbeddingCache(wiring.Component):
         miss_tag = Signal.like(r.tag)
         miss_slot = Signal.like(r_slot)
         fill_line = Signal(line_bits)
+        fill_failed = Signal()  # the fill's read answered SLVERR/DECERR
         pending = Signal(update_layout(self._index_bits, line_bits))
         pending_hit = Signal()
         pending_slot = Signal(set_bits + way_bits + line_bits)
@@ -265,11 +282,23 @@ class EmbeddingCache(wiring.Component):
                          row_write.addr.eq(Cat(fill_line, miss_slot)),
                          row_write.data.eq(reader.data.payload.data),
                          row_write.en.eq(reader.data.valid & ~r_valid)]
+            # The reader's error rises before its failing beat leaves (three edges later) and stays
+            # until it is idle, so it is seen here by the fill's last beat at the latest.
+            failed = fill_failed | reader.error
+            m.d.sync += fill_failed.eq(failed)
             with m.If(reader.data.valid & ~r_valid):
                 m.d.sync += fill_line.eq(fill_line + 1)
                 with m.If(reader.data.payload.last):
                     start_row(miss_index, miss_tag, miss_slot, 0)
-                    m.d.sync += state.eq(RUN)
+                    m.d.sync += [state.eq(RUN), fill_failed.eq(0)]
+                    # A row whose read failed leaves (as zeros) but is not kept: its way goes invalid,
+                    # so a later lookup misses and reads HBM again. Nothing else uses the tag port now.
+                    miss_set, miss_way = miss_slot[way_bits:], miss_slot[:way_bits]
+                    m.d.comb += [tag_read.addr.eq(miss_set), tag_write.addr.eq(miss_set),
+                                 tag_write.data.eq(Cat(*[
+                                     Mux((miss_way == w) if ways > 1 else 1, 0,
+                                         tag_read.data[entry * w:entry * (w + 1)]) for w in range(ways)])),
+                                 tag_write.en.eq(failed)]
         with m.Elif(state == WRITE_CMD):
             m.d.comb += [writer.cmd.valid.eq(1),
                          writer.cmd.payload.address.eq(row_address(pending.index, pending.line)),
@@ -305,4 +334,9 @@ register_block(
         Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
         Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
     ],
+    drops={
+        "bad_index": "lookups and updates with an index or line out of range, dropped (saturating)",
+        "hbm_error": ("sticky: an HBM read or write answered SLVERR/DECERR, or a stray R/B response "
+                      "was dropped"),
+    },
 )

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..collective.reduction_table import saturating_count
 from ..fp.adder import FloatAdder
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import NO_DROPS, Param, check_choice, check_int, register_block
 from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, LINE_WORDS, KeyLookup, log2
 from .dedupe_unit import CAPACITY_CHOICES
 
@@ -159,4 +159,5 @@ register_block(
         Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
         Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
     ],
+    drops=NO_DROPS,
 )

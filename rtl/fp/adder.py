@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import Param, check_bool, register_block
+from ..registration import NO_DROPS, Param, check_bool, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 from .rounding import round_aligned
@@ -116,4 +116,5 @@ register_block(
     summary="Pipelined IEEE-754 adder or subtractor (II = 1, round to nearest even, SoftFloat flags).",
     params=[FORMAT_PARAM, FLUSH_PARAM, Param("subtract", bool, False, "compute a - b instead of a + b"),
             TAG_PARAM],
+    drops=NO_DROPS,
 )

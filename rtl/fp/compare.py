@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Mux
 
-from ..registration import Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, check_choice, register_block
 from .classify import UnpackedFloat
 from .interface import FLAG_INVALID
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
@@ -79,4 +79,5 @@ register_block(
             Param("operation", str, "lt", "relation: eq is quiet, lt and le signal on any NaN",
                   choices=COMPARE_OPERATIONS),
             TAG_PARAM],
+    drops=NO_DROPS,
 )

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const
 
-from ..registration import Param, register_block
+from ..registration import NO_DROPS, Param, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .rounding import Aligned, denormalise, denormalise_shift, round_aligned
@@ -101,4 +101,5 @@ register_block(
     params=[Param("source", str, "f32", "input format", choices=FORMAT_NAMES),
             Param("target", str, "bf16", "output format (must differ from source)", choices=FORMAT_NAMES),
             FLUSH_PARAM, TAG_PARAM],
+    drops=NO_DROPS,
 )

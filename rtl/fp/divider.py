@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import check_int, register_block
+from ..registration import NO_DROPS, check_int, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
 from .pipeline import BITS_PER_STAGE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
@@ -150,4 +150,5 @@ register_block(
     "fp_div", FloatDivider, family="fp",
     summary="Pipelined IEEE-754 divider (II = 1, radix-2 non-restoring recurrence, SoftFloat flags).",
     params=[FORMAT_PARAM, FLUSH_PARAM, TAG_PARAM, BITS_PER_STAGE_PARAM],
+    drops=NO_DROPS,
 )

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, check_choice, register_block
 from .classify import UnpackedFloat
 from .interface import FLAG_INEXACT, FLAG_INVALID
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
@@ -94,4 +94,5 @@ register_block(
     summary="Pipelined float to i32/u32 conversion (round to nearest even, RISC-V saturation).",
     params=[Param("fmt", str, "f32", "input format", choices=FORMAT_NAMES), FLUSH_PARAM,
             Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS), TAG_PARAM],
+    drops=NO_DROPS,
 )

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import check_int, register_block
+from ..registration import NO_DROPS, check_int, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, LUT_BITS_PARAM, TAG_PARAM, FloatUnit
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct
@@ -221,4 +221,5 @@ register_block(
     params=[FORMAT_PARAM, FLUSH_PARAM,
             DSP_TILE_PARAM, LUT_BITS_PARAM,
             TAG_PARAM],
+    drops=NO_DROPS,
 )

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, check_choice, register_block
 from .float_to_integer import INTEGER_FORMATS
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .rounding import round_aligned
@@ -70,4 +70,5 @@ register_block(
     summary="Pipelined i32/u32 to float conversion (round to nearest even).",
     params=[Param("fmt", str, "f32", "output format", choices=FORMAT_NAMES), FLUSH_PARAM,
             Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS), TAG_PARAM],
+    drops=NO_DROPS,
 )

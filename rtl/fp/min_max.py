@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Mux
 
-from ..registration import Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, check_choice, register_block
 from .classify import UnpackedFloat, canonical_nan
 from .compare import ordering
 from .interface import FLAG_INVALID
@@ -68,4 +68,5 @@ register_block(
     summary="Pipelined IEEE-754 minimumNumber/maximumNumber (RISC-V fmin/fmax semantics).",
     params=[FORMAT_PARAM, FLUSH_PARAM, Param("operation", str, "min", "min or max", choices=("min", "max")),
             TAG_PARAM],
+    drops=NO_DROPS,
 )

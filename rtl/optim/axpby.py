@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..fp.adder import FloatAdder
 from ..fp.fused_multiply_add import FloatFusedMultiplyAdd
 from ..fp.multiplier import FloatMultiplier
-from ..registration import Param, check_bool, check_int, register_block
+from ..registration import NO_DROPS, Param, check_bool, check_int, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow
 
@@ -91,4 +91,5 @@ register_block(
         Param("lanes", int, 2, "binary32 lanes per transfer", minimum=1, maximum=MAX_LANES),
         Param("fused", bool, False, "fma(alpha, a, beta*b) instead of alpha*a + beta*b"),
     ],
+    drops=NO_DROPS,
 )

@@ -48,17 +48,27 @@ class ChunkSequencer(wiring.Component):
         Bus beat width in bits (a power of two, 8 to 1024): addresses advance by
         ``data_width // 8`` bytes per beat.
 
+    counter_width : int
+        Width of the two refusal counters, 1 to 32 (narrow ones for tests); they saturate.
+
     Attributes
     ----------
     config : In(ArrayLayout(tensor_config_layout(address_width, data_width // 8), tensors))
-        Per-tensor configuration, sampled at ``start`` (``chunk_beats`` and
-        ``tail_strobe`` are read throughout the run and must stay stable).
+        Per-tensor configuration, sampled at a ``start`` that is taken. Every field is copied
+        then, so a change of ``config`` while ``busy`` is ignored: it takes effect at the next
+        run.
     start : In(1)
-        Begins a run.
+        Begins a run. Taken only while ``busy`` is low: a ``start`` while busy is ignored (the
+        run goes on unchanged) and counted in ``ignored_starts``. A ``start`` whose ``config``
+        has an enabled tensor with ``beats != 0`` and ``chunk_beats == 0`` (no chunk size) is
+        refused: no command is issued and ``refused_starts`` counts it.
     cmd : Out(stream.Signature(sequencer_command_layout(tensors, address_width, data_width // 8)))
         Commands in chunk order.
     busy : Out(1)
         Commands remain to be issued.
+    ignored_starts, refused_starts : Out(counter_width)
+        Saturating counts of the ``start`` pulses ignored while busy, and of those refused for a
+        ``chunk_beats`` of 0 (since reset).
 
     Notes
     -----
@@ -66,8 +76,9 @@ class ChunkSequencer(wiring.Component):
     command per cycle, plus a cycle for each disabled or finished tensor passed over.
     """
 
-    def __init__(self, *, tensors=4, address_width=64, data_width=512):
+    def __init__(self, *, tensors=4, address_width=64, data_width=512, counter_width=32):
         self._tensors = check_int("tensors", tensors, 1, 8)
+        self._counter_width = check_int("counter_width", counter_width, 1, 32)
         self._address_width = check_int("address_width", address_width, 12, 64)
         self._data_width = check_int("data_width", data_width, 8, 1024)
         if data_width & (data_width - 1):
@@ -78,6 +89,8 @@ class ChunkSequencer(wiring.Component):
             "start": In(1),
             "cmd": Out(stream.Signature(sequencer_command_layout(tensors, address_width, strobe))),
             "busy": Out(1),
+            "ignored_starts": Out(counter_width),
+            "refused_starts": Out(counter_width),
         })
 
     def elaborate(self, platform):
@@ -92,7 +105,9 @@ class ChunkSequencer(wiring.Component):
         final = [Signal(name=f"final{k}") for k in range(count)]
         index = Signal(range(count))
 
-        chunk_beats = [self.config[k].chunk_beats for k in range(count)]
+        # Copies of the configuration taken at start: what the host drives meanwhile is ignored.
+        chunk_beats = [Signal(LENGTH_WIDTH, name=f"chunk_beats{k}") for k in range(count)]
+        tail_strobe = [Signal(self._data_width // 8, name=f"tail_strobe{k}") for k in range(count)]
         last = select(index, final)
         m.d.comb += [
             self.busy.eq(Cat(*live).any()),
@@ -100,7 +115,7 @@ class ChunkSequencer(wiring.Component):
             self.cmd.payload.tensor.eq(index),
             self.cmd.payload.address.eq(select(index, address)),
             self.cmd.payload.length.eq(Mux(last, select(index, remaining), select(index, chunk_beats))),
-            self.cmd.payload.strobe.eq(Mux(last, select(index, [c.tail_strobe for c in self.config]),
+            self.cmd.payload.strobe.eq(Mux(last, select(index, tail_strobe),
                                            Const(-1, self._data_width // 8))),
         ]
         fire = self.cmd.valid & self.cmd.ready
@@ -115,13 +130,21 @@ class ChunkSequencer(wiring.Component):
                     m.d.sync += live[k].eq(0)
         with m.If(fire | ~select(index, live)):
             m.d.sync += index.eq(Mux(index == count - 1, 0, index + 1))
-        with m.If(self.start):
+        # A start is taken only while idle, and only with a chunk size for every tensor it runs.
+        wanted = [self.config[k].enable & (self.config[k].beats != 0) for k in range(count)]
+        no_chunk = Cat(*(wanted[k] & (self.config[k].chunk_beats == 0) for k in range(count))).any()
+        ignored, refused = Signal(), Signal()
+        m.d.comb += [ignored.eq(self.start & self.busy), refused.eq(self.start & ~self.busy & no_chunk)]
+        with m.If(self.start & ~self.busy & ~no_chunk):
             m.d.sync += index.eq(0)
             for k in range(count):
-                beats = self.config[k].beats
-                m.d.sync += [remaining[k].eq(beats), address[k].eq(self.config[k].address),
-                             live[k].eq(self.config[k].enable & (beats != 0)),
-                             final[k].eq(beats <= chunk_beats[k])]
+                config = self.config[k]
+                m.d.sync += [remaining[k].eq(config.beats), address[k].eq(config.address),
+                             live[k].eq(wanted[k]), final[k].eq(config.beats <= config.chunk_beats),
+                             chunk_beats[k].eq(config.chunk_beats), tail_strobe[k].eq(config.tail_strobe)]
+        for counter, event in ((self.ignored_starts, ignored), (self.refused_starts, refused)):
+            with m.If(event & ~counter.all()):
+                m.d.sync += counter.eq(counter + 1)
         return m
 
 
@@ -132,5 +155,8 @@ register_block(
         Param("tensors", int, 4, "number of tensors", minimum=1, maximum=8),
         Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
         Param("data_width", int, 512, "bus beat width in bits (power of two)", minimum=8, maximum=1024),
+        Param("counter_width", int, 32, "width of the refused-start counters", minimum=1, maximum=32),
     ],
+    drops={"ignored_starts": "start pulses while busy, ignored (the run goes on; saturating)",
+           "refused_starts": "start pulses refused for an enabled tensor with chunk_beats 0 (saturating)"},
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 
 __all__ = ["CountedWidthConverter", "COUNT_WIDTH"]
 
@@ -140,4 +140,5 @@ register_block(
         Param("input_width", int, 512, "input transfer width in bits", minimum=1, maximum=8192),
         Param("output_width", int, 128, "output transfer width in bits", minimum=1, maximum=8192),
     ],
+    drops=NO_DROPS,
 )

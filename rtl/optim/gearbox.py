@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 from .counted_width_converter import COUNT_WIDTH
 
 __all__ = ["CountedGearbox"]
@@ -125,4 +125,5 @@ register_block(
         Param("output_width", int, 96, "output transfer width in bits", minimum=1, maximum=8192),
         Param("word_width", int, 32, "element width in bits", minimum=1, maximum=64),
     ],
+    drops=NO_DROPS,
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 from .updater_core import MAX_LANES, gradient_layout
 
 __all__ = ["GradientStatistics", "BUCKETS", "BUCKET_WIDTH", "COUNT_WIDTH", "ACCUMULATOR_WIDTH"]
@@ -261,4 +261,5 @@ register_block(
     "gradient_statistics", GradientStatistics, family="optim",
     summary="Statistics mode: NaN/Inf counts and the exact 586-bit Kulisch sum of squares of gradient lanes.",
     params=[Param("lanes", int, 1, "elements per transfer", minimum=1, maximum=MAX_LANES)],
+    drops=NO_DROPS,
 )

@@ -305,4 +305,10 @@ register_block(
         Param("write_gate", int, 0, "buffered beats that start a write (0: the whole command)", minimum=0,
               maximum=65536),
     ],
+    drops={
+        "read_error": "sticky: a read answered SLVERR/DECERR (its beats read as zero)",
+        "write_error": ("sticky: a write answered SLVERR/DECERR; the writer then discards the data its "
+                        "commands cover (data discarded under `halt` is the caller's order, after an error "
+                        "it reports)"),
+    },
 )

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..fp.pipeline import DSP_TILE_PARAM, LUT_BITS_PARAM
 from ..fp.product import DEFAULT_TILE, MAX_TILE, MIN_TILE
-from ..registration import Param, check_bool, check_choice, check_int, register_block
+from ..registration import NO_DROPS, Param, check_bool, check_choice, check_int, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow
 from .optimizers import OPTIMIZERS, param_copy, widen_gradient
@@ -196,4 +196,5 @@ register_block(
         ARITHMETIC_PARAM,
         *PRODUCT_PARAMS,
     ],
+    drops=NO_DROPS,
 )

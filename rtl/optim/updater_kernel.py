@@ -348,4 +348,7 @@ _KERNEL_PARAMS = [
 for _name, _cls, _what in (("adam_updater", AdamUpdater, "Adam/AdamW"), ("sgd_updater", SGDUpdater, "SGD"),
                            ("adagrad_updater", AdagradUpdater, "AdaGrad")):
     register_block(_name, _cls, family="optim", params=_KERNEL_PARAMS,
-                   summary=f"{_what} updater kernel: AXI4 DMA, AXI4-Lite ap_ctrl_hs, chunked, bit-exact.")
+                   summary=f"{_what} updater kernel: AXI4 DMA, AXI4-Lite ap_ctrl_hs, chunked, bit-exact.",
+                   drops={"s_axi_control": ("the error register (bits 0/1: a read/write answered "
+                                            "SLVERR/DECERR, after which the run's remaining writes are "
+                                            "discarded)")})

@@ -169,4 +169,8 @@ register_block(
         Param("max_blocks", int, 256, "largest block count per command", minimum=1, maximum=1 << 20),
         Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
     ],
+    drops={
+        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
+                      " sticky: the next accepted command clears it"),
+    },
 )

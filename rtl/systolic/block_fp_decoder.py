@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 from .block_fp_encoder import MAX_BLOCK, encoded_layout
 
 __all__ = ["BlockFloatDecoder"]
@@ -126,4 +126,5 @@ register_block(
     summary="Block floating point (shared exponent, integer mantissas) back to binary32, as golden.",
     params=[Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
             Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24)],
+    drops=NO_DROPS,
 )

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import shift_right_sticky
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 
 __all__ = ["BlockFloatEncoder", "MAX_BLOCK"]
 
@@ -159,4 +159,5 @@ register_block(
     summary="binary32 blocks to block floating point (shared exponent, integer mantissas), as golden.",
     params=[Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
             Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24)],
+    drops=NO_DROPS,
 )

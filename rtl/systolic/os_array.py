@@ -249,4 +249,8 @@ register_block(
         Param("max_k", int, 4096, "largest reduction length K", minimum=1, maximum=1 << 24),
         Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
     ],
+    drops={
+        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
+                      " sticky: the next accepted command clears it"),
+    },
 )

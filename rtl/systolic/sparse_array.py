@@ -232,4 +232,8 @@ register_block(
         Param("max_k", int, 256, "B buffer depth: largest K and slots per row", minimum=1, maximum=1 << 16),
         Param("max_tiles", int, 4096, "largest tile count per job", minimum=1, maximum=1 << 24),
     ],
+    drops={
+        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
+                      " sticky: the next accepted command clears it"),
+    },
 )

@@ -358,4 +358,8 @@ register_block(
         Param("max_k", int, 64, "buffer capacity: largest K", minimum=1, maximum=1 << 20),
         Param("max_n", int, 64, "buffer capacity: largest N", minimum=1, maximum=1 << 20),
     ],
+    drops={
+        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
+                      " sticky: the next accepted command clears it"),
+    },
 )

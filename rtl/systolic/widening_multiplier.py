@@ -7,7 +7,7 @@ from ..fp.format import F32, float_format
 from ..fp.pipeline import TAG_PARAM, FloatUnit
 from ..fp.rounding import denormalise, denormalise_shift, round_aligned
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registration import Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, check_choice, register_block
 
 __all__ = ["WideningMultiplier", "WIDENING_FORMATS"]
 
@@ -101,4 +101,5 @@ register_block(
     "widening_multiplier", WideningMultiplier, family="systolic",
     summary="Pipelined f16/bf16 multiplier with an f32 result (the systolic PE's product).",
     params=[Param("fmt", str, "f16", "operand format", choices=WIDENING_FORMATS), TAG_PARAM],
+    drops=NO_DROPS,
 )

@@ -208,4 +208,8 @@ register_block(
         Param("max_k", int, 64, "largest K", minimum=1, maximum=1 << 24),
         Param("max_tiles", int, 64, "largest n-tile count per command", minimum=1, maximum=1 << 24),
     ],
+    drops={
+        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
+                      " sticky: the next accepted command clears it"),
+    },
 )

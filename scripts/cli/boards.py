@@ -165,12 +165,19 @@ def command_results(args):
     from scripts.results_table import write_results
 
     board = _board(args.board, target="ecp5")
+    # The page is written after every block is measured (hours): a bad path is refused first.
+    output = pathlib.Path(args.output)
+    if output.is_dir():
+        raise UsageError(f"output {str(output)!r} is a folder; give the page's file name")
+    writable_folder(output.parent)
     try:
-        path = write_results(pathlib.Path(args.output), board=board, frequency_mhz=args.freq,
+        path = write_results(output, board=board, frequency_mhz=args.freq,
                              with_fmax=not args.no_fmax, only=args.blocks, families=args.families,
                              cached_only=args.cached)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    except OSError as error:
+        raise UsageError(f"cannot write {str(output)!r}: {error.strerror}") from None
     print(path)
 
 
