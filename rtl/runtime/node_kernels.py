@@ -60,13 +60,13 @@ class NodeKernels(wiring.Component):
     ----------
     task : In(stream.Signature(Packet))
         Tasks from the runtime's pending queue.
-    done : Out(stream.Signature(TaskId))
-        One transfer per finished task (the runtime is always ready).
+    done : Out(stream.Signature(TaskId, always_ready=True))
+        A valid-only event per finished task.
     b_addr : Out(24)
     b_data : In(448)
         The node data memory's kernel read port (one cycle latency), for ids 2 and 5.
-    b_load : In(stream.Signature(MemWrite))
-        Every write into the node's data memory (always ready).
+    b_load : In(stream.Signature(MemWrite, always_ready=True))
+        Every write into the node's data memory (a valid-only event stream).
     load : In(stream.Signature(row_write_layout()))
         Host writes into the output memory.
     read_cmd : In(stream.Signature(24))
@@ -82,10 +82,10 @@ class NodeKernels(wiring.Component):
         self._id_bits = max(2, (rows - 1).bit_length())
         super().__init__({
             "task": In(stream.Signature(Packet)),
-            "done": Out(stream.Signature(TaskId)),
+            "done": Out(stream.Signature(TaskId, always_ready=True)),
             "b_addr": Out(ROW_BITS),
             "b_data": In(LINE_BITS),
-            "b_load": In(stream.Signature(MemWrite)),
+            "b_load": In(stream.Signature(MemWrite, always_ready=True)),
             "load": In(stream.Signature(row_write_layout())),
             "read_cmd": In(stream.Signature(ROW_BITS)),
             "read_data": Out(stream.Signature(LINE_BITS)),
@@ -113,7 +113,6 @@ class NodeKernels(wiring.Component):
             pipeline.n_cols.eq(self._rows),
             pipeline.relu.eq(0),
             pipeline.clear_start.eq(0),
-            self.b_load.ready.eq(1),
             pipeline.b_load.valid.eq(self.b_load.valid & (self.b_load.payload.line < self._rows)),
             pipeline.b_load.payload.addr.eq(self.b_load.payload.line),
             pipeline.b_load.payload.data.eq(self.b_load.payload.data[:width]),

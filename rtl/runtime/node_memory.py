@@ -29,13 +29,16 @@ class NodeMemory(wiring.Component):
 
     Attributes
     ----------
-    wr, load : In(stream.Signature(MemWrite))
+    wr : In(stream.Signature(MemWrite, always_ready=True))
+        The data handler's writes (valid-only: always taken).
+    load : In(stream.Signature(MemWrite))
+        The host's writes (taken in cycles without a ``wr``).
     rd_cmd : In(stream.Signature(24))
     rd_data : Out(stream.Signature(448))
     kernel_addr : In(24)
     kernel_data : Out(448)
-    written : Out(stream.Signature(MemWrite))
-        Every write, as it is made (for a kernel that keeps its own copy; ``ready`` is ignored).
+    written : Out(stream.Signature(MemWrite, always_ready=True))
+        Every write, as it is made (for a kernel that keeps its own copy): a valid-only event.
 
     Notes
     -----
@@ -45,13 +48,13 @@ class NodeMemory(wiring.Component):
     def __init__(self, *, lines=256):
         self._lines = check_int("lines", lines, 2, 1 << ROW_BITS)
         super().__init__({
-            "wr": In(stream.Signature(MemWrite)),
+            "wr": In(stream.Signature(MemWrite, always_ready=True)),
             "load": In(stream.Signature(MemWrite)),
             "rd_cmd": In(stream.Signature(ROW_BITS)),
             "rd_data": Out(stream.Signature(LINE_BITS)),
             "kernel_addr": In(ROW_BITS),
             "kernel_data": Out(LINE_BITS),
-            "written": Out(stream.Signature(MemWrite)),
+            "written": Out(stream.Signature(MemWrite, always_ready=True)),
         })
 
     def elaborate(self, platform):
@@ -59,7 +62,7 @@ class NodeMemory(wiring.Component):
         lines = self._lines
         m.submodules.memory = memory = Memory(shape=LINE_BITS, depth=lines, init=[])
         write = memory.write_port()
-        m.d.comb += [self.wr.ready.eq(1), self.load.ready.eq(~self.wr.valid)]
+        m.d.comb += self.load.ready.eq(~self.wr.valid)
         source = Signal(MemWrite)
         with m.If(self.wr.valid):
             m.d.comb += source.eq(self.wr.payload)
