@@ -122,10 +122,6 @@ _FREE = ("counterexample at depth 8 with every other input free: {}; the block's
 _SLOW = "the solver did not finish depth 8 within 60 s"
 NOT_PROVED.update({
     "chunk_sequencer": _FREE.format("cmd's payload follows `config`, which may change while cmd stalls"),
-    "runtime_node_kernels": _FREE.format("done drops without a transfer"),
-    "runtime_node_memory": _FREE.format("written's payload changes while it stalls"),
-    "runtime_data_handler": _FREE.format("arrived.valid follows i.valid and mem_wr.ready combinationally"),
-    "runtime_spawner": _FREE.format("o's payload follows `config`"),
     "runtime_data_packager": _SLOW,
     "runtime_task_responder": _SLOW,
     "runtime_switch": _SLOW,
