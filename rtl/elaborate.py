@@ -17,7 +17,8 @@ from amaranth.back import verilog
 from amaranth.hdl import ClockDomain, Const, Module, Value
 from amaranth.lib import wiring
 
-__all__ = ["TOP_NAME", "to_verilog", "port_table", "port_members", "source_hash", "tool_versions", "describe_timing"]
+__all__ = ["TOP_NAME", "to_verilog", "port_table", "port_members", "source_hash", "tool_versions",
+           "describe_timing"]
 
 TOP_NAME = "top"
 _RTL_ROOT = pathlib.Path(__file__).resolve().parent
@@ -27,8 +28,9 @@ def port_members(component):
     """``(path, member, value)`` of every member of ``component`` that is a port: its signature
     flattened, less the constant members (an ``always_ready`` stream's ``ready`` is ``Const(1)``,
     which no one drives and no port can carry)."""
-    return [(path, member, Value.cast(value)) for path, member, value in component.signature.flatten(component)
-            if not isinstance(Value.cast(value), Const)]
+    flat = component.signature.flatten(component)
+    members = [(path, member, Value.cast(value)) for path, member, value in flat]
+    return [(path, member, value) for path, member, value in members if not isinstance(value, Const)]
 
 
 def to_verilog(component, name=TOP_NAME):
