@@ -8,7 +8,7 @@ from amaranth.lib.wiring import Out
 from .packet import NODE_BITS, PACKET_BITS, RANGE_BITS, ROW_BITS, checksum
 
 __all__ = ["ConfigSignature", "Queue", "sealed", "times_constant", "range_first", "range_lines",
-           "merge", "pulse_count"]
+           "merge", "pulse_count", "saturating_counter"]
 
 
 class ConfigSignature(wiring.Signature):
@@ -136,3 +136,16 @@ def pulse_count(*pulses):
     for pulse in pulses:
         total = total + pulse
     return total
+
+
+def saturating_counter(m, name, width, increment):
+    """A ``width``-bit event counter, zero after reset, adding ``increment`` each cycle and stopping at
+    ``2**width - 1``: a counter at its limit reads "at least this many", never a small wrapped number.
+
+    Returns the counter (a ``Signal``).
+    """
+    counter = Signal(width, name=name)
+    total = counter + increment
+    limit = (1 << width) - 1
+    m.d.sync += counter.eq(Mux(total > limit, limit, total))
+    return counter

@@ -16,6 +16,7 @@ from amaranth.asserts import AnyConst, Initial
 from amaranth.hdl import Assume, Mux
 
 from .blocks import axi_reader_harness, axi_writer_harness, burst_planner_harness, credit_harness
+from .credited_queue import credited_queue_harness
 from .harnesses import queue_harness, unit_sequence_harness
 from .streams import stream_rules_harness
 
@@ -246,6 +247,15 @@ def _credits():
                     "credits never under- or overflow (no result dropped or invented); i.ready exactly "
                     "while a credit is left", lambda latency=latency: credit_harness(latency=latency),
                     depth=12 if not slow else 16, slow=slow)
+    # The runtime's credited queues (switch input buffers, network receive queues).
+    for depth, lag, slow in ((2, 1, False), (2, 0, True), (4, 1, True)):
+        yield Proof(f"runtime_queue.credits[depth={depth},lag={lag}]", "runtime_queue",
+                    "a sender keeping to its credits never raises the credited queue's overflow flag; "
+                    "its write is never refused; level <= depth",
+                    lambda depth=depth, lag=lag: credited_queue_harness(depth=depth, lag=lag),
+                    depth=16, slow=slow)
+    yield Proof("runtime_queue.credits-cover", "runtime_queue", "not vacuous: the sender spends every credit",
+                lambda: credited_queue_harness(depth=2, lag=1), depth=16, mode="cover")
 
 
 def _all():
