@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4LiteSignature
 from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .axi_lite_decoder import AXILiteDecoder
+from .common import saturating_counter
 from .node_kernels import NodeKernels, kernel_mask
 from .node_memory import NodeMemory
 from .packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
@@ -68,6 +69,10 @@ class Cluster(wiring.Component):
     host_read : In(stream.Signature(host_read_layout()))
     host_read_data : Out(stream.Signature(448))
         Host reads of output rows (``Sync_to_Host``), one at a time.
+    switch_dropped : Out(32)
+        Flits the switch dropped as unroutable (saturating count).
+    switch_overflow : Out(nodes)
+        The switch's sticky per-port overflow flags (a node ignored its send credits).
     """
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
@@ -89,6 +94,8 @@ class Cluster(wiring.Component):
             "host_load": In(stream.Signature(host_write_layout())),
             "host_read": In(stream.Signature(host_read_layout())),
             "host_read_data": Out(stream.Signature(LINE_BITS)),
+            "switch_dropped": Out(32),
+            "switch_overflow": Out(nodes),
         })
 
     @property
@@ -100,6 +107,8 @@ class Cluster(wiring.Component):
         nodes = self._nodes
         switch = Switch(nodes=nodes, depth=self._switch_depth, rx_credits=self._queue_depth)
         m.submodules.switch = switch
+        m.d.comb += [self.switch_dropped.eq(saturating_counter(m, "switch_dropped", 32, switch.dropped)),
+                     self.switch_overflow.eq(switch.overflow)]
         m.submodules.decoder = decoder = AXILiteDecoder(ports=nodes, address_width=12)
         wiring.connect(m, wiring.flipped(self.s_axi_control), decoder.s_axi)
 
@@ -199,4 +208,7 @@ register_block(
         Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
         Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6) to every node"),
     ],
+    drops={"s_axi_control": "every node's drop counters (runtime_node's), over AXI4-Lite",
+           "switch_dropped": "flits the switch dropped as unroutable",
+           "switch_overflow": "per port, sticky: a flit lost to a full switch input buffer"},
 )
