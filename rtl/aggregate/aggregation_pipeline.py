@@ -488,4 +488,7 @@ register_block(
         Param("counter_bits", int, COUNTER_BITS, "width of each counter (they saturate)", minimum=1,
               maximum=COUNTER_BITS),
     ],
+    drops={"header_errors": "packets with a bad task, weighted bit or mask bit (dropped)",
+           "range_errors": "slots whose row or column is out of range, and b_load writes past cols (ignored)",
+           "bank_errors": "slots in the wrong OUT bank or on a B bank a lower slot reads (ignored)"},
 )

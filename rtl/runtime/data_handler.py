@@ -89,4 +89,5 @@ register_block(
     "runtime_data_handler", DataHandler, family="runtime",
     summary="FCsN data handler: stores expected RDMA data lines, reports a range complete, drops the rest.",
     params=[Param("block", int, 20, "lines per data range", minimum=1, maximum=255)],
+    drops={"dropped": "data packets nobody asked for (range not outstanding, line outside it, wrong last)"},
 )

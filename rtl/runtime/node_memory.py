@@ -19,8 +19,8 @@ class NodeMemory(wiring.Component):
     handler (``wr``, always accepted) and from the host (``load``, accepted in cycles without
     a handler write). Reads: ``rd_cmd``/``rd_data`` for the RDMA responder (in order, one per
     cycle, held while ``rd_data`` waits), and ``kernel_addr``/``kernel_data`` for the kernels
-    (one cycle latency, no handshake). An address at or past ``lines`` is ignored by writes
-    and reads as zero.
+    (one cycle latency, no handshake). An address at or past ``lines`` reads as zero, and a
+    write to one is ignored and flagged (``dropped``).
 
     Parameters
     ----------
@@ -39,6 +39,8 @@ class NodeMemory(wiring.Component):
     kernel_data : Out(448)
     written : Out(stream.Signature(MemWrite, always_ready=True))
         Every write, as it is made (for a kernel that keeps its own copy): a valid-only event.
+    dropped : Out(1)
+        One-cycle pulse, a cycle after a write (``wr`` or ``load``) at or past ``lines`` was ignored.
 
     Notes
     -----
@@ -55,6 +57,7 @@ class NodeMemory(wiring.Component):
             "kernel_addr": In(ROW_BITS),
             "kernel_data": Out(LINE_BITS),
             "written": Out(stream.Signature(MemWrite, always_ready=True)),
+            "dropped": Out(1),
         })
 
     def elaborate(self, platform):
@@ -75,6 +78,8 @@ class NodeMemory(wiring.Component):
             self.written.valid.eq(write.en),
             self.written.payload.eq(source),
         ]
+        # A load waiting behind a handler write is not taken yet, so at most one write is ignored a cycle.
+        m.d.sync += self.dropped.eq((self.wr.valid | self.load.valid) & (source.line >= lines))
 
         # RDMA reads: the read port's output register is the pipeline stage, held while rd_data waits.
         rdma = memory.read_port()
@@ -104,4 +109,5 @@ register_block(
     "runtime_node_memory", NodeMemory, family="runtime",
     summary="A runtime node's local data memory: handler and host writes, RDMA and kernel read ports.",
     params=[Param("lines", int, 256, "lines held (global line addresses)", minimum=2, maximum=1 << 24)],
+    drops={"dropped": "writes at or past lines, ignored"},
 )

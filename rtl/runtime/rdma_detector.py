@@ -4,7 +4,7 @@ from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 from .common import ConfigSignature, Queue, range_lines, sealed
 from .packet import RANGE_BITS, Packet, PacketType, range_owner
 
@@ -177,4 +177,5 @@ register_block(
         Param("freeze_depth", int, 16, "freeze queue entries", minimum=2, maximum=4096),
         Param("pending_depth", int, 16, "pending queue entries", minimum=2, maximum=4096),
     ],
+    drops=NO_DROPS,
 )

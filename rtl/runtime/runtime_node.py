@@ -290,4 +290,7 @@ register_block(
         Param("counter_bits", int, COUNTER_BITS, "width of each event counter (they saturate)",
               minimum=1, maximum=COUNTER_BITS),
     ],
+    drops={"s_axi_control": "status counters drop_check, drop_type, drop_node, drop_task_id, "
+                             "drop_task_mask, drop_task_range, drop_task_row, drop_task_col, drop_misrouted, "
+                             "drop_rdma_range, drop_data_unsolicited, overflow, start_rejected"},
 )

@@ -153,4 +153,5 @@ register_block(
         Param("depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
         Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
     ],
+    drops={"error": "Kernel_start commands naming a kernel id that is not attached (nothing spawned)"},
 )

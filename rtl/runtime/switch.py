@@ -180,4 +180,6 @@ register_block(
         Param("rx_credits", int, 8, "receive queue entries per channel of each node",
               minimum=1, maximum=1024),
     ],
+    drops={"dropped": "unroutable flits (dst not a port, or channel 3), per cycle",
+           "overflow": "per port, sticky: a flit lost to a full input buffer (its sender ignored credits)"},
 )

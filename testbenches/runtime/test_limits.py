@@ -9,18 +9,23 @@ to them never does.
   comes back), first keeping to its credits (the overflow flag stays low, however long it tries),
   then ignoring them (the flag rises, for port 0 only, and stays up).
 
+* ``runtime_axi_lite_decoder`` with 3 ports: an address of the missing 4th is answered DECERR.
+* ``runtime_node_memory``: a write past its lines is ignored and flagged (``dropped``).
+
 ``NEARTRAIN_SEED`` seeds the flits and the gaps.
 """
 
 import pytest
 from amaranth.sim import Simulator
 
+from rtl.runtime.axi_lite_decoder import AXILiteDecoder
+from rtl.runtime.node_memory import NodeMemory
 from rtl.runtime.runtime_node import RuntimeNode
 from rtl.runtime.switch import Switch
 from scripts.sim import knobs
 
 
-async def _axi_read(ctx, bus, address):
+async def _axi_read(ctx, bus, address, with_resp=False):
     """One AXI4-Lite read: AR until taken, then R (a handshake is valid and ready before an edge)."""
     ctx.set(bus.araddr, address)
     ctx.set(bus.arvalid, 1)
@@ -32,11 +37,11 @@ async def _axi_read(ctx, bus, address):
             break
     ctx.set(bus.arvalid, 0)
     for _ in range(20):
-        answered, value = ctx.get(bus.rvalid), ctx.get(bus.rdata)
+        answered, value, resp = ctx.get(bus.rvalid), ctx.get(bus.rdata), ctx.get(bus.rresp)
         await ctx.tick()
         if answered:
             ctx.set(bus.rready, 0)
-            return value
+            return (value, resp) if with_resp else value
     raise AssertionError(f"no AXI4-Lite answer for 0x{address:x}")
 
 
@@ -108,3 +113,58 @@ def test_switch_overflow_when_credits_ignored():
     first = next((index for index, flag in enumerate(flags) if flag), None)
     assert first is not None, f"a sender ignoring its credits never raised overflow; {knobs.describe()}"
     assert all(flag == 0b01 for flag in flags[first:]), f"overflow flags {flags}: port 0's only, sticky"
+
+
+def test_decoder_answers_decerr_past_the_last_port():
+    """With 3 ports, addresses of a 4th belong to no one: DECERR for the read and the write."""
+    decoder = AXILiteDecoder(ports=3, address_width=4)
+    result = {}
+
+    async def bench(ctx):
+        bus = decoder.s_axi
+        for port in range(3):  # the real ports stay silent: a read is never forwarded to them
+            ctx.set(getattr(decoder, f"m{port}_axi").arready, 1)
+        result["read"] = await _axi_read(ctx, bus, 3 << 4, with_resp=True)
+        ctx.set(bus.awaddr, 3 << 4)
+        ctx.set(bus.wdata, 0x1234)
+        ctx.set(bus.awvalid, 1)
+        ctx.set(bus.wvalid, 1)
+        ctx.set(bus.bready, 1)
+        await ctx.tick()
+        ctx.set(bus.awvalid, 0)
+        ctx.set(bus.wvalid, 0)
+        for _ in range(10):
+            answered, resp = ctx.get(bus.bvalid), ctx.get(bus.bresp)
+            await ctx.tick()
+            if answered:
+                result["write"] = resp
+                break
+        result["forwarded"] = [ctx.get(getattr(decoder, f"m{port}_axi").awvalid) for port in range(3)]
+
+    sim = Simulator(decoder)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert result == {"read": (0, 3), "write": 3, "forwarded": [0, 0, 0]}, result
+
+
+def test_node_memory_flags_writes_past_its_lines():
+    memory = NodeMemory(lines=4)
+    pulses = []
+
+    async def bench(ctx):
+        writes = ((1, memory.wr), (5, memory.wr), (3, memory.load), (4, memory.load), (2, memory.wr))
+        for line, port in writes:
+            ctx.set(port.payload.line, line)
+            ctx.set(port.valid, 1)
+            await ctx.tick()
+            ctx.set(port.valid, 0)
+            pulses.append(ctx.get(memory.dropped))
+        await ctx.tick()
+        pulses.append(ctx.get(memory.dropped))
+
+    sim = Simulator(memory)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert pulses == [0, 1, 0, 1, 0, 0], pulses
