@@ -24,10 +24,10 @@ __all__ = ["RuntimeNode", "ARGUMENTS", "COUNTERS", "COUNTER_BITS", "STATUS"]
 
 # Control arguments (AXI4-Lite, 32 bits each), in register order.
 ARGUMENTS = (
-    ("node", "this node's id"),
-    ("nodes", "nodes in the cluster: 1, 2, 4, 8 or 16"),
+    ("node", "this node's id (the spawner takes it at ap_start; a change while busy is for the next run)"),
+    ("nodes", "nodes in the cluster: 1, 2, 4, 8 or 16 (taken at ap_start, as node)"),
     ("home_shift", "row r belongs to node (r >> home_shift) mod nodes"),
-    ("range_shift", "data range g belongs to node (g >> range_shift) mod nodes"),
+    ("range_shift", "data range g belongs to node (g >> range_shift) mod nodes (taken at ap_start, as node)"),
     ("rows", "lines of the global data space"),
     ("ranges", "data ranges in use: ceil(rows / block)"),
     ("task_id", "Kernel_start: kernel id"),
