@@ -5,6 +5,8 @@ linting, synthesis and the manifests all see the same text: top-level module ``t
 no source-location attributes (the output is byte-for-byte deterministic for the same
 sources and parameters), ports named as Amaranth flattens them
 (``<port>__payload``, ``<port>__valid``, ``<port>__ready``, plus ``clk`` and ``rst``).
+A member that is a constant (the ``ready`` of an ``always_ready`` stream) is no port: the
+block never reads it, so there is nothing to connect.
 """
 
 import hashlib
@@ -12,13 +14,23 @@ import importlib.metadata
 import pathlib
 
 from amaranth.back import verilog
-from amaranth.hdl import ClockDomain, Module, Value
+from amaranth.hdl import ClockDomain, Const, Module, Value
 from amaranth.lib import wiring
 
-__all__ = ["TOP_NAME", "to_verilog", "port_table", "source_hash", "tool_versions", "describe_timing"]
+__all__ = ["TOP_NAME", "to_verilog", "port_table", "port_members", "source_hash", "tool_versions",
+           "describe_timing"]
 
 TOP_NAME = "top"
 _RTL_ROOT = pathlib.Path(__file__).resolve().parent
+
+
+def port_members(component):
+    """``(path, member, value)`` of every member of ``component`` that is a port: its signature
+    flattened, less the constant members (an ``always_ready`` stream's ``ready`` is ``Const(1)``,
+    which no one drives and no port can carry)."""
+    flat = component.signature.flatten(component)
+    members = [(path, member, Value.cast(value)) for path, member, value in flat]
+    return [(path, member, value) for path, member, value in members if not isinstance(value, Const)]
 
 
 def to_verilog(component, name=TOP_NAME):
@@ -31,7 +43,7 @@ def to_verilog(component, name=TOP_NAME):
     wrapper.submodules.block = component
     wrapper.domains.sync = domain = ClockDomain()
     ports = [domain.clk, domain.rst]
-    ports += [Value.cast(value) for _, _, value in component.signature.flatten(component)]
+    ports += [value for _, _, value in port_members(component)]
     return verilog.convert(wrapper, name=name, ports=ports, emit_src=False)
 
 
@@ -42,11 +54,11 @@ def port_table(component):
     """
     ports = [{"name": "clk", "direction": "input", "width": 1},
              {"name": "rst", "direction": "input", "width": 1}]
-    for path, member, value in component.signature.flatten(component):
+    for path, member, value in port_members(component):
         ports.append({
             "name": "__".join(str(part) for part in path),
             "direction": "input" if member.flow == wiring.In else "output",
-            "width": len(Value.cast(value)),
+            "width": len(value),
         })
     return ports
 

@@ -20,10 +20,12 @@ This is measurement scaffolding, not a NearTrain block: it is not registered.
 
 import math
 
-from amaranth.hdl import Cat, ClockDomain, Const, Elaboratable, Instance, Module, Signal, Value
+from amaranth.hdl import Cat, ClockDomain, Const, Elaboratable, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import Out
+
+from .elaborate import port_members
 
 __all__ = ["EvaluationCore", "EvaluationTop", "ecp5_pll_dividers", "LFSR_TAPS", "FOLD_WIDTH"]
 
@@ -60,8 +62,8 @@ class EvaluationCore(wiring.Component):
             raise TypeError(f"block must be an amaranth.lib.wiring.Component, not {block!r}")
         self.block = block
         self._inputs, self._outputs = [], []
-        for _, member, value in block.signature.flatten(block):
-            (self._inputs if member.flow == wiring.In else self._outputs).append(Value.cast(value))
+        for _, member, value in port_members(block):  # constant members are no ports
+            (self._inputs if member.flow == wiring.In else self._outputs).append(value)
         self.input_width = sum(len(value) for value in self._inputs)
         self.output_width = sum(len(value) for value in self._outputs)
         self.fold_latency = 1

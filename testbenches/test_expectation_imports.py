@@ -48,6 +48,7 @@ TOOLS = {
     "rtl.registry.blocks": "lists the registered blocks, to build or check each",
     "rtl.registry.check_int": "validates a wrapper's own parameter as the registry does",
     "rtl.elaborate.to_verilog": "converts a design",
+    "rtl.elaborate.port_table": "under test: lists a design's ports (test_valid_only.py states them)",
     "rtl.eval_top.ecp5_pll_dividers": "under test: its expected dividers are stated in test_bitstream.py",
 }
 

@@ -41,6 +41,14 @@ def _count(values):
     return total
 
 
+def _saturating(counter, increment):
+    """``counter + increment``, stopped at the counter's largest value: a counter at its limit
+    says "at least this many" instead of wrapping to a small, wrong number."""
+    total = counter + increment
+    limit = (1 << len(counter)) - 1
+    return Mux(total > limit, limit, total)
+
+
 class AggregationPipeline(wiring.Component):
     """``OUT[row] += B[col]`` (Boolean) or ``OUT[row] += value * B[col]`` (weighted) for each packet nonzero.
 
@@ -98,6 +106,8 @@ class AggregationPipeline(wiring.Component):
         1, or cyclic B banks (at least ``lanes``).
     weighted : bool
         Weighted packets (row, col, value) instead of Boolean ones (row, col).
+    counter_bits : int
+        Width of each event counter, 1 to 32 (narrow ones let a test reach the limit).
 
     Attributes
     ----------
@@ -112,8 +122,8 @@ class AggregationPipeline(wiring.Component):
         :class:`Mode`.
     busy : Out(1)
         Not RUN, or packets in flight.
-    packet_count, nonzero_count, stall_cycles, header_errors, range_errors, bank_errors : Out(32)
-        Counters (wrapping), zeroed by reset and ``clear_start``.
+    packet_count, nonzero_count, stall_cycles, header_errors, range_errors, bank_errors : Out(counter_bits)
+        Counters, zeroed by reset and ``clear_start``; each saturates at ``2**counter_bits - 1``.
 
     Notes
     -----
@@ -123,8 +133,9 @@ class AggregationPipeline(wiring.Component):
     """
 
     def __init__(self, *, lanes=4, features=4, rows=64, cols=64, row_bits=16, col_bits=16, b_banks=1,
-                 weighted=False):
+                 weighted=False, counter_bits=COUNTER_BITS):
         self._lanes = check_choice("lanes", lanes, LANE_CHOICES)
+        self._counter_bits = check_int("counter_bits", counter_bits, 1, COUNTER_BITS)
         self._features = check_int("features", features, 1, 64)
         self._rows = check_int("rows", rows, 1, 1 << _MAX_IDS)
         self._cols = check_int("cols", cols, 1, 1 << _MAX_IDS)
@@ -159,7 +170,7 @@ class AggregationPipeline(wiring.Component):
             "relu": In(1),
             "mode": Out(2),
             "busy": Out(1),
-            **{name: Out(COUNTER_BITS) for name in COUNTERS},
+            **{name: Out(counter_bits) for name in COUNTERS},
         })
 
     def elaborate(self, platform):
@@ -456,7 +467,7 @@ class AggregationPipeline(wiring.Component):
             with m.If(~self._drain_pending & ~self._drain_read & ~self.drain.valid):
                 m.d.sync += mode.eq(Mode.RUN)
         for name, counter in counters.items():
-            m.d.sync += counter.eq(counter + _count(increments[name]))
+            m.d.sync += counter.eq(_saturating(counter, _count(increments[name])))
         with m.If(clearing):
             m.d.sync += [counter.eq(0) for counter in counters.values()] + [clearing.eq(0)]
 
@@ -474,5 +485,10 @@ register_block(
         Param("b_banks", int, 1, "1 (a B read port per lane) or cyclic B banks >= lanes",
               choices=B_BANK_CHOICES),
         Param("weighted", bool, False, "weighted packets (row, col, value): OUT += value * B"),
+        Param("counter_bits", int, COUNTER_BITS, "width of each counter (they saturate)", minimum=1,
+              maximum=COUNTER_BITS),
     ],
+    drops={"header_errors": "packets with a bad task, weighted bit or mask bit (dropped)",
+           "range_errors": "slots whose row or column is out of range, and b_load writes past cols (ignored)",
+           "bank_errors": "slots in the wrong OUT bank or on a B bank a lower slot reads (ignored)"},
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..bus.axi import AXI4LiteSignature
+from ..bus.axi import AXI4LiteSignature, Resp
 from ..registration import Param, check_int, register_block
 
 __all__ = ["AXILiteDecoder"]
@@ -14,9 +14,10 @@ class AXILiteDecoder(wiring.Component):
     """Routes AXI4-Lite transactions to ``ports`` subordinates of ``2**address_width`` bytes each.
 
     Subordinate *i* answers addresses ``i << address_width`` to ``((i + 1) << address_width) - 1``
-    (the host address has ``address_width + ceil(log2(ports))`` bits; addresses past the last port
-    alias onto it modulo the port count rounded up, and are answered by no one: they read 0
-    and writes are dropped, with an OKAY response). One write and one read are in flight at a time.
+    (the host address has ``address_width + ceil(log2(ports))`` bits; addresses past the last port,
+    when ``ports`` is not a power of two, belong to no one: a read returns 0 and a write is
+    discarded, each answered DECERR, so the host sees the error). One write and one read are
+    in flight at a time.
 
     Parameters
     ----------
@@ -83,7 +84,7 @@ class AXILiteDecoder(wiring.Component):
             with m.If(any_write_target):
                 m.d.sync += waiting_b.eq(1)
             with m.Else():
-                m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(0)]
+                m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Resp.DECERR)]
         with m.If(bus.bvalid & bus.bready):
             m.d.sync += bus.bvalid.eq(0)
 
@@ -110,7 +111,7 @@ class AXILiteDecoder(wiring.Component):
                     m.d.sync += [ar_held.eq(0), bus.rvalid.eq(1), bus.rdata.eq(target.rdata),
                                  bus.rresp.eq(target.rresp)]
         with m.If(ar_held & ~any_read_target):
-            m.d.sync += [ar_held.eq(0), bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(0)]
+            m.d.sync += [ar_held.eq(0), bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(Resp.DECERR)]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
         return m
@@ -123,4 +124,6 @@ register_block(
         Param("ports", int, 4, "subordinate ports", minimum=1, maximum=64),
         Param("address_width", int, 12, "byte address width per port", minimum=4, maximum=24),
     ],
+    drops={"s_axi": "an access to an address no port answers (ports not a power of two): the write is "
+                     "discarded and the read returns 0, each answered DECERR on bresp / rresp"},
 )

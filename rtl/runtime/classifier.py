@@ -120,4 +120,5 @@ register_block(
     summary="FCsN task classifier: checks and routes receive-queue heads to the task/RDMA/data handlers.",
     params=[Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids (Table 4.1)",
                   minimum=0, maximum=127)],
+    drops={"dropped": "packets dropped, bit per reason (CLASSIFIER_DROPS: check, type, node, task_id)"},
 )

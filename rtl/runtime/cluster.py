@@ -7,11 +7,11 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4LiteSignature
 from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .axi_lite_decoder import AXILiteDecoder
+from .common import count_saturating, saturating_counter
 from .node_kernels import (
     COUNTER_BITS,
     KERNEL_COUNTERS,
     NodeKernels,
-    count_saturating,
     kernel_mask,
     read_answer_layout,
 )
@@ -95,6 +95,10 @@ class Cluster(wiring.Component):
         Each node's :class:`~rtl.runtime.node_kernels.NodeKernels` counters of the same names.
     memory_range_errors : Out(ArrayLayout(32, nodes))
         Each node's :class:`~rtl.runtime.node_memory.NodeMemory` ``range_errors``.
+    switch_dropped : Out(32)
+        Flits the switch dropped as unroutable (saturating count).
+    switch_overflow : Out(nodes)
+        The switch's sticky per-port overflow flags (a node ignored its send credits).
     """
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
@@ -119,6 +123,8 @@ class Cluster(wiring.Component):
             **{name: Out(COUNTER_BITS) for name in HOST_COUNTERS},
             **{f"kernel_{name}": Out(data.ArrayLayout(COUNTER_BITS, nodes)) for name in KERNEL_COUNTERS},
             "memory_range_errors": Out(data.ArrayLayout(COUNTER_BITS, nodes)),
+            "switch_dropped": Out(32),
+            "switch_overflow": Out(nodes),
         })
 
     @property
@@ -130,6 +136,8 @@ class Cluster(wiring.Component):
         nodes = self._nodes
         switch = Switch(nodes=nodes, depth=self._switch_depth, rx_credits=self._queue_depth)
         m.submodules.switch = switch
+        m.d.comb += [self.switch_dropped.eq(saturating_counter(m, "switch_dropped", 32, switch.dropped)),
+                     self.switch_overflow.eq(switch.overflow)]
         m.submodules.decoder = decoder = AXILiteDecoder(ports=nodes, address_width=12)
         wiring.connect(m, wiring.flipped(self.s_axi_control), decoder.s_axi)
 
@@ -247,4 +255,12 @@ register_block(
         Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
         Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6) to every node"),
     ],
+    drops={"s_axi_control": "every node's drop counters (runtime_node's), over AXI4-Lite",
+           "switch_dropped": "flits the switch dropped as unroutable",
+           "switch_overflow": "per port, sticky: a flit lost to a full switch input buffer",
+           "host_load_errors": "host writes to an absent node, an unknown target or past the memory",
+           "host_read_errors": "host reads of an absent node or past the lines (answered with error)",
+           "kernel_range_errors": "per node: task slots, host writes and B lines past rows",
+           "kernel_bank_errors": "per node: aggregation slots outside their bank",
+           "memory_range_errors": "per node: data-memory writes and RDMA reads past its lines"},
 )

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import Out
 from .packet import NODE_BITS, PACKET_BITS, RANGE_BITS, ROW_BITS, checksum
 
 __all__ = ["ConfigSignature", "Queue", "sealed", "times_constant", "range_first", "range_lines",
-           "merge", "pulse_count"]
+           "merge", "pulse_count", "count_saturating", "saturating_counter"]
 
 
 class ConfigSignature(wiring.Signature):
@@ -136,3 +136,19 @@ def pulse_count(*pulses):
     for pulse in pulses:
         total = total + pulse
     return total
+
+
+def count_saturating(m, counter, events):
+    """``counter += sum(events)`` each cycle, stopping at ``2**len(counter) - 1``: a counter at its
+    limit reads "at least this many", never a small wrapped number. ``events`` are pulses or counts."""
+    full = counter + pulse_count(*events)
+    limit = (1 << len(counter)) - 1
+    m.d.sync += counter.eq(Mux(full > limit, limit, full))
+
+
+def saturating_counter(m, name, width, increment):
+    """A ``width``-bit event counter, zero after reset, adding ``increment`` each cycle and saturating
+    (:func:`count_saturating`). Returns the counter (a ``Signal``)."""
+    counter = Signal(width, name=name)
+    count_saturating(m, counter, [increment])
+    return counter

@@ -33,11 +33,11 @@ class DataHandler(wiring.Component):
     query : Out(10)
     outstanding : In(1)
         The RDMA detector's answer for range ``query`` (combinational).
-    mem_wr : Out(stream.Signature(MemWrite))
-        Line writes to the local data memory.
-    arrived : Out(stream.Signature(10))
-        In the cycle the last line of a range is written: the range (to the RDMA detector,
-        whose ``ready`` is always high).
+    mem_wr : Out(stream.Signature(MemWrite, always_ready=True))
+        Line writes to the local data memory, which takes one every cycle (a valid-only event).
+    arrived : Out(stream.Signature(10, always_ready=True))
+        A valid-only event, in the cycle the last line of a range is written (its ``mem_wr``
+        transfer): the range, to the RDMA detector.
     dropped : Out(1)
         One-cycle pulse: an unexpected data packet was dropped.
 
@@ -54,8 +54,8 @@ class DataHandler(wiring.Component):
             "i": In(stream.Signature(Packet)),
             "query": Out(RANGE_BITS),
             "outstanding": In(1),
-            "mem_wr": Out(stream.Signature(MemWrite)),
-            "arrived": Out(stream.Signature(RANGE_BITS)),
+            "mem_wr": Out(stream.Signature(MemWrite, always_ready=True)),
+            "arrived": Out(stream.Signature(RANGE_BITS, always_ready=True)),
             "dropped": Out(1),
         })
 
@@ -74,8 +74,9 @@ class DataHandler(wiring.Component):
             self.mem_wr.valid.eq(self.i.valid & good),
             self.mem_wr.payload.line.eq(reply.line),
             self.mem_wr.payload.data.eq(reply.data),
-            self.i.ready.eq(~good | self.mem_wr.ready),
-            self.arrived.valid.eq(self.i.valid & good & final & self.mem_wr.ready),
+            # Every packet is taken at once: written (the memory always accepts) or dropped.
+            self.i.ready.eq(1),
+            self.arrived.valid.eq(self.mem_wr.valid & final),
             self.arrived.payload.eq(header.range),
         ]
         dropped = Signal()
@@ -88,4 +89,5 @@ register_block(
     "runtime_data_handler", DataHandler, family="runtime",
     summary="FCsN data handler: stores expected RDMA data lines, reports a range complete, drops the rest.",
     params=[Param("block", int, 20, "lines per data range", minimum=1, maximum=255)],
+    drops={"dropped": "data packets nobody asked for (range not outstanding, line outside it, wrong last)"},
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import register_block
+from ..registration import NO_DROPS, register_block
 from .common import ConfigSignature, sealed
 from .packet import LINE_BITS, Packet, PacketType
 from .rdma_responder import read_layout
@@ -69,4 +69,5 @@ class DataPackager(wiring.Component):
 register_block(
     "runtime_data_packager", DataPackager, family="runtime",
     summary="FCsN data packager: one sealed data packet per line read for an RDMA request.",
+    drops=NO_DROPS,
 )

@@ -142,4 +142,5 @@ register_block(
         Param("tx_depth", int, 8, "send queue entries per channel", minimum=2, maximum=1024),
         Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
     ],
+    drops={"overflow": "flits dropped: a full receive queue (a sender ignoring its credits) or channel 3"},
 )

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..aggregate.aggregation_pipeline import AggregationPipeline, Mode
 from ..aggregate.packet import TASK_AGGREGATION, packet_layout
 from ..registration import Param, check_bool, check_int, register_block
+from .common import count_saturating
 from .packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
 
 __all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout", "read_answer_layout",
@@ -34,16 +35,6 @@ def row_write_layout():
 def read_answer_layout():
     """A host read's answer: the row's ``data``, or ``error`` set and data 0 for a row that is not there."""
     return data.StructLayout({"data": LINE_BITS, "error": 1})
-
-
-def count_saturating(m, counter, events):
-    """``counter += sum(events)`` each cycle, stopping at its largest value (it never wraps to 0)."""
-    total = Const(0, 1)
-    for event in events:
-        total = total + event
-    step = Signal(len(counter) + 1, name=f"{counter.name}_next")
-    m.d.comb += step.eq(counter + total)
-    m.d.sync += counter.eq(Mux(step[len(counter)], (1 << len(counter)) - 1, step))
 
 
 class NodeKernels(wiring.Component):
@@ -89,13 +80,13 @@ class NodeKernels(wiring.Component):
     ----------
     task : In(stream.Signature(Packet))
         Tasks from the runtime's pending queue.
-    done : Out(stream.Signature(TaskId))
-        One transfer per finished task (the runtime is always ready).
+    done : Out(stream.Signature(TaskId, always_ready=True))
+        A valid-only event per finished task.
     b_addr : Out(24)
     b_data : In(448)
         The node data memory's kernel read port (one cycle latency), for ids 2 and 5.
-    b_load : In(stream.Signature(MemWrite))
-        Every write into the node's data memory (always ready).
+    b_load : In(stream.Signature(MemWrite, always_ready=True))
+        Every write into the node's data memory (a valid-only event stream).
     load : In(stream.Signature(row_write_layout()))
         Host writes into the output memory.
     read_cmd : In(stream.Signature(24))
@@ -114,10 +105,10 @@ class NodeKernels(wiring.Component):
         self._id_bits = max(2, (rows - 1).bit_length())
         super().__init__({
             "task": In(stream.Signature(Packet)),
-            "done": Out(stream.Signature(TaskId)),
+            "done": Out(stream.Signature(TaskId, always_ready=True)),
             "b_addr": Out(ROW_BITS),
             "b_data": In(LINE_BITS),
-            "b_load": In(stream.Signature(MemWrite)),
+            "b_load": In(stream.Signature(MemWrite, always_ready=True)),
             "load": In(stream.Signature(row_write_layout())),
             "read_cmd": In(stream.Signature(ROW_BITS)),
             "read_data": Out(stream.Signature(read_answer_layout())),
@@ -152,7 +143,6 @@ class NodeKernels(wiring.Component):
             pipeline.n_cols.eq(self._rows),
             pipeline.relu.eq(0),
             pipeline.clear_start.eq(0),
-            self.b_load.ready.eq(1),
             pipeline.b_load.valid.eq(self.b_load.valid & here(self.b_load.payload.line)),
             pipeline.b_load.payload.addr.eq(self.b_load.payload.line),
             pipeline.b_load.payload.data.eq(self.b_load.payload.data[:width]),
@@ -304,4 +294,7 @@ register_block(
         Param("rows", int, 256, "output memory lines", minimum=4, maximum=1 << 24),
         Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6)"),
     ],
+    drops={"range_errors": "task slots (row, or column for kernels 2 and 6), host writes, host reads "
+                           "and B lines past rows: skipped or refused, reads answered with error",
+           "bank_errors": "aggregation slots whose row is outside their bank (row mod 4 != slot)"},
 )

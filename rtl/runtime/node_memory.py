@@ -6,7 +6,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_int, register_block
-from .node_kernels import COUNTER_BITS, count_saturating
+from .common import count_saturating
+from .node_kernels import COUNTER_BITS
 from .packet import LINE_BITS, ROW_BITS, MemWrite
 
 __all__ = ["NodeMemory"]
@@ -32,13 +33,16 @@ class NodeMemory(wiring.Component):
 
     Attributes
     ----------
-    wr, load : In(stream.Signature(MemWrite))
+    wr : In(stream.Signature(MemWrite, always_ready=True))
+        The data handler's writes (valid-only: always taken).
+    load : In(stream.Signature(MemWrite))
+        The host's writes (taken in cycles without a ``wr``).
     rd_cmd : In(stream.Signature(24))
     rd_data : Out(stream.Signature(448))
     kernel_addr : In(24)
     kernel_data : Out(448)
-    written : Out(stream.Signature(MemWrite))
-        Every write, as it is made (for a kernel that keeps its own copy; ``ready`` is ignored).
+    written : Out(stream.Signature(MemWrite, always_ready=True))
+        Every write, as it is made (for a kernel that keeps its own copy): a valid-only event.
     range_errors : Out(32)
         Refused writes and reads (above); saturates at 2**32 - 1, zeroed by reset.
 
@@ -50,13 +54,13 @@ class NodeMemory(wiring.Component):
     def __init__(self, *, lines=256):
         self._lines = check_int("lines", lines, 2, 1 << ROW_BITS)
         super().__init__({
-            "wr": In(stream.Signature(MemWrite)),
+            "wr": In(stream.Signature(MemWrite, always_ready=True)),
             "load": In(stream.Signature(MemWrite)),
             "rd_cmd": In(stream.Signature(ROW_BITS)),
             "rd_data": Out(stream.Signature(LINE_BITS)),
             "kernel_addr": In(ROW_BITS),
             "kernel_data": Out(LINE_BITS),
-            "written": Out(stream.Signature(MemWrite)),
+            "written": Out(stream.Signature(MemWrite, always_ready=True)),
             "range_errors": Out(COUNTER_BITS),
         })
 
@@ -65,7 +69,7 @@ class NodeMemory(wiring.Component):
         lines = self._lines
         m.submodules.memory = memory = Memory(shape=LINE_BITS, depth=lines, init=[])
         write = memory.write_port()
-        m.d.comb += [self.wr.ready.eq(1), self.load.ready.eq(~self.wr.valid)]
+        m.d.comb += self.load.ready.eq(~self.wr.valid)
         source = Signal(MemWrite)
         with m.If(self.wr.valid):
             m.d.comb += source.eq(self.wr.payload)
@@ -113,4 +117,5 @@ register_block(
     "runtime_node_memory", NodeMemory, family="runtime",
     summary="A runtime node's local data memory: handler and host writes, RDMA and kernel read ports.",
     params=[Param("lines", int, 256, "lines held (global line addresses)", minimum=2, maximum=1 << 24)],
+    drops={"range_errors": "writes (wr or load) at or past lines, ignored; RDMA reads there, answered 0"},
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 from .common import ConfigSignature, Queue, range_lines, sealed
 from .packet import RANGE_BITS, Packet, PacketType, range_owner
 
@@ -45,8 +45,8 @@ class RDMADetector(wiring.Component):
         The pending queue's head: tasks for the kernel.
     request : Out(stream.Signature(Packet))
         Sealed RDMA requests, to the RDMA send queue (registered).
-    arrived : In(stream.Signature(10))
-        A range's last line was stored (from the data handler); ``ready`` is always high.
+    arrived : In(stream.Signature(10, always_ready=True))
+        A valid-only event: a range's last line was stored (from the data handler).
     query : In(10)
     outstanding : Out(1)
         Range ``query`` has been requested and has not arrived (for the data handler).
@@ -74,7 +74,7 @@ class RDMADetector(wiring.Component):
             "i": In(stream.Signature(Packet)),
             "pending": Out(stream.Signature(Packet)),
             "request": Out(stream.Signature(Packet)),
-            "arrived": In(stream.Signature(RANGE_BITS)),
+            "arrived": In(stream.Signature(RANGE_BITS, always_ready=True)),
             "query": In(RANGE_BITS),
             "outstanding": Out(1),
             "invalidate": In(1),
@@ -148,7 +148,6 @@ class RDMADetector(wiring.Component):
 
         # Range bookkeeping: a request marks its range, an arrival makes it present.
         arrived = self.arrived.valid
-        m.d.comb += self.arrived.ready.eq(1)
         def one_hot(index, enable):
             return Mux(enable, (Const(1, self._ranges) << index)[:self._ranges], 0)
 
@@ -178,4 +177,5 @@ register_block(
         Param("freeze_depth", int, 16, "freeze queue entries", minimum=2, maximum=4096),
         Param("pending_depth", int, 16, "pending queue entries", minimum=2, maximum=4096),
     ],
+    drops=NO_DROPS,
 )

@@ -131,4 +131,5 @@ register_block(
         Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
         Param("read_depth", int, 16, "data read queue entries", minimum=2, maximum=4096),
     ],
+    drops={"dropped": "RDMA requests for a range not here, past ranges, or lines outside it"},
 )

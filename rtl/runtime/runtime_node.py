@@ -8,7 +8,7 @@ from ..bus.axi import AXI4LiteSignature
 from ..bus.axi_lite_control import AXILiteControl
 from ..registration import Param, check_int, register_block
 from .classifier import CLASSIFIER_DROPS, DEFAULT_KERNELS, TaskClassifier, check_kernels
-from .common import ConfigSignature, merge, pulse_count
+from .common import ConfigSignature, merge, pulse_count, saturating_counter
 from .data_handler import DataHandler
 from .data_packager import DataPackager
 from .net_interface import NetInterface
@@ -20,14 +20,14 @@ from .task_packager import TaskPackager
 from .task_responder import RESPONDER_DROPS, TaskResponder
 from .task_splitter import TaskSplitter
 
-__all__ = ["RuntimeNode", "ARGUMENTS", "COUNTERS", "STATUS"]
+__all__ = ["RuntimeNode", "ARGUMENTS", "COUNTERS", "COUNTER_BITS", "STATUS"]
 
 # Control arguments (AXI4-Lite, 32 bits each), in register order.
 ARGUMENTS = (
-    ("node", "this node's id"),
-    ("nodes", "nodes in the cluster: 1, 2, 4, 8 or 16"),
+    ("node", "this node's id (the spawner takes it at ap_start; a change while busy is for the next run)"),
+    ("nodes", "nodes in the cluster: 1, 2, 4, 8 or 16 (taken at ap_start, as node)"),
     ("home_shift", "row r belongs to node (r >> home_shift) mod nodes"),
-    ("range_shift", "data range g belongs to node (g >> range_shift) mod nodes"),
+    ("range_shift", "data range g belongs to node (g >> range_shift) mod nodes (taken at ap_start, as node)"),
     ("rows", "lines of the global data space"),
     ("ranges", "data ranges in use: ceil(rows / block)"),
     ("task_id", "Kernel_start: kernel id"),
@@ -35,12 +35,14 @@ ARGUMENTS = (
     ("spawn_count", "Kernel_start argv: number of entries"),
     ("flush", "bit 0 rising: forget fetched data ranges (when quiet)"),
 )
-# Event counters (read-only status, 32 bits, wrapping), in register order after `quiet`.
+# Event counters (read-only status registers of 32 bits; each counter is `counter_bits` wide and
+# saturates at its largest value), in register order after `quiet`.
 COUNTERS = (("rx_task", "rx_rdma", "rx_data", "tx_task", "tx_rdma", "tx_data", "spawned", "issued",
              "completed", "served")
             + tuple(f"drop_{reason}" for reason in CLASSIFIER_DROPS + RESPONDER_DROPS)
             + ("drop_rdma_range", "drop_data_unsolicited", "overflow", "start_rejected"))
 STATUS = (("quiet", 1),) + tuple((name, 32) for name in COUNTERS)
+COUNTER_BITS = 32
 
 
 def _drive_config(m, config, target):
@@ -85,6 +87,8 @@ class RuntimeNode(wiring.Component):
         Entries of the freeze, pending, data-read, receive and send queues.
     tx_credits : int
         The switch's input buffer entries per channel.
+    counter_bits : int
+        Width of each event counter, 1 to 32 (they saturate; narrow ones let a test reach the limit).
 
     Attributes
     ----------
@@ -94,12 +98,13 @@ class RuntimeNode(wiring.Component):
     net_out_credit : In(3)
     kernel_task : Out(stream.Signature(Packet))
         Tasks for the kernels (the pending queue).
-    kernel_done : In(stream.Signature(TaskId))
-        One transfer per completed task (``ready`` is always high).
+    kernel_done : In(stream.Signature(TaskId, always_ready=True))
+        A valid-only event per completed task.
     mem_rd_cmd : Out(stream.Signature(24))
     mem_rd_data : In(stream.Signature(448))
-    mem_wr : Out(stream.Signature(MemWrite))
-        The local data memory: line reads for RDMA requests, line writes of fetched data.
+    mem_wr : Out(stream.Signature(MemWrite, always_ready=True))
+        The local data memory: line reads for RDMA requests, line writes of fetched data (the
+        memory takes a write every cycle: ``mem_wr`` is valid-only).
     spawn_load : In(stream.Signature(SpawnWrite))
         Host writes into Spawn_MEM.
     s_axi_control : In(AXI4LiteSignature(12, 32))
@@ -113,13 +118,14 @@ class RuntimeNode(wiring.Component):
     """
 
     def __init__(self, *, kernels=DEFAULT_KERNELS, block=20, ranges=64, spawn_depth=64, queue_depth=8,
-                 tx_credits=8):
+                 tx_credits=8, counter_bits=COUNTER_BITS):
         self._kernels = check_kernels(kernels)
         self._block = check_int("block", block, 1, 255)
         self._ranges = check_int("ranges", ranges, 2, 1024)
         self._spawn_depth = check_int("spawn_depth", spawn_depth, 2, 65536)
         self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
         self._tx_credits = check_int("tx_credits", tx_credits, 1, 1024)
+        self._counter_bits = check_int("counter_bits", counter_bits, 1, COUNTER_BITS)
         self._spawn_bits = max(1, (spawn_depth - 1).bit_length())
         super().__init__({
             "net_in": In(stream.Signature(Flit)),
@@ -127,10 +133,10 @@ class RuntimeNode(wiring.Component):
             "net_out": Out(stream.Signature(Flit)),
             "net_out_credit": In(3),
             "kernel_task": Out(stream.Signature(Packet)),
-            "kernel_done": In(stream.Signature(TaskId)),
+            "kernel_done": In(stream.Signature(TaskId, always_ready=True)),
             "mem_rd_cmd": Out(stream.Signature(ROW_BITS)),
             "mem_rd_data": In(stream.Signature(LINE_BITS)),
-            "mem_wr": Out(stream.Signature(MemWrite)),
+            "mem_wr": Out(stream.Signature(MemWrite, always_ready=True)),
             "spawn_load": In(stream.Signature(SpawnWrite(self._spawn_bits))),
             "s_axi_control": In(AXI4LiteSignature(address_width=12, data_width=32)),
             "irq": Out(1),
@@ -203,7 +209,6 @@ class RuntimeNode(wiring.Component):
         wiring.connect(m, packager.o, net.tx_task)
         wiring.connect(m, detector.request, net.tx_rdma)
         wiring.connect(m, detector.pending, wiring.flipped(self.kernel_task))
-        m.d.comb += self.kernel_done.ready.eq(1)
 
         # RDMA requests and data replies.
         wiring.connect(m, classifier.rdma, rdma_responder.i)
@@ -248,12 +253,17 @@ class RuntimeNode(wiring.Component):
             events[f"drop_{reason}"] = classifier.dropped[bit]
         for bit, reason in enumerate(RESPONDER_DROPS):
             events[f"drop_{reason}"] = pulse_count(responder.dropped[bit], responder.dropped_network[bit])
-        counts = {}
         for name in COUNTERS:
-            counts[name] = counter = Signal(32, name=f"count_{name}")
-            with m.If(events[name]):
-                m.d.sync += counter.eq(counter + pulse_count(events[name]))
+            counter = saturating_counter(m, f"count_{name}", self._counter_bits, pulse_count(events[name]))
             m.d.comb += getattr(control.status, name).eq(counter)
+        # Tasks issued to the kernels and not completed, for `quiet` (bounded by what the kernels hold;
+        # the saturating counters could not tell once at their limit).
+        executing = Signal(32)
+        issued, completed = transferred(self.kernel_task), self.kernel_done.valid
+        with m.If(issued & ~completed):
+            m.d.sync += executing.eq(executing + 1)
+        with m.Elif(completed & ~issued):
+            m.d.sync += executing.eq(executing - 1)
 
         quiet = Signal()
         m.d.comb += quiet.eq(
@@ -261,7 +271,7 @@ class RuntimeNode(wiring.Component):
             & ~classifier.data.valid & ~responder.o.valid & ~responder.o_network.valid
             & ~splitter.local.valid & ~splitter.remote.valid & ~splitter.busy & ~network_splitter.local.valid
             & ~packager.o.valid & detector.idle & ~rdma_responder.busy & ~data_packager.o.valid
-            & (counts["issued"] == counts["completed"]))
+            & (executing == 0))
         m.d.comb += control.status.quiet.eq(quiet)
         return m
 
@@ -277,5 +287,10 @@ register_block(
         Param("spawn_depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
         Param("queue_depth", int, 8, "entries of every queue", minimum=2, maximum=1024),
         Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
+        Param("counter_bits", int, COUNTER_BITS, "width of each event counter (they saturate)",
+              minimum=1, maximum=COUNTER_BITS),
     ],
+    drops={"s_axi_control": "status counters drop_check, drop_type, drop_node, drop_task_id, "
+                             "drop_task_mask, drop_task_range, drop_task_row, drop_task_col, drop_misrouted, "
+                             "drop_rdma_range, drop_data_unsolicited, overflow, start_rejected"},
 )

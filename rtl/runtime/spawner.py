@@ -30,6 +30,12 @@ class TaskSpawner(wiring.Component):
     ``count``. A start whose kernel id is not attached (``kernels``) spawns nothing and pulses
     ``error``; a start while busy waits.
 
+    The configuration a run uses (``node``, ``node_mask``, ``range_shift``) is taken at its
+    start and held until it ends: a change of those registers while ``busy`` is ignored by the
+    run under way and applies from the next start (so a task waiting on ``o`` never changes).
+    ``load`` writes while busy go into Spawn_MEM and reach the run only if it has not read that
+    entry yet; the host fills Spawn_MEM before the start.
+
     Parameters
     ----------
     depth : int
@@ -101,16 +107,20 @@ class TaskSpawner(wiring.Component):
         with m.If(issue):
             m.d.sync += [address.eq(address + 1), remaining.eq(remaining - 1)]
 
+        # The configuration is sampled at the start and held for the run (see the class docstring).
+        node = Signal.like(self.config.node, name="run_node")
+        node_mask = Signal.like(self.config.node_mask, name="run_node_mask")
+        range_shift = Signal.like(self.config.range_shift, name="run_range_shift")
+
         entry = Packet(read.data)
         packet = Packet(Signal(PACKET_BITS, name="spawned"))
         m.d.comb += [
             packet.eq(entry),
             packet.header.ptype.eq(PacketType.TASK),
             packet.header.task_id.eq(task_id),
-            packet.header.dst.eq(self.config.node),
-            packet.header.src.eq(self.config.node),
-            packet.header.remote.eq(range_owner(entry.header.range, self.config.range_shift,
-                                                self.config.node_mask) != self.config.node),
+            packet.header.dst.eq(node),
+            packet.header.src.eq(node),
+            packet.header.remote.eq(range_owner(entry.header.range, range_shift, node_mask) != node),
             packet.header.check.eq(0),
             self.o.valid.eq(fetched),
             self.o.payload.eq(packet),
@@ -126,7 +136,8 @@ class TaskSpawner(wiring.Component):
         with m.If(self.start.valid & self.start.ready):
             with m.If(known & (command.count != 0)):
                 m.d.sync += [task_id.eq(command.task_id), address.eq(command.first),
-                             remaining.eq(command.count)]
+                             remaining.eq(command.count), node.eq(self.config.node),
+                             node_mask.eq(self.config.node_mask), range_shift.eq(self.config.range_shift)]
             with m.Else():
                 m.d.comb += [done.eq(1), error.eq(~known)]
         with m.If(fetched & self.o.ready & (remaining == 0)):
@@ -142,4 +153,5 @@ register_block(
         Param("depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
         Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
     ],
+    drops={"error": "Kernel_start commands naming a kernel id that is not attached (nothing spawned)"},
 )

@@ -1,6 +1,6 @@
 """An N-port packet switch for the runtime network: routes by destination node, three virtual channels."""
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,7 +28,9 @@ class Switch(wiring.Component):
     ``docs/runtime.md``).
 
     A flit whose ``dst`` is not below ``nodes``, or that arrives on channel 3, cannot be routed:
-    it is dropped and counted (``dropped``), and its credit is returned.
+    it is dropped and counted (``dropped``), and its credit is returned. A flit that finds its
+    input buffer full (its sender ignored its credits: never between RTL blocks) is lost, and
+    raises that port's sticky ``overflow`` bit.
 
     Parameters
     ----------
@@ -51,6 +53,8 @@ class Switch(wiring.Component):
         Node *i* freed a receive queue entry of that channel.
     dropped : Out(range(4 * nodes + 1))
         Flits dropped as unroutable in the previous cycle (registered count).
+    overflow : Out(nodes)
+        Bit *i*, sticky until reset: port *i* sent a flit into a full input buffer (it was lost).
 
     Notes
     -----
@@ -72,6 +76,7 @@ class Switch(wiring.Component):
                 f"p{port}_out_credit": In(3),
             })
         members["dropped"] = Out(range(4 * nodes + 1))
+        members["overflow"] = Out(nodes)
         super().__init__(members)
 
     def port(self, index, name):
@@ -90,9 +95,11 @@ class Switch(wiring.Component):
             channel_3 = Signal(name=f"channel3_{port}")
             m.d.comb += channel_3.eq(incoming.valid & (flit.vc.as_value() == 3))
             drop_terms.append(channel_3)
+            overflows = []
             for vc in range(3):
                 queue = Queue(m, f"in{port}_vc{vc}", Flit, self._depth, credited=True)
                 m.d.comb += [queue.w.valid.eq(incoming.valid & (flit.vc == VC(vc))), queue.w.payload.eq(flit)]
+                overflows.append(queue.overflow)
                 heads[port, vc] = queue.r
                 popped[port, vc] = Signal(name=f"pop{port}_vc{vc}")
                 # Unroutable heads are dropped as soon as they reach the front.
@@ -101,6 +108,7 @@ class Switch(wiring.Component):
                     m.d.comb += bad.eq(queue.r.valid & (queue.r.payload.packet.header.dst >= nodes))
                 drop_terms.append(bad)
                 m.d.comb += queue.r.ready.eq(popped[port, vc] | bad)
+            m.d.comb += self.overflow[port].eq(Cat(*overflows).any())
         for port in range(nodes):
             m.d.sync += self.port(port, "in_credit").eq(
                 sum((heads[port, vc].valid & heads[port, vc].ready) << vc for vc in range(3)))
@@ -172,4 +180,6 @@ register_block(
         Param("rx_credits", int, 8, "receive queue entries per channel of each node",
               minimum=1, maximum=1024),
     ],
+    drops={"dropped": "unroutable flits (dst not a port, or channel 3), per cycle",
+           "overflow": "per port, sticky: a flit lost to a full input buffer (its sender ignored credits)"},
 )

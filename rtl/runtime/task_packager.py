@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import register_block
+from ..registration import NO_DROPS, register_block
 from .common import sealed
 from .packet import Packet
 
@@ -42,4 +42,5 @@ class TaskPackager(wiring.Component):
 register_block(
     "runtime_task_packager", TaskPackager, family="runtime",
     summary="FCsN task packager: seals split-off tasks (check byte) for the send queue.",
+    drops=NO_DROPS,
 )

@@ -131,4 +131,6 @@ register_block(
     "runtime_task_responder", TaskResponder, family="runtime",
     summary="FCsN task responder: task integrity and range checks, local/remote slot decision.",
     params=[Param("block", int, 20, "lines per data range", minimum=1, maximum=255)],
+    drops={"dropped": "spawned tasks dropped, bit per reason (RESPONDER_DROPS)",
+           "dropped_network": "network tasks dropped, bit per reason (RESPONDER_DROPS)"},
 )

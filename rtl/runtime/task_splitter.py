@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import register_block
+from ..registration import NO_DROPS, register_block
 from .common import ConfigSignature
 from .packet import ITEMS, NODE_BITS, Packet, range_owner
 from .task_responder import responded_layout
@@ -128,4 +128,5 @@ class TaskSplitter(wiring.Component):
 register_block(
     "runtime_task_splitter", TaskSplitter, family="runtime",
     summary="FCsN task splitter: local slots to the RDMA detector, remote slots grouped per owner node.",
+    drops=NO_DROPS,
 )

@@ -16,6 +16,7 @@ from amaranth.asserts import AnyConst, Initial
 from amaranth.hdl import Assume, Mux
 
 from .blocks import axi_reader_harness, axi_writer_harness, burst_planner_harness, credit_harness
+from .credited_queue import credited_queue_harness
 from .harnesses import queue_harness, unit_sequence_harness
 from .streams import stream_rules_harness
 
@@ -117,14 +118,8 @@ NOT_PROVED = {
     "topk_updater": _NO_STREAM,
     "runtime_axi_lite_decoder": _NO_STREAM,
 }
-_FREE = ("counterexample at depth 8 with every other input free: {}; the block's environment "
-         "assumptions are not written yet")
 _SLOW = "the solver did not finish depth 8 within 60 s"
 NOT_PROVED.update({
-    "runtime_node_kernels": _FREE.format("done drops without a transfer"),
-    "runtime_node_memory": _FREE.format("written's payload changes while it stalls"),
-    "runtime_data_handler": _FREE.format("arrived.valid follows i.valid and mem_wr.ready combinationally"),
-    "runtime_spawner": _FREE.format("o's payload follows `config`"),
     "runtime_data_packager": _SLOW,
     "runtime_task_responder": _SLOW,
     "runtime_switch": _SLOW,
@@ -249,6 +244,15 @@ def _credits():
                     "credits never under- or overflow (no result dropped or invented); i.ready exactly "
                     "while a credit is left", lambda latency=latency: credit_harness(latency=latency),
                     depth=12 if not slow else 16, slow=slow)
+    # The runtime's credited queues (switch input buffers, network receive queues).
+    for depth, lag, slow in ((2, 1, False), (2, 0, False), (4, 1, True)):
+        yield Proof(f"runtime_queue.credits[depth={depth},lag={lag}]", "runtime_queue",
+                    "a sender keeping to its credits never raises the credited queue's overflow flag; "
+                    "its write is never refused; level <= depth",
+                    lambda depth=depth, lag=lag: credited_queue_harness(depth=depth, lag=lag),
+                    depth=16, slow=slow)
+    yield Proof("runtime_queue.credits-cover", "runtime_queue", "not vacuous: the sender spends every credit",
+                lambda: credited_queue_harness(depth=2, lag=1), depth=16, mode="cover")
 
 
 def _all():

@@ -141,14 +141,11 @@ def oracle(name, reason):
     part of the checks and its absence fails the test with one line. Only for third-party oracles:
     the project's own modules are imported plainly, so that their ImportError is a failure.
     """
-    import importlib
-
     import pytest
 
     try:
-        return importlib.import_module(name)
-    except ImportError as error:
+        return pytest.importorskip(name, reason=f"{name} cannot be imported: {reason}")
+    except pytest.skip.Exception as skipped:
         if on_ci():
-            pytest.fail(f"CI is set and the oracle {name} cannot be imported ({error}); {reason}",
-                        pytrace=False)
-        pytest.skip(f"{name} cannot be imported: {reason}")
+            pytest.fail(f"CI is set and the oracle {name} cannot be imported; {reason}", pytrace=False)
+        raise skipped

@@ -9,6 +9,10 @@ sit at the offsets of its ``data.Layout``. :class:`StreamSource` drives such a p
   inserts idle cycles only between transfers, as chosen by an idle generator;
 * the sink drives ``ready`` from a backpressure generator (True means "not ready").
 
+A stream declared ``always_ready=True`` (a valid-only event) has no ``__ready`` port: every
+cycle with ``valid`` is a transfer. Both classes find this out from the top level and then
+neither read nor drive ``ready`` (a sink ignores its backpressure generator).
+
 Payloads are Python ints, or dicts (nested for nested layouts) packed with
 :func:`pack` and unpacked with :func:`unpack` against the component's own layout.
 """
@@ -21,7 +25,28 @@ from amaranth.hdl import Shape
 from amaranth.lib import data
 from cocotb.triggers import Event, RisingEdge
 
-__all__ = ["pack", "unpack", "StreamSource", "StreamSink", "random_pauses", "never", "stream_layout"]
+__all__ = ["pack", "unpack", "StreamSource", "StreamSink", "random_pauses", "never", "stream_layout",
+           "ready_port"]
+
+
+class _AlwaysReady:
+    """The ``ready`` of an ``always_ready`` stream: reads 1, and writes to it are ignored."""
+
+    @property
+    def value(self):
+        return 1
+
+    @value.setter
+    def value(self, _value):
+        pass
+
+
+def ready_port(dut, name):
+    """``<name>__ready`` of ``dut``, or a stand-in that reads 1 for an ``always_ready`` stream (no port)."""
+    try:
+        return getattr(dut, f"{name}__ready")
+    except AttributeError:
+        return _AlwaysReady()
 
 
 def pack(layout, value):
@@ -79,7 +104,7 @@ def random_pauses(rng, probability):
 
 
 class StreamSource:
-    """Drives the stream port ``name`` of ``dut``: ``<name>__payload``, ``__valid``, ``__ready``.
+    """Drives the stream port ``name`` of ``dut``: ``<name>__payload``, ``__valid``, ``__ready`` (if any).
 
     Parameters
     ----------
@@ -96,7 +121,7 @@ class StreamSource:
     def __init__(self, dut, name, clock, layout=None, pause=None):
         self._payload = getattr(dut, f"{name}__payload")
         self._valid = getattr(dut, f"{name}__valid")
-        self._ready = getattr(dut, f"{name}__ready")
+        self._ready = ready_port(dut, name)
         self._clock = clock
         self._layout = layout
         self._pause = pause if pause is not None else never()
@@ -157,7 +182,7 @@ class StreamSink:
     def __init__(self, dut, name, clock, layout=None, backpressure=None):
         self._payload = getattr(dut, f"{name}__payload")
         self._valid = getattr(dut, f"{name}__valid")
-        self._ready = getattr(dut, f"{name}__ready")
+        self._ready = ready_port(dut, name)
         self._clock = clock
         self._layout = layout
         self._backpressure = backpressure if backpressure is not None else never()

@@ -14,7 +14,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from golden.compress import encode_pairs, scatter_stream
-from rtl.compress.chunk_parser import ERROR_NAMES, ChunkParser
+from golden.compress.registers import ERROR_NAMES
+from rtl.compress.chunk_parser import ChunkParser
 
 LIMIT = 15
 CHUNK = 8

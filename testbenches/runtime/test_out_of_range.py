@@ -97,7 +97,6 @@ class _Kernels:
 
     async def task(self, task_id, slots):
         ctx, dut = self.ctx, self.dut
-        ctx.set(dut.done.ready, 1)
         ctx.set(dut.task.valid, 1)
         ctx.set(Value.cast(dut.task.payload), _task(task_id, slots))
         sent = done = False

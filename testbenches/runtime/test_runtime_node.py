@@ -486,7 +486,7 @@ async def line_rate(dut):
     async def watch():
         while True:
             await RisingEdge(tb.clock)
-            if int(dut.mem_wr__valid.value) and int(dut.mem_wr__ready.value):
+            if int(dut.mem_wr__valid.value):  # mem_wr is always ready
                 write_cycles.append(tb.cycle)
 
     watcher = cocotb.start_soon(watch())
