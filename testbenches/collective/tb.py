@@ -30,9 +30,10 @@ from testbenches.runtime.tb import SwitchPort
 VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
 DROPS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")
 HYPER = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
-# Counters of a control unit that a clean all-reduce leaves at zero.
+# Counters of a control unit that a clean all-reduce leaves at zero (and its sticky overflow flag).
 ZERO_COUNTERS = ("malformed", "bad_requests", "stale_requests", "duplicate_requests", "late_gradients",
-                 "barrier_bad_leaf", "barrier_duplicates", *(f"reduction_{name}" for name in DROPS))
+                 "barrier_bad_leaf", "barrier_duplicates", *(f"reduction_{name}" for name in DROPS),
+                 "overflow")
 
 
 __all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "TAG_SHIFT", "gradient_line",

@@ -27,6 +27,7 @@ from testbenches.runtime.tb import SwitchPort
 # What a regional unit counts on its side of the GCU, that a clean all-reduce leaves at zero.
 REGION_ZERO = (*ZERO_COUNTERS, "lost_fetches", "bad_replies", "unexpected_replies", "up_requests",
                "unexpected_acks")
+REGION_PORTS = (*REGION_COUNTERS, "overflow")
 
 
 def switch_size(ports):
@@ -50,7 +51,7 @@ class TieredTB(TB):
     def all_counters(self):
         """Every counter that a clean all-reduce leaves at zero: the GCU's, then ``r<k>_``."""
         names = [*ZERO_COUNTERS, *(f"r{region}_{name}" for region in range(self.params["regions"])
-                                   for name in REGION_COUNTERS if name in REGION_ZERO)]
+                                   for name in REGION_PORTS if name in REGION_ZERO)]
         return self.counters(names)
 
     def region_sum(self, name):
