@@ -298,6 +298,8 @@ def test_tiered(shape):
     ("region_unit", {"leaves": 4, "node": 3}, "node must be in 4..15"),
     ("region_unit", {"region": 3, "gcu": 3}, "gcu must be in 4..15"),
     ("region_unit", {"mode": "fastest"}, "mode must be one of"),
+    ("region_unit", {"retry_cycles": 8}, "retry_cycles must be in 16..65536"),
+    ("region_unit", {"retry_limit": 0}, "retry_limit must be in 1..255"),
 ])
 def test_two_level_blocks_reject_bad_parameters_at_elaboration(block, params, message):
     from rtl.registry import get_block
