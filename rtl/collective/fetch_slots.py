@@ -8,7 +8,7 @@ logic into a unit's module; :func:`line_store` is the memory the reduced (or fet
 
 from typing import NamedTuple
 
-from amaranth.hdl import Array, Const, Signal
+from amaranth.hdl import Array, Const, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
@@ -64,9 +64,10 @@ class Intact:
         return ~broken
 
     def count(self, counter):
-        """Add the broken packets taken each cycle to ``counter`` (saturating)."""
-        with self._m.If(counter < (1 << COUNTER_BITS) - len(self._broken)):
-            self._m.d.sync += counter.eq(counter + pulse_count(*self._broken))
+        """Add the broken packets taken each cycle to ``counter``, saturating exactly at its largest value."""
+        total = Signal(COUNTER_BITS + 1, name="malformed_total")
+        self._m.d.comb += total.eq(counter + pulse_count(*self._broken))
+        self._m.d.sync += counter.eq(Mux(total[-1], (1 << COUNTER_BITS) - 1, total))
 
 
 def feed_reduction(m, unit, rx, intact, *, partitions, late):
