@@ -29,9 +29,8 @@ What the rule cannot see: attributes of built instances (``dut.latency``, a sign
 a stream payload layout read by ``scripts.sim.stream.stream_layout``) and constants that reach a
 test through ``scripts/``. Reviewers still read those.
 
-:data:`PERMITTED` lists the reviewed exceptions, each with its reason. :data:`TEMPORARY` lists the
-runtime and collective tests that still import expectations from ``rtl/`` (their families' own
-work removes them); an entry that is no longer needed fails, so that the list only shrinks.
+:data:`PERMITTED` lists the reviewed exceptions, each with its reason; an entry that is no longer
+needed fails, so that the list only shrinks.
 """
 
 import ast
@@ -57,13 +56,6 @@ PERMITTED = {
     ("testbenches/formal/test_broken.py", "rtl.bus.axi_burst_planner"):
         "monkeypatched (PAGE_BYTES = 8192) to break the planner on purpose; the proof must fail",
 }
-
-#: Runtime and collective tests that still take expectations from rtl/ (remove each once fixed).
-TEMPORARY = {
-    "testbenches/collective/test_tiered.py": {"rtl.collective.region_unit.REGION_COUNTERS",
-                                              "rtl.collective.tiered_cluster.switch_size"},
-}
-
 
 def _source(module):
     """``(path, is_package)`` of an ``rtl`` module, or ``(None, False)``."""
@@ -217,15 +209,9 @@ def found():
 
 def test_no_test_imports_an_expectation_from_rtl(found):
     wrong = [f"{file}:{line}: {name}: {reason}" for file, entries in found.items()
-             for line, name, reason in entries if name not in TEMPORARY.get(file, set())]
+             for line, name, reason in entries]
     assert not wrong, ("tests import expectations from rtl/ (state them in the test or in golden/, and hold "
                        f"the RTL equal to them in {EXEMPT}):\n" + "\n".join(wrong))
-
-
-def test_the_temporary_allowance_only_shrinks(found):
-    stale = [f"{file}: {name}" for file, names in TEMPORARY.items() for name in sorted(names)
-             if name not in {entry[1] for entry in found.get(file, [])}]
-    assert not stale, "no longer imported: remove from TEMPORARY in this file:\n" + "\n".join(stale)
 
 
 def test_permitted_exceptions_are_still_needed():
@@ -270,5 +256,4 @@ def test_the_checker_sees_imports_and_class_constants(tmp_path):
 if __name__ == "__main__":
     for file, entries in offenders().items():
         for line, name, reason in entries:
-            temporary = "  [temporary]" if name in TEMPORARY.get(file, ()) else ""
-            print(f"{file}:{line}: {name}: {reason}{temporary}")
+            print(f"{file}:{line}: {name}: {reason}")

@@ -6,10 +6,12 @@ default, and arrival order), the order in which reduced partitions leave the tab
 two-level table (per region, then over the regions).
 :mod:`golden.collective.barrier` states the global barrier table's: no leaf runs more than one
 iteration ahead of the slowest. :mod:`golden.collective.delayed_update` is the GCU's step of
-delayed-update training: the reduced gradient through Adam, in place.
+delayed-update training: the reduced gradient through Adam, in place. :mod:`golden.collective.control`
+states the control units' counters, their iteration tags and a regional unit's fetches asked again.
 """
 
 from .barrier import BarrierTable
+from .control import FetchRetry, IterationFilter
 from .delayed_update import delayed_update_step, mean_scale
 from .reduction import (
     CANONICAL_NAN_BITS,
@@ -28,6 +30,8 @@ from .ring import RingMessage, ring_all_reduce, ring_counts, ring_messages, seed
 
 __all__ = [
     "BarrierTable",
+    "IterationFilter",
+    "FetchRetry",
     "delayed_update_step",
     "mean_scale",
     "LINE_WORDS",

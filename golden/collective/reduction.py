@@ -30,7 +30,9 @@ Contributions that are not merged, each counted once, in this order of precedenc
 * ``duplicates``: this leaf already sent this chunk of this partition.
 
 A contribution that arrives after its partition was reduced opens that partition again (it is
-the first contribution of the next iteration's reduction; the barrier table tells the two apart).
+the first contribution of the next iteration's reduction). The table cannot tell a late duplicate
+from it; the control units can, by the line's iteration tag, and drop it before the table
+(:class:`golden.collective.control.IterationFilter`).
 
 Reduced partitions leave in the order they completed (the order of their last contribution).
 

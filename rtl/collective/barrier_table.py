@@ -122,6 +122,8 @@ class BarrierTable(wiring.Component):
 
 register_block(
     "barrier_table", BarrierTable, family="collective",
+    drops={"bad_leaf": "barriers from a leaf id out of range",
+           "duplicates": "barriers from a leaf already waiting"},
     summary="Global control unit: barrier table keeping every leaf within one iteration of the slowest.",
     params=[Param("leaves", int, 4, "leaves", minimum=2, maximum=16)],
 )

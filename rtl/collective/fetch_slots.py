@@ -8,7 +8,7 @@ logic into a unit's module; :func:`line_store` is the memory the reduced (or fet
 
 from typing import NamedTuple
 
-from amaranth.hdl import Array, Const, Signal
+from amaranth.hdl import Array, Const, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
@@ -18,11 +18,14 @@ from ..runtime.packet import NODE_BITS, Packet, PacketType, checksum
 from .reduction_engine import LINE_BITS
 from .reduction_table import COUNTER_BITS, saturating_count
 
-__all__ = ["VERSION_BITS", "FETCH_COUNTERS", "ReadPort", "Intact", "lookup", "line_store", "serve_fetches",
-           "feed_reduction"]
+__all__ = ["VERSION_BITS", "FETCH_COUNTERS", "CHUNK_FIELD_BITS", "ReadPort", "Intact", "lookup", "line_store",
+           "serve_fetches", "feed_reduction"]
 
 VERSION_BITS = 8
-FETCH_COUNTERS = ("bad_requests", "early_requests", "stale_requests", "duplicate_requests")
+FETCH_COUNTERS = (
+    "bad_requests", "early_requests", "stale_requests", "duplicate_requests", "repeated_requests")
+# A gradient line's ``line`` field: the chunk in its low 16 bits, the iteration tag above.
+CHUNK_FIELD_BITS = 16
 
 
 def lookup(signals, index):
@@ -61,19 +64,41 @@ class Intact:
         return ~broken
 
     def count(self, counter):
-        """Add the broken packets taken each cycle to ``counter`` (saturating)."""
-        with self._m.If(counter < (1 << COUNTER_BITS) - len(self._broken)):
-            self._m.d.sync += counter.eq(counter + pulse_count(*self._broken))
+        """Add the broken packets taken each cycle to ``counter``, saturating exactly at its largest value."""
+        total = Signal(COUNTER_BITS + 1, name="malformed_total")
+        self._m.d.comb += total.eq(counter + pulse_count(*self._broken))
+        self._m.d.sync += counter.eq(Mux(total[-1], (1 << COUNTER_BITS) - 1, total))
 
 
-def feed_reduction(m, unit, rx, intact):
-    """Gradient lines from ``rx`` (data packets: ``src`` leaf, ``range`` partition, ``line`` chunk)."""
+def feed_reduction(m, unit, rx, intact, *, partitions, late):
+    """Gradient lines from ``rx`` (data packets: ``src`` leaf, ``range`` partition, ``line`` chunk and tag).
+
+    ``line`` carries the chunk in bits 0 to 15 and the line's iteration tag in bits 16 to 23: the
+    version its partition reaches with this reduction (the sender's iteration + 1, mod 256, as a
+    fetch's ``first``). A line of a partition in range whose tag is not the partition's closed
+    reductions + 1 (a late duplicate of a reduction already closed, or a tag out of step) is dropped
+    and counted in ``late``; a chunk field past the unit's chunk width reaches the unit as a bad
+    chunk. Returns the reductions closed per partition (mod 256), for the unit's outgoing tags.
+    """
     data = rx.payload
     line = data.data_reply()
+    chunk, tag = line.line[:CHUNK_FIELD_BITS], line.line[CHUNK_FIELD_BITS:CHUNK_FIELD_BITS + VERSION_BITS]
+    chunk_bits = len(unit.i.payload.chunk)
+    rounds = [Signal(VERSION_BITS, name=f"closed{p}") for p in range(partitions)]
+    for p in range(partitions):
+        with m.If(unit.closed & (unit.closed_partition == p)):
+            m.d.sync += rounds[p].eq(rounds[p] + 1)
     m.d.comb += [unit.i.payload.leaf.eq(data.header.src), unit.i.payload.partition.eq(data.header.range),
-                 unit.i.payload.chunk.eq(line.line), unit.i.payload.data.eq(line.data)]
+                 unit.i.payload.chunk.eq(chunk), unit.i.payload.data.eq(line.data)]
+    with m.If(chunk[chunk_bits:].any()):
+        m.d.comb += unit.i.payload.chunk.eq((1 << chunk_bits) - 1)
     ok = intact.check(rx)
-    m.d.comb += [unit.i.valid.eq(rx.valid & ok), rx.ready.eq(unit.i.ready | ~ok)]
+    known = data.header.range < partitions
+    out_of_step = rx.valid & ok & known & (tag != (lookup(rounds, data.header.range) + 1)[:VERSION_BITS])
+    m.d.comb += [unit.i.valid.eq(rx.valid & ok & ~out_of_step),
+                 rx.ready.eq(unit.i.ready | ~ok | out_of_step)]
+    saturating_count(m, late, out_of_step)
+    return rounds
 
 
 def line_store(m, *, partitions, chunks, valid, partition, chunk, data, last):
@@ -98,7 +123,9 @@ def serve_fetches(m, *, requests, ok, version, read, tx, leaves, partitions, chu
     goes first. Counted in ``counters`` (signals by :data:`FETCH_COUNTERS` name): a leaf or
     partition id out of range (``bad_requests``), a second fetch in a waiting entry
     (``duplicate_requests``), a version already passed (``stale_requests``: its lines are gone),
-    and fetches that had to wait (``early_requests``). ``ok`` is the request's integrity.
+    and fetches that had to wait (``early_requests``). A fetch equal to the one its entry holds
+    (a requester asking again) changes nothing and is counted in ``repeated_requests``: it is
+    answered once, with the first. ``ok`` is the request's integrity.
     """
     request = requests.payload
     wanted_of = request.rdma().first[:VERSION_BITS]
@@ -114,13 +141,17 @@ def serve_fetches(m, *, requests, ok, version, read, tx, leaves, partitions, chu
     m.d.comb += entry.eq(leaf if slots == 1 else (leaf << slot_bits) | request.header.range[:slot_bits])
     arrived = requests.valid & ok
     bad = arrived & ((leaf >= leaves) | (request.header.range >= partitions))
-    duplicate = arrived & ~bad & waiting.bit_select(entry, 1)
+    held = waiting.bit_select(entry, 1)
+    same = ((lookup(slot_partition, entry) == request.header.range)
+            & (lookup(slot_version, entry) == wanted_of))
+    repeated = arrived & ~bad & held & same
+    duplicate = arrived & ~bad & held & ~same
     behind = (lookup(version, request.header.range) - wanted_of)[:VERSION_BITS]
-    stale = arrived & ~bad & ~duplicate & (behind != 0) & ~behind[-1]
-    early = arrived & ~bad & ~duplicate & behind[-1]
-    take = arrived & ~bad & ~duplicate & ~stale
+    stale = arrived & ~bad & ~held & (behind != 0) & ~behind[-1]
+    early = arrived & ~bad & ~held & behind[-1]
+    take = arrived & ~bad & ~held & ~stale
     events = {"bad_requests": bad, "duplicate_requests": duplicate, "stale_requests": stale,
-              "early_requests": early}
+              "early_requests": early, "repeated_requests": repeated}
     for name, event in events.items():
         saturating_count(m, counters[name], event)
 

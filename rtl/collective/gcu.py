@@ -22,9 +22,30 @@ from .parameter_update import UPDATE_LANES, ParameterUpdate, load_layout, scalar
 from .reduction_table import COUNTER_BITS
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
-__all__ = ["GlobalControlUnit", "GCU_COUNTERS", "GCU_PARAMS", "NETWORK_PARAMS", "UPDATES", "update_members"]
+__all__ = ["GlobalControlUnit", "GCU_COUNTERS", "unit_counters", "unit_drops", "sticky", "GCU_PARAMS",
+           "NETWORK_PARAMS", "UPDATES", "update_members"]
 
 UPDATES = ("none", "adam")
+
+
+def unit_drops(prefix=""):
+    """The ``drops=`` of a GCU (and of what a regional unit shares with it), port names after ``prefix``."""
+    drops = {
+        "malformed": "received packets whose check byte fails",
+        "bad_requests": "fetches of a partition or from a leaf id out of range",
+        "stale_requests": "fetches of a version already replaced",
+        "duplicate_requests": "a second, different fetch in a request slot that still waits",
+        "late_gradients": "gradient lines whose iteration tag is not their partition's next reduction",
+        "reduction_bad_leaf": "gradient lines from a leaf id out of range",
+        "reduction_bad_partition": "gradient lines of a partition id out of range",
+        "reduction_bad_chunk": "gradient lines of a chunk out of range",
+        "reduction_conflicts": "gradient lines of a partition whose slot holds another",
+        "reduction_duplicates": "gradient lines a leaf already sent for the open reduction",
+        "barrier_bad_leaf": "barriers from a leaf id out of range",
+        "barrier_duplicates": "barriers from a leaf already waiting",
+        "overflow": "a write refused by a queue kept from filling by credits or invariants (sticky)",
+    }
+    return {prefix + port: what for port, what in drops.items()}
 
 
 def update_members(update, partitions, chunks):
@@ -32,10 +53,25 @@ def update_members(update, partitions, chunks):
     if update == "none":
         return {}
     return {"load": In(stream.Signature(load_layout(partitions * chunks))),
-            "scalars": In(scalars_signature()), "update_nonfinite": Out(1), "update_clear": In(1)}
+            "scalars": In(scalars_signature()), "update_nonfinite": Out(1), "update_clear": In(1),
+            "update_bad_loads": Out(COUNTER_BITS)}
 
 
-GCU_COUNTERS = ("malformed", "bad_requests", "early_requests", "stale_requests", "duplicate_requests")
+GCU_COUNTERS = ("malformed", *FETCH_COUNTERS, "late_gradients")
+
+
+def unit_counters():
+    """Every counter port of a GCU, in order: its own, the reduction unit's, the barrier table's."""
+    return (*GCU_COUNTERS, *(f"reduction_{name}" for name in ReductionUnit.counter_names()),
+            "barrier_bad_leaf", "barrier_duplicates")
+
+
+def sticky(m, event, name):
+    """A flag that ``event`` sets and only a reset clears."""
+    flag = Signal(name=name)
+    with m.If(event):
+        m.d.sync += flag.eq(1)
+    return flag
 
 
 class GlobalControlUnit(wiring.Component):
@@ -45,7 +81,8 @@ class GlobalControlUnit(wiring.Component):
 
     * **data** packet to the GCU: one gradient line, ``range`` = partition, ``line`` = chunk;
     * **RDMA** packet to the GCU: a fetch of partition ``range``, reduced for the ``first``-th
-      time (the leaf's iteration + 1, mod 256);
+      time (the leaf's iteration + 1, mod 256); a gradient line's ``line`` field carries the same
+      number as its iteration tag in bits 16 to 23 (the chunk is in bits 0 to 15);
     * **task** packet to the GCU: a barrier (the leaf finished an iteration);
     * replies: a **data** packet per reduced line (``range``, ``line`` = chunk, ``last``), and a
       **task** packet per barrier acknowledgement (``range`` = the leaf's completed iterations).
@@ -67,9 +104,15 @@ class GlobalControlUnit(wiring.Component):
     fetch of a partition id out of range or from a leaf id out of range (``bad_requests``); a
     fetch of a partition already reduced past the version asked for (``stale_requests``: its lines
     are gone); a second fetch from a leaf for a partition in the same slot (``p mod slots``) while the
-    first still waits (``duplicate_requests``).
-    ``early_requests`` counts fetches that had to wait. The reduction unit's and the barrier
-    table's counters are ports too (``reduction_<name>``, ``barrier_<name>``).
+    first still waits (``duplicate_requests``); a gradient line whose iteration tag is not its
+    partition's reductions + 1 (``late_gradients``: a late duplicate after the reduction closed
+    must not open the partition again). ``early_requests`` counts fetches that had to wait, and
+    ``repeated_requests`` fetches equal to one still waiting (a requester asking again: answered
+    once). The reduction unit's and the barrier table's counters are ports too
+    (``reduction_<name>``, ``barrier_<name>``). Every counter saturates at 65535.
+    ``overflow`` is sticky: a queue refused a write that credits should have made room for (the
+    network interface's receive queues, the reduction unit's queues); it stays 0 while every
+    sender keeps to its credits.
 
     Parameters
     ----------
@@ -97,13 +140,17 @@ class GlobalControlUnit(wiring.Component):
 
     Attributes
     ----------
+    <counter> : Out(16)
+        The counters above (:func:`unit_counters` lists them).
+    overflow : Out(1)
+        The sticky overflow flag above.
     net_in, net_out : In / Out(stream.Signature(Flit))
     net_in_credit : Out(3)
     net_out_credit : In(3)
         The switch port, as :class:`rtl.runtime.net_interface.NetInterface` documents it.
-    load, scalars, update_nonfinite, update_clear
-        With ``update="adam"``: the parameter update's ``load``, ``scalars``, ``nonfinite`` and
-        ``clear`` (see :class:`~rtl.collective.parameter_update.ParameterUpdate`).
+    load, scalars, update_nonfinite, update_clear, update_bad_loads
+        With ``update="adam"``: the parameter update's ``load``, ``scalars``, ``nonfinite``,
+        ``clear`` and ``bad_loads`` (see :class:`~rtl.collective.parameter_update.ParameterUpdate`).
     """
 
     def __init__(self, *, leaves=3, node=3, partitions=8, chunks=4, slots=2, mode="deterministic",
@@ -124,6 +171,7 @@ class GlobalControlUnit(wiring.Component):
         members.update({name: Out(COUNTER_BITS) for name in GCU_COUNTERS})
         members.update({f"reduction_{name}": Out(COUNTER_BITS) for name in ReductionUnit.counter_names()})
         members.update({"barrier_bad_leaf": Out(COUNTER_BITS), "barrier_duplicates": Out(COUNTER_BITS)})
+        members["overflow"] = Out(1)
         members.update(update_members(update, partitions, chunks))
         super().__init__(members)
 
@@ -143,7 +191,8 @@ class GlobalControlUnit(wiring.Component):
                      self.barrier_duplicates.eq(barrier.duplicates)]
 
         intact = Intact(m)
-        feed_reduction(m, unit, net.rx_data, intact)
+        feed_reduction(m, unit, net.rx_data, intact, partitions=partitions, late=self.late_gradients)
+        m.d.comb += self.overflow.eq(unit.overflow | sticky(m, net.overflow, "net_overflow"))
 
         # Barriers and their acknowledgements.
         ok = intact.check(net.rx_task)
@@ -180,7 +229,8 @@ class GlobalControlUnit(wiring.Component):
             wiring.connect(m, reduced, update.i)
             wiring.connect(m, wiring.flipped(self.load), update.load)
             wiring.connect(m, wiring.flipped(self.scalars), update.scalars)
-            m.d.comb += [self.update_nonfinite.eq(update.nonfinite), update.clear.eq(self.update_clear)]
+            m.d.comb += [self.update_nonfinite.eq(update.nonfinite), update.clear.eq(self.update_clear),
+                         self.update_bad_loads.eq(update.bad_loads)]
             return ReadPort(update.read_addr, update.read_en, update.read_data, update.updated)
         line = reduced.payload
         m.d.comb += reduced.ready.eq(1)
@@ -203,6 +253,7 @@ NETWORK_PARAMS = tuple(param for param in GCU_PARAMS if not param.name.startswit
 
 register_block(
     "gcu", GlobalControlUnit, family="collective",
+    drops=unit_drops(),  # with update="adam" also update_bad_loads (the default build has no update)
     summary="Global control unit on a switch port: reduction table, broadcast of reduced partitions on "
             "request, barrier table.",
     params=[

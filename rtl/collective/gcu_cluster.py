@@ -1,17 +1,16 @@
 """A simulated all-reduce network: the global control unit on the last port of a runtime switch."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_choice, check_int, register_block
 from ..runtime.packet import Flit
 from ..runtime.switch import SWITCH_NODES, Switch
-from .gcu import GCU_COUNTERS, GCU_PARAMS, GlobalControlUnit, update_members
+from .gcu import GCU_PARAMS, GlobalControlUnit, unit_counters, unit_drops, update_members
 from .reduction_table import COUNTER_BITS
-from .reduction_unit import ReductionUnit
 
-__all__ = ["GcuCluster", "leaf_members", "attach", "expose_leaves"]
+__all__ = ["GcuCluster", "leaf_members", "attach", "expose_leaves", "count_switch_drops"]
 
 
 def leaf_members(leaves, first=0):
@@ -29,6 +28,17 @@ def attach(m, switch, port, unit, prefix="net"):
     wiring.connect(m, switch.port(port, "out"), getattr(unit, f"{prefix}_in"))
     m.d.comb += [switch.port(port, "out_credit").eq(getattr(unit, f"{prefix}_in_credit")),
                  getattr(unit, f"{prefix}_out_credit").eq(switch.port(port, "in_credit"))]
+
+
+def count_switch_drops(m, counter, switches):
+    """Add the flits ``switches`` dropped (each switch's ``dropped``: last cycle's count) to
+    ``counter``, saturating: the switches' own count is per cycle, not one the host can read."""
+    total = Signal(len(counter) + 1, name="switch_dropped_total")
+    drops = switches[0].dropped
+    for switch in switches[1:]:
+        drops = drops + switch.dropped
+    m.d.comb += total.eq(counter + drops)
+    m.d.sync += counter.eq(Mux(total > (1 << len(counter)) - 1, (1 << len(counter)) - 1, total))
 
 
 def expose_leaves(m, cluster, switch, leaves, first=0):
@@ -72,6 +82,10 @@ class GcuCluster(wiring.Component):
     The names are the switch's own (:class:`~rtl.runtime.switch.Switch`).
     <counter> : Out(16)
         The GCU's counters, under their names there.
+    overflow : Out(1)
+        The GCU's sticky overflow flag.
+    switch_dropped : Out(16)
+        Flits the switch dropped (on channel 3, or unroutable), saturating.
     load, scalars, update_nonfinite, update_clear
         The GCU's, with ``update="adam"``.
     """
@@ -87,9 +101,9 @@ class GcuCluster(wiring.Component):
         self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
         self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
         members = leaf_members(leaves)
-        counters = (*GCU_COUNTERS, *(f"reduction_{name}" for name in ReductionUnit.counter_names()),
-                    "barrier_bad_leaf", "barrier_duplicates")
+        counters = unit_counters()
         members.update({name: Out(COUNTER_BITS) for name in counters})
+        members.update({"overflow": Out(1), "switch_dropped": Out(COUNTER_BITS)})
         self._update_ports = update_members(update, partitions, chunks)
         members.update(self._update_ports)
         self._counters = counters
@@ -102,8 +116,9 @@ class GcuCluster(wiring.Component):
                                               rx_credits=self._gcu["queue_depth"])
         m.submodules.gcu = gcu = self._unit
         attach(m, switch, gcu_port, gcu)
+        count_switch_drops(m, self.switch_dropped, [switch])
         expose_leaves(m, self, switch, self._leaves)
-        for name in self._counters:
+        for name in (*self._counters, "overflow"):
             m.d.comb += getattr(self, name).eq(getattr(gcu, name))
         for name, member in self._update_ports.items():
             if member.is_port:
@@ -117,6 +132,7 @@ class GcuCluster(wiring.Component):
 
 register_block(
     "gcu_cluster", GcuCluster, family="collective",
+    drops={**unit_drops(), "switch_dropped": "flits the switch dropped (channel 3, unroutable)"},
     summary="Simulated all-reduce network: the global control unit on the last port of a runtime switch, "
             "leaves on the others.",
     params=[

@@ -10,7 +10,7 @@ from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import UpdaterCore
 from ..registration import Param, check_choice, check_int, register_block
 from .reduction_engine import LINE_BITS, LINE_WORDS
-from .reduction_table import PARTITION_BITS, ReducedLine
+from .reduction_table import COUNTER_BITS, PARTITION_BITS, ReducedLine, saturating_count
 
 __all__ = ["ParameterUpdate", "UPDATE_LANES", "STATE_TENSORS", "load_layout", "scalars_signature"]
 
@@ -70,6 +70,9 @@ class ParameterUpdate(wiring.Component):
         Sticky: a reduced gradient word was NaN or an infinity (the updater core's status).
     clear : In(1)
         Clears ``nonfinite``.
+    bad_loads : Out(16)
+        Host loads dropped (saturating at 65535): a ``tensor`` code of 3, or an ``address`` not
+        below ``partitions * chunks``.
 
     Notes
     -----
@@ -93,6 +96,7 @@ class ParameterUpdate(wiring.Component):
             "read_data": Out(LINE_BITS),
             "nonfinite": Out(1),
             "clear": In(1),
+            "bad_loads": Out(COUNTER_BITS),
         })
 
     def elaborate(self, platform):
@@ -166,9 +170,13 @@ class ParameterUpdate(wiring.Component):
             with m.If(core.o.valid):
                 m.d.comb += [store.addr.eq(tag_out.address), store.data.eq(Cat([result] * beats)),
                              store.en.eq(word_enables)]
-            with m.Elif(self.load.valid & (self.load.payload.tensor == code)):
+            load_here = (self.load.payload.tensor == code) & (self.load.payload.address < depth)
+            with m.Elif(self.load.valid & load_here):
                 m.d.comb += [store.addr.eq(self.load.payload.address), store.data.eq(self.load.payload.data),
                              store.en.eq((1 << LINE_WORDS) - 1)]
+        loaded = self.load.valid & self.load.ready
+        saturating_count(m, self.bad_loads, loaded & ((self.load.payload.tensor >= len(STATE_TENSORS))
+                                                      | (self.load.payload.address >= depth)))
         done = core.o.valid & tag_out.last
         m.d.comb += [self.updated.valid.eq(done), self.updated.payload.eq(tag_out.partition)]
         with m.If(done):
@@ -178,6 +186,7 @@ class ParameterUpdate(wiring.Component):
 
 register_block(
     "parameter_update", ParameterUpdate, family="collective",
+    drops={"bad_loads": "host loads of tensor code 3 or of an address past partitions * chunks"},
     summary="The GCU's delayed parameter update: each reduced gradient line through Adam, in place, with "
             "a read port for the broadcast.",
     params=[

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..fp.adder import FloatAdder
 from ..fp.interface import FLAG_INVALID, FLAG_OVERFLOW
-from ..registration import Param, check_int, register_block
+from ..registration import NO_DROPS, Param, check_int, register_block
 
 __all__ = ["ReductionEngine", "engine_input_layout", "engine_output_layout", "LINE_WORDS", "LINE_BITS"]
 
@@ -95,6 +95,7 @@ class ReductionEngine(wiring.Component):
 
 register_block(
     "reduction_engine", ReductionEngine, family="collective",
+    drops=NO_DROPS,  # a low o.ready holds the whole pipeline: nothing is discarded
     summary="Global control unit: 14-lane binary32 adder, one 448-bit gradient line pair per cycle.",
     params=[Param("tag_width", int, 0, "side-band bits carried with each line", minimum=0, maximum=64)],
 )

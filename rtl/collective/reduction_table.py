@@ -7,8 +7,8 @@ from amaranth.lib.memory import Memory
 from ..runtime.common import Queue
 from .reduction_engine import LINE_BITS, LINE_WORDS, ReductionEngine
 
-__all__ = ["ReductionTable", "saturating_count", "Contribution", "ReducedLine", "slot_signal", "LEAF_BITS",
-           "PARTITION_BITS", "CHUNK_BITS", "COUNTER_BITS", "GROUP", "COUNTERS"]
+__all__ = ["ReductionTable", "saturating_count", "refused", "Contribution", "ReducedLine", "slot_signal",
+           "LEAF_BITS", "PARTITION_BITS", "CHUNK_BITS", "COUNTER_BITS", "GROUP", "COUNTERS"]
 
 LEAF_BITS = 4
 PARTITION_BITS = 10
@@ -48,6 +48,18 @@ def saturating_count(m, counter, event):
         m.d.sync += counter.eq(counter + 1)
 
 
+def refused(m, queue, name):
+    """A sticky flag set by a write ``queue`` refuses (``w.valid`` while ``w.ready`` is low).
+
+    For a queue whose writer does not wait for ``w.ready`` because credits or an invariant keep
+    it from filling up: a broken invariant then loses a line, and this flag says so.
+    """
+    flag = Signal(name=f"{name}_refused")
+    with m.If(queue.w.valid & ~queue.w.ready):
+        m.d.sync += flag.eq(1)
+    return flag
+
+
 class ReductionTable:
     """What both orders share: id checks, slot state, seen bits, drop counters, engine, output queue.
 
@@ -72,6 +84,9 @@ class ReductionTable:
         self._complete = Array(Signal(name=f"complete{s}") for s in range(slots))
         self._count = Array(Signal(range(total + 1), name=f"count{s}") for s in range(slots))
         self.done = Queue(m, "done", range(slots) if slots > 1 else 1, slots)
+        # ``done`` holds at most one entry per slot (a complete slot takes nothing more until it is
+        # read out), so it never refuses a write; a refused one is flagged.
+        self.overflows = [refused(m, self.done, "done")]
         self.hold = Signal()
 
         # After reset, clear every seen word before the first contribution is taken.
@@ -105,6 +120,7 @@ class ReductionTable:
         m.d.comb += [seen_set.addr.eq(seen_read.addr), seen_set.en.eq(merged),
                      seen_set.data.eq(seen_read.data | (Const(1, leaves) << c.leaf))]
         self.finished = merged & (self._count[slot] == total - 1)
+        m.d.comb += [unit.closed.eq(self.finished), unit.closed_partition.eq(c.partition)]
         # Writes go slot by slot: a variable-index write leaves incomplete case statements in Verilog.
         for index in range(slots):
             with m.If(merged & (slot == index)):
@@ -121,6 +137,7 @@ class ReductionTable:
         returned = self._out.r.valid & self._out.r.ready
         m.d.sync += self.credits.eq(self.credits + returned - self.reserve)
         wiring.connect(m, self._out.r, wiring.flipped(unit.o))
+        self.overflows.append(self._out.overflow)
 
     def clear(self, slot, chunk, enable):
         """Clear the seen word of ``(slot, chunk)`` when ``enable`` (the slot is being read out)."""

@@ -18,6 +18,7 @@ from .reduction_table import (
     Contribution,
     ReducedLine,
     ReductionTable,
+    refused,
     slot_signal,
 )
 
@@ -103,7 +104,14 @@ class ReductionUnit(wiring.Component):
     nonfinite : Out(16)
         Reduced lines holding a NaN or an infinity (saturating).
     reduced : Out(16)
-        Partitions reduced (wraps).
+        Partitions reduced (wraps: it numbers partitions rather than counting errors).
+    closed : Out(1)
+        Pulses when a partition's last contribution is merged (its reduction is then certain);
+        ``closed_partition`` names it. A control unit counts its reductions per partition by it.
+    overflow : Out(1)
+        Sticky: a write that the output queue, the ``done`` queue or the feedback queue refused.
+        Credits (output) and invariants (``done``: one entry per slot; feedback: one group) keep
+        them from filling, so a raised flag means a lost line and a broken invariant.
 
     Notes
     -----
@@ -125,6 +133,7 @@ class ReductionUnit(wiring.Component):
         self._mode = check_choice("mode", mode, MODES)
         members = {"i": In(stream.Signature(Contribution)), "o": Out(stream.Signature(ReducedLine))}
         members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
+        members.update({"closed": Out(1), "closed_partition": Out(PARTITION_BITS), "overflow": Out(1)})
         super().__init__(members)
 
     @staticmethod
@@ -145,6 +154,7 @@ class ReductionUnit(wiring.Component):
             self._leaf_order(m, t)
         else:
             self._arrival_order(m, t)
+        m.d.comb += self.overflow.eq(Cat(*t.overflows).any())
         return m
 
     def _leaf_order(self, m, t):
@@ -166,6 +176,8 @@ class ReductionUnit(wiring.Component):
             m.d.sync += finished_slot.eq(t.slot)
         m.d.comb += [t.done.w.valid.eq(finished), t.done.w.payload.eq(finished_slot)]
         feedback = Queue(m, "feedback", LINE_BITS, 2 * GROUP)
+        # A group opens only with room for its sums, so at most a group's partial sums wait here.
+        t.overflows.append(refused(m, feedback, "feedback"))
         phase = Signal(_Phase)
         current = slot_signal(slots, "current")
         base = Signal(range(chunks + GROUP))
@@ -282,6 +294,12 @@ class ReductionUnit(wiring.Component):
 
 register_block(
     "reduction_unit", ReductionUnit, family="collective",
+    drops={"bad_leaf": "contributions from a leaf id out of range",
+           "bad_partition": "contributions of a partition id out of range",
+           "bad_chunk": "contributions of a chunk out of range",
+           "conflicts": "contributions of a partition whose slot holds another",
+           "duplicates": "contributions a leaf already sent for the open reduction",
+           "overflow": "a write refused by the output, done or feedback queue (sticky)"},
     summary="Global control unit: reduction table holding leaves' gradient partitions, reduced in leaf-id "
             "order through the 14-lane binary32 engine.",
     params=[

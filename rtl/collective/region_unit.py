@@ -8,7 +8,9 @@ from ..registration import Param, check_choice, check_int, register_block
 from ..runtime.common import Queue, sealed
 from ..runtime.net_interface import NetInterface
 from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType
+from .fetch_retry import FetchRetry
 from .fetch_slots import (
+    CHUNK_FIELD_BITS,
     FETCH_COUNTERS,
     VERSION_BITS,
     Intact,
@@ -17,15 +19,24 @@ from .fetch_slots import (
     lookup,
     serve_fetches,
 )
-from .gcu import GCU_COUNTERS, NETWORK_PARAMS
+from .gcu import NETWORK_PARAMS, sticky, unit_counters, unit_drops
 from .reduction_table import COUNTER_BITS, saturating_count
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
-__all__ = ["RegionalControlUnit", "REGION_COUNTERS"]
+__all__ = ["RegionalControlUnit", "REGION_COUNTERS", "REGION_DROPS"]
 
-REGION_COUNTERS = (*GCU_COUNTERS, *(f"reduction_{name}" for name in ReductionUnit.counter_names()),
-                   "barrier_bad_leaf", "barrier_duplicates")
+# The GCU's counters (what the unit counts towards its leaves), then those of its side of the GCU.
+REGION_COUNTERS = (*unit_counters(), "retries", "lost_fetches", "bad_replies", "unexpected_replies",
+                   "up_requests", "unexpected_acks")
 _SIDES = ("down", "up")
+REGION_DROPS = {
+    **unit_drops(),
+    "lost_fetches": "fetches given up after retry_limit re-asks (their version never comes)",
+    "bad_replies": "intact replies from the GCU side whose partition or line is out of range",
+    "unexpected_replies": "intact reply lines to no fetch the unit has open",
+    "up_requests": "fetch requests from the GCU side",
+    "unexpected_acks": "barrier acknowledgements while no barrier waits for one",
+}
 
 
 def net_members(prefix):
@@ -57,10 +68,22 @@ class RegionalControlUnit(wiring.Component):
       to every leaf of the region, in leaf order. The GCU's barrier table keeps each region within
       one iteration of the slowest, hence every leaf too.
 
+    * **Retries**: a fetch holds its slot until its reply is complete (:class:`FetchRetry`): a
+      reply with a lost or damaged line, or none for ``retry_cycles`` cycles, is asked for again
+      (``retries``), at most ``retry_limit`` times per fetch, then given up (``lost_fetches``).
+      Only a complete reply to a fetch the unit has open advances a version.
+    * **Iterations**: the leaves' gradient lines carry their iteration tag (as at the GCU, whose
+      ``late_gradients`` the unit counts too); each reduced line goes up tagged with the
+      partition's reductions at the unit.
+
     Counted and dropped (16-bit saturating), as the GCU's names say: broken check bytes on either
-    side (``malformed``), the fetch counters, ``reduction_<name>`` of the reduction unit, and a
-    barrier from a leaf id not below ``leaves`` (``barrier_bad_leaf``) or from a leaf already
-    waiting at the barrier (``barrier_duplicates``). Fetch requests from the GCU's side are dropped.
+    side (``malformed``), the fetch counters, ``late_gradients``, ``reduction_<name>`` of the
+    reduction unit, and a barrier from a leaf id not below ``leaves`` (``barrier_bad_leaf``) or
+    from a leaf already waiting at the barrier (``barrier_duplicates``). From the GCU's side: a
+    reply whose partition or line is out of range (``bad_replies``), an intact reply to no fetch
+    the unit has open (``unexpected_replies``), a fetch request (``up_requests``: the GCU never
+    sends one), and an acknowledgement while no barrier is waiting for one (``unexpected_acks``).
+    ``overflow`` is sticky, as the GCU's.
 
     Parameters
     ----------
@@ -76,6 +99,10 @@ class RegionalControlUnit(wiring.Component):
         As the GCU's (``slots`` must equal the GCU's).
     down_credits, up_credits : int
         The region and root switches' input buffer entries per channel at the unit's ports.
+    retry_cycles : int
+        Cycles without a line of an open fetch's reply before it is asked again, 16 to 65536.
+    retry_limit : int
+        Re-asks of one fetch before it is given up, 1 to 255.
 
     Attributes
     ----------
@@ -84,11 +111,14 @@ class RegionalControlUnit(wiring.Component):
     up_in, up_out, up_in_credit, up_out_credit
         The root switch port (as :class:`rtl.runtime.net_interface.NetInterface` documents them).
     <counter> : Out(16)
-        The counters above.
+        The counters above (:data:`REGION_COUNTERS`).
+    overflow : Out(1)
+        Sticky: a queue refused a write that credits should have made room for.
     """
 
     def __init__(self, *, leaves=2, node=2, region=0, gcu=2, partitions=8, chunks=4, slots=2,
-                 mode="deterministic", queue_depth=8, down_credits=4, up_credits=4):
+                 mode="deterministic", queue_depth=8, down_credits=4, up_credits=4, retry_cycles=1024,
+                 retry_limit=15):
         self._leaves = check_int("leaves", leaves, 2, (1 << NODE_BITS) - 1)
         self._node = check_int("node", node, leaves, (1 << NODE_BITS) - 1)
         self._region = check_int("region", region, 0, (1 << NODE_BITS) - 2)
@@ -100,8 +130,11 @@ class RegionalControlUnit(wiring.Component):
         self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
         self._credits = {"down": check_int("down_credits", down_credits, 2, 1024),
                          "up": check_int("up_credits", up_credits, 2, 1024)}
+        self._retry = dict(cycles=check_int("retry_cycles", retry_cycles, 16, 65536),
+                           limit=check_int("retry_limit", retry_limit, 1, 255))
         members = {**net_members("down"), **net_members("up")}
         members.update({name: Out(COUNTER_BITS) for name in REGION_COUNTERS})
+        members["overflow"] = Out(1)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -123,61 +156,62 @@ class RegionalControlUnit(wiring.Component):
         for name in ReductionUnit.counter_names():
             m.d.comb += getattr(self, f"reduction_{name}").eq(getattr(unit, name))
         intact = Intact(m)
-        feed_reduction(m, unit, down.rx_data, intact)
+        rounds = feed_reduction(m, unit, down.rx_data, intact, partitions=partitions,
+                                late=self.late_gradients)
+        net_overflow = sticky(m, down.overflow | up.overflow, "net_overflow")
+        m.d.comb += self.overflow.eq(unit.overflow | net_overflow)
 
-        # Each reduced line goes up; a partition's last one queues its fetch.
+        # Each reduced line goes up, tagged with its partition's reductions; a partition's last one
+        # queues its fetch.
         fetches = Queue(m, "fetches", range(max(2, partitions)), 2 * slots)
         reduced = unit.o.payload
         up_line = Signal(Packet)
+        tag = lookup(rounds, reduced.partition)
         m.d.comb += [up_line.header.ptype.eq(PacketType.DATA), up_line.header.dst.eq(self._gcu),
                      up_line.header.src.eq(self._region), up_line.header.range.eq(reduced.partition),
-                     up_line.data_reply().line.eq(reduced.chunk), up_line.data_reply().last.eq(reduced.last),
-                     up_line.data_reply().data.eq(reduced.data)]
+                     up_line.data_reply().line.eq(reduced.chunk | (tag << CHUNK_FIELD_BITS)),
+                     up_line.data_reply().last.eq(reduced.last), up_line.data_reply().data.eq(reduced.data)]
         m.d.comb += [up.tx_data.payload.eq(sealed(up_line)),
                      up.tx_data.valid.eq(unit.o.valid & fetches.w.ready),
                      unit.o.ready.eq(up.tx_data.ready & fetches.w.ready),
                      fetches.w.payload.eq(reduced.partition),
                      fetches.w.valid.eq(unit.o.valid & unit.o.ready & reduced.last)]
 
-        # The copy of every partition, filled by the GCU's replies; its version counts them.
+        # The copy of every partition, filled by the replies to the unit's own fetches; a complete
+        # reply advances its version.
         version = [Signal(VERSION_BITS, name=f"version{p}") for p in range(partitions)]
         answer = up.rx_data.payload
         fits = (answer.header.range < partitions) & (answer.data_reply().line < chunks)
-        ok = intact.check(up.rx_data)
-        copy = line_store(m, partitions=partitions, chunks=chunks, valid=up.rx_data.valid & ok & fits,
-                          partition=answer.header.range, chunk=answer.data_reply().line,
-                          data=answer.data_reply().data, last=answer.data_reply().last)
+        arrived = up.rx_data.valid & intact.check(up.rx_data)
         m.d.comb += up.rx_data.ready.eq(1)
+        retry = FetchRetry(m, slots=slots, partitions=partitions, chunks=chunks, **self._retry,
+                           retries=self.retries, lost=self.lost_fetches)
+        retry.replies(valid=arrived & fits, partition=answer.header.range, line=answer.data_reply().line)
+        saturating_count(m, self.bad_replies, arrived & ~fits)
+        saturating_count(m, self.unexpected_replies, arrived & fits & ~retry.accept)
+        copy = line_store(m, partitions=partitions, chunks=chunks, valid=arrived & fits & retry.accept,
+                          partition=answer.header.range, chunk=answer.data_reply().line,
+                          data=answer.data_reply().data, last=retry.complete)
         for p in range(partitions):
             with m.If(copy.stored.valid & (copy.stored.payload == p)):
                 m.d.sync += version[p].eq(version[p] + 1)
 
-        # One fetch at the GCU per slot: the next waits until the reply's last line is in.
-        slot_bits = (slots - 1).bit_length()
-        outstanding = Signal(slots)
-        head = fetches.r.payload
-        head_slot = head[:slot_bits] if slots > 1 else 0
+        # Fetches at the GCU: a re-ask first, else the queue's next once its slot is free.
+        partition, valid, take = retry.requests(head=fetches.r.payload, head_valid=fetches.r.valid,
+                                                ready=up.tx_rdma.ready)
         ask = Signal(Packet)
-        current = lookup(version, head)
         m.d.comb += [ask.header.ptype.eq(PacketType.RDMA), ask.header.dst.eq(self._gcu),
-                     ask.header.src.eq(self._region), ask.header.range.eq(head),
-                     ask.rdma().first.eq((current + 1)[:VERSION_BITS]), ask.rdma().lines.eq(chunks & 0xFF)]
-        blocked = outstanding.bit_select(head_slot, 1)
-        m.d.comb += [up.tx_rdma.payload.eq(sealed(ask)), up.tx_rdma.valid.eq(fetches.r.valid & ~blocked),
-                     fetches.r.ready.eq(up.tx_rdma.ready & ~blocked)]
-        sent = Signal(slots)
-        answered = Signal(slots)
-        with m.If(up.tx_rdma.valid & up.tx_rdma.ready):
-            m.d.comb += sent.eq(1 << head_slot)
-        with m.If(copy.stored.valid):
-            m.d.comb += answered.eq(1 << (copy.stored.payload[:slot_bits] if slots > 1 else 0))
-        m.d.sync += outstanding.eq((outstanding & ~answered) | sent)
+                     ask.header.src.eq(self._region), ask.header.range.eq(partition),
+                     ask.rdma().first.eq((lookup(version, partition) + 1)[:VERSION_BITS]),
+                     ask.rdma().lines.eq(chunks & 0xFF)]
+        m.d.comb += [up.tx_rdma.payload.eq(sealed(ask)), up.tx_rdma.valid.eq(valid), fetches.r.ready.eq(take)]
 
         serve_fetches(m, requests=down.rx_rdma, ok=intact.check(down.rx_rdma), version=version, read=copy,
                       tx=down.tx_data, leaves=leaves, partitions=partitions, chunks=chunks, slots=slots,
                       node=self._node, counters={name: getattr(self, name) for name in FETCH_COUNTERS})
         self._barrier(m, down, up, intact)
-        intact.check(up.rx_rdma)
+        # The GCU sends no fetches: one from its side is dropped and counted.
+        saturating_count(m, self.up_requests, up.rx_rdma.valid & intact.check(up.rx_rdma))
         m.d.comb += up.rx_rdma.ready.eq(1)
         intact.count(self.malformed)
         return m
@@ -216,6 +250,7 @@ class RegionalControlUnit(wiring.Component):
         ok = intact.check(ack_in)
         m.d.comb += ack_in.ready.eq(1)
         release = ack_in.valid & ok & waiting
+        saturating_count(m, self.unexpected_acks, ack_in.valid & ok & ~waiting)
         with m.If(release):
             m.d.sync += [waiting.eq(0), releasing.eq(1), next_leaf.eq(0),
                          iteration.eq(ack_in.payload.header.range[:VERSION_BITS])]
@@ -234,6 +269,7 @@ class RegionalControlUnit(wiring.Component):
 
 register_block(
     "region_unit", RegionalControlUnit, family="collective",
+    drops=REGION_DROPS,
     summary="Regional control unit between a region switch and the root: per-region reduction sent up to "
             "the GCU, a versioned copy of the sums served to the region's leaves, hierarchical barrier.",
     params=[
@@ -246,5 +282,8 @@ register_block(
               maximum=1024),
         Param("up_credits", int, 4, "the root switch's input buffer entries per channel", minimum=2,
               maximum=1024),
+        Param("retry_cycles", int, 1024, "cycles without a reply line before a fetch is asked again",
+              minimum=16, maximum=65536),
+        Param("retry_limit", int, 15, "re-asks of one fetch before it is given up", minimum=1, maximum=255),
     ],
 )

@@ -7,9 +7,10 @@ from amaranth.lib.wiring import In, Out
 from ..registration import Param, check_choice, check_int, register_block
 from ..runtime.packet import NODE_BITS, Flit
 from ..runtime.switch import SWITCH_NODES, Switch
+from .gcu_cluster import count_switch_drops
 from .reduction_engine import LINE_BITS
 from .reduction_table import COUNTER_BITS
-from .ring_node import RING_PARAMS, SENT_BITS, RingNode, load_layout
+from .ring_node import RING_DROPS, RING_PARAMS, SENT_BITS, RingNode, load_layout
 
 __all__ = ["RingCluster"]
 
@@ -38,7 +39,7 @@ class RingCluster(wiring.Component):
     lines : In(range(depth + 1))
         The ring's size and lines per segment, for every node.
     n<i>_load, n<i>_start, n<i>_busy, n<i>_done, n<i>_config_ok, n<i>_read_addr, n<i>_read_data, \
-n<i>_sent, n<i>_malformed, n<i>_unexpected
+n<i>_sent, n<i>_malformed, n<i>_unexpected, n<i>_overflow
         Node *i*'s ports of those names.
     n<i>_up, n<i>_down : Out(1)
         A flit left node *i* for the switch / reached node *i* from the switch this cycle: a
@@ -46,7 +47,9 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected
     p<j>_in, p<j>_in_credit, p<j>_out, p<j>_out_credit
         Switch port *j* for ``j >= nodes``, as :class:`~rtl.runtime.switch.Switch` names them.
     dropped : Out(range(4 * ports + 1))
-        The switch's unroutable flits.
+        The switch's unroutable flits of the previous cycle (a count per cycle, for a monitor).
+    switch_dropped : Out(16)
+        The same, added up (saturating): the count the host reads.
     """
 
     def __init__(self, *, ports=4, nodes=4, depth=64, queue_depth=16, switch_depth=4):
@@ -55,14 +58,15 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected
         self._node = dict(depth=depth, queue_depth=queue_depth, switch_depth=switch_depth)
         self._first = RingNode(**self._node)  # validates the rest of the parameters now
         members = {"size": In(NODE_BITS + 1), "lines": In(range(depth + 1)),
-                   "dropped": Out(range(4 * ports + 1))}
+                   "dropped": Out(range(4 * ports + 1)), "switch_dropped": Out(COUNTER_BITS)}
         for node in range(nodes):
             members.update({
                 f"n{node}_load": In(stream.Signature(load_layout(depth))), f"n{node}_start": In(1),
                 f"n{node}_busy": Out(1), f"n{node}_done": Out(1), f"n{node}_config_ok": Out(1),
                 f"n{node}_read_addr": In(range(depth)), f"n{node}_read_data": Out(LINE_BITS),
                 f"n{node}_sent": Out(SENT_BITS), f"n{node}_malformed": Out(COUNTER_BITS),
-                f"n{node}_unexpected": Out(COUNTER_BITS), f"n{node}_up": Out(1), f"n{node}_down": Out(1)})
+                f"n{node}_unexpected": Out(COUNTER_BITS), f"n{node}_up": Out(1), f"n{node}_down": Out(1),
+                f"n{node}_overflow": Out(1)})
         for port in range(nodes, ports):
             members.update({f"p{port}_in": In(stream.Signature(Flit)), f"p{port}_in_credit": Out(3),
                             f"p{port}_out": Out(stream.Signature(Flit)), f"p{port}_out_credit": In(3)})
@@ -73,6 +77,7 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected
         m.submodules.switch = switch = Switch(nodes=self._ports, depth=self._node["switch_depth"],
                                               rx_credits=self._node["queue_depth"])
         m.d.comb += self.dropped.eq(switch.dropped)
+        count_switch_drops(m, self.switch_dropped, [switch])
         for index in range(self._nodes):
             node = self._first if index == 0 else RingNode(**self._node)
             m.submodules[f"node{index}"] = node
@@ -84,7 +89,8 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected
             wiring.connect(m, wiring.flipped(getattr(self, f"n{index}_load")), node.load)
             for name in ("start", "read_addr"):
                 m.d.comb += getattr(node, name).eq(getattr(self, f"n{index}_{name}"))
-            for name in ("busy", "done", "config_ok", "read_data", "sent", "malformed", "unexpected"):
+            for name in ("busy", "done", "config_ok", "read_data", "sent", "malformed", "unexpected",
+                         "overflow"):
                 m.d.comb += getattr(self, f"n{index}_{name}").eq(getattr(node, name))
             m.d.comb += [getattr(self, f"n{index}_up").eq(node.net_out.valid & node.net_out.ready),
                          getattr(self, f"n{index}_down").eq(node.net_in.valid & node.net_in.ready)]
@@ -98,6 +104,9 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected
 
 register_block(
     "ring_cluster", RingCluster, family="collective",
+    # Node i's as n<i>_<name>; listed for the default build's four nodes.
+    drops={**{f"n{node}_{port}": what for node in range(4) for port, what in RING_DROPS.items()},
+           "switch_dropped": "flits the switch dropped (channel 3, unroutable)"},
     summary="Simulated ring all-reduce network: ring nodes on the ports of a runtime switch, the ring's size "
             "and segment length set at run time.",
     params=[

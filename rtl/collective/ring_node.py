@@ -99,7 +99,10 @@ class RingNode(wiring.Component):
     sent : Out(32)
         Packets sent since the last ``start``.
     malformed, unexpected : Out(16)
-        Dropped packets, as above.
+        Dropped packets, as above (saturating at 65535).
+    overflow : Out(1)
+        Sticky: the network interface dropped a flit that arrived beyond its credits or on
+        channel 3.
     """
 
     def __init__(self, *, depth=64, queue_depth=16, switch_depth=4):
@@ -117,6 +120,7 @@ class RingNode(wiring.Component):
             "start": In(1), "busy": Out(1), "done": Out(1),
             "read_addr": In(range(depth)), "read_data": Out(LINE_BITS),
             "sent": Out(SENT_BITS), "malformed": Out(COUNTER_BITS), "unexpected": Out(COUNTER_BITS),
+            "overflow": Out(1),
         })
 
     def elaborate(self, platform):
@@ -226,11 +230,20 @@ class RingNode(wiring.Component):
         saturating_count(m, self.malformed, rx.valid & ~intact)
         stray = rx.valid & intact & ~(in_range & expected)
         dropped = pulse_count(stray, net.rx_task.valid, net.rx_rdma.valid)
-        with m.If(self.unexpected <= (1 << COUNTER_BITS) - 1 - 3):
-            m.d.sync += self.unexpected.eq(self.unexpected + dropped)
+        total = Signal(COUNTER_BITS + 1)  # up to three drops a cycle: saturate, never wrap
+        m.d.comb += total.eq(self.unexpected + dropped)
+        m.d.sync += self.unexpected.eq(Mux(total[-1], (1 << COUNTER_BITS) - 1, total))
+        with m.If(net.overflow):
+            m.d.sync += self.overflow.eq(1)
         return m
 
 
+RING_DROPS = {
+    "malformed": "received packets whose check byte fails",
+    "unexpected": "intact packets not from the predecessor, out of range, of a segment not expected in their "
+                  "phase, or on the task or RDMA channel",
+    "overflow": "flits the network interface dropped: beyond its credits or on channel 3 (sticky)",
+}
 # The parameters a ring node and the cluster of them share.
 RING_PARAMS = (
     Param("depth", int, 64, "lines of each node's vector memory", minimum=2, maximum=1 << 20),
@@ -240,6 +253,7 @@ RING_PARAMS = (
 
 register_block(
     "ring_node", RingNode, family="collective",
+    drops=RING_DROPS,
     summary="Ring all-reduce node on a switch port: reduce-scatter through the reduction engine, then "
             "all-gather, one 448-bit line per packet.",
     params=list(RING_PARAMS),

@@ -17,6 +17,7 @@ from golden.collective import (
     mean_scale,
     reduce_leaf_order,
 )
+from golden.collective.control import TAG_SHIFT
 from golden.optim import nonfinite_gradient
 from golden.optim.host import scalar_bits
 from golden.runtime import packet as gp
@@ -29,13 +30,14 @@ from testbenches.runtime.tb import SwitchPort
 VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
 DROPS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")
 HYPER = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
-# Counters of a control unit that a clean all-reduce leaves at zero.
-ZERO_COUNTERS = ("malformed", "bad_requests", "stale_requests", "duplicate_requests", "barrier_bad_leaf",
-                 "barrier_duplicates", *(f"reduction_{name}" for name in DROPS))
+# Counters of a control unit that a clean all-reduce leaves at zero (and its sticky overflow flag).
+ZERO_COUNTERS = ("malformed", "bad_requests", "stale_requests", "duplicate_requests", "late_gradients",
+                 "barrier_bad_leaf", "barrier_duplicates", *(f"reduction_{name}" for name in DROPS),
+                 "overflow")
 
-__all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "random_words", "leaf_traffic",
-           "by_partition", "reshuffled", "nonfinite",
-           "softfloat_add"]
+
+__all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "TAG_SHIFT", "gradient_line",
+           "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite", "softfloat_add"]
 
 _SPECIALS = np.array([0x7FC00000, 0x7F800001, 0x7F800000, 0xFF800000, 0x00000001, 0x80000000, 0x00000000,
                       0x7F7FFFFF, 0xFF7FFFFF, 0x00800000], np.uint32)
@@ -112,6 +114,11 @@ def reshuffled(rng, sequence):
     """The same contributions, partition after partition, each partition's in a new random order."""
     groups = by_partition(sequence)
     return [groups[p][k] for p in sorted(groups) for k in rng.permutation(len(groups[p]))]
+
+
+def gradient_line(chunk, version):
+    """The ``line`` field of a gradient line: ``chunk``, tagged with the ``version`` it reduces towards."""
+    return chunk | version << TAG_SHIFT
 
 
 class StreamTB(ClockedTB):
@@ -194,7 +201,8 @@ class Leaf:
                 older = partition - tb.slots
                 await self.wait_for(lambda p=older: self.has_sums(p), f"sums of {older}")
             for chunk in self.rng.permutation(tb.chunks):
-                self.send(gp.Packet(gp.DATA, dst=self.dst, src=self.node, range=partition, line=int(chunk),
+                self.send(gp.Packet(gp.DATA, dst=self.dst, src=self.node, range=partition,
+                                    line=gradient_line(int(chunk), self.version),
                                     data=line_value(gradients[self.leaf, partition, chunk])))
             self.send(gp.Packet(gp.RDMA, dst=self.dst, src=self.node, range=partition, first=self.version))
         for partition in range(tb.partitions):
@@ -262,11 +270,12 @@ class TB(ClockedTB):
         shape = (len(self.leaves), self.partitions, self.chunks, LINE_WORDS)
         return random_words(rng, shape, specials=0.01)
 
-    async def run(self, rng, iterations):
+    async def run(self, rng, iterations, *, first=0):
+        """Iterations ``first .. first + iterations - 1`` of the all-reduce, every leaf's sums checked."""
         if self.adam:
             await self.load_state(rng)
         self.started = self.cycle
-        for iteration in range(iterations):
+        for iteration in range(first, first + iterations):
             gradients = self.gradients(rng)
             if self.adam:  # the step's scalars are stable while its partitions are reduced
                 hyper = dict(HYPER, step=iteration + 1, grad_scale=mean_scale(len(self.leaves)))

@@ -11,6 +11,7 @@ import pytest
 from cocotb.triggers import ClockCycles, Event, RisingEdge
 
 from golden.collective import BarrierTable
+from golden.collective.control import COUNTER_MAX
 from scripts.sim import knobs
 from scripts.sim.runner import resolved_params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
@@ -119,6 +120,31 @@ async def bad_barriers_are_counted_and_dropped(dut):
     await ClockCycles(tb.clock, 4 * tb.leaves + 20)
     tb.check(cumulative=True)
     assert int(dut.duplicates.value) > 0, "the test sent no barrier to a held leaf"
+
+
+@cocotb.test()
+async def counters_saturate(dut):
+    """A bad barrier every cycle drives its counter to 65535, where it stays (it never wraps to 0,
+    which would read as no error at all): a leaf id out of range (``bad_leaf``), or with 16 leaves,
+    where every id is a leaf's, leaf 0 again and again (``duplicates``, after its first barriers)."""
+    tb = ClockedTB(dut)  # the port driven directly: one barrier every cycle
+    leaves = resolved_params_from_env()["leaves"]
+    counter = getattr(dut, "bad_leaf" if leaves < 16 else "duplicates")
+    dut.ack__ready.value = 1
+    dut.barrier__valid.value = 0
+    await tb.reset()
+    dut.barrier__payload.value = 15 if leaves < 16 else 0
+    dut.barrier__valid.value = 1
+    await ClockCycles(tb.clock, COUNTER_MAX - 1)
+    dut.barrier__valid.value = 0
+    await ClockCycles(tb.clock, 2)
+    short = COUNTER_MAX - 1 - int(counter.value)
+    assert 0 <= short <= (0 if leaves < 16 else 4), f"{short} barriers short of 65534"
+    dut.barrier__valid.value = 1
+    await ClockCycles(tb.clock, 100)
+    dut.barrier__valid.value = 0
+    await ClockCycles(tb.clock, 2)
+    assert int(counter.value) == COUNTER_MAX, "the counter did not stop at its largest value"
 
 
 @cocotb.test()

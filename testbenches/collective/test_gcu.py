@@ -23,7 +23,7 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.channel import has_job, reply
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import TB, ZERO_COUNTERS
+from testbenches.collective.tb import TB, ZERO_COUNTERS, gradient_line
 
 
 @cocotb.test()
@@ -57,6 +57,24 @@ async def bad_packets_are_counted_and_dropped(dut):
     expected = dict.fromkeys(ZERO_COUNTERS, 0)
     expected.update(malformed=1, bad_requests=1 + int(tb.params["leaves"] < tb.gcu), stale_requests=1,
                     duplicate_requests=1)
+    assert tb.counters() == expected, knobs.describe()
+
+
+@cocotb.test()
+async def late_duplicate_gradient_is_dropped(dut):
+    """A gradient line of iteration 0 sent again after its partition was reduced: recognised by its
+    tag, dropped and counted (``late_gradients``); it must not open the partition again, so the
+    next iteration reduces every partition bit-exact with nothing else counted."""
+    tb = TB(dut, salt=9)
+    await tb.reset()
+    rng = knobs.rng(9)
+    await tb.run(rng, 1)
+    leaf = tb.leaves[0]
+    leaf.send(gp.Packet(gp.DATA, dst=tb.gcu, src=0, range=0, line=gradient_line(0, 1), data=1))
+    await ClockCycles(tb.clock, 100)
+    await tb.run(rng, 1, first=1)
+    expected = dict.fromkeys(ZERO_COUNTERS, 0)
+    expected.update(late_gradients=1)
     assert tb.counters() == expected, knobs.describe()
 
 

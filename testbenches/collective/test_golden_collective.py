@@ -167,3 +167,46 @@ def test_the_hierarchical_sum_is_not_the_flat_one():
     lines = random_words(knobs.rng(9), (4, 64, LINE_WORDS), specials=0.0)
     assert not np.array_equal(reduce_hierarchical(lines, 2), reduce_leaf_order(lines))
     assert np.array_equal(reduce_hierarchical(lines, 4), reduce_leaf_order(lines))
+
+
+def test_iteration_filter_drops_a_late_duplicate_and_admits_the_next_iteration():
+    from golden.collective import IterationFilter
+
+    gate = IterationFilter(partitions=2)
+    assert gate.admit(0, 1) and gate.admit(1, 1)
+    gate.close(0)
+    assert not gate.admit(0, 1), "a line of the closed reduction of partition 0 was admitted again"
+    assert gate.admit(0, 2) and gate.admit(1, 1) and not gate.admit(1, 2)
+    assert gate.admit(5, 77)  # an unknown partition goes on: the table counts it as bad_partition
+    assert gate.late_gradients == 2
+    for _ in range(255):
+        gate.close(1)
+    assert gate.admit(1, 0)  # tags wrap with the version, mod 256
+
+
+def test_fetch_retry_asks_again_for_a_lost_line_and_gives_up_at_its_limit():
+    from golden.collective import FetchRetry
+
+    clean = FetchRetry(partition=3, chunks=3, limit=2, version=7)
+    assert all(clean.line(3, line) for line in range(3))
+    assert (clean.open, clean.version, clean.asks) == (False, 8, 1)
+    assert not clean.line(3, 2) and clean.counters["unexpected_replies"] == 1  # no fetch open
+    middle = FetchRetry(partition=3, chunks=3, limit=2)
+    middle.line(3, 0)
+    middle.line(3, 2)  # line 1 was lost: the last comes after a gap
+    assert (middle.open, middle.version, middle.asks) == (True, 0, 2)
+    for line in range(3):
+        middle.line(3, line)
+    assert (middle.open, middle.version, middle.counters["retries"]) == (False, 1, 1)
+    last = FetchRetry(partition=1, chunks=2, limit=2)
+    last.line(1, 0)
+    last.silence()  # the last line was lost: nothing more comes
+    assert not last.line(0, 1), "a line of another partition was taken for the open fetch"
+    last.line(1, 0)
+    last.line(1, 1)
+    assert (last.open, last.version, last.counters["retries"]) == (False, 1, 1)
+    lost = FetchRetry(partition=0, chunks=1, limit=2)
+    for _ in range(3):
+        lost.silence()
+    assert (lost.open, lost.version, lost.asks) == (False, 0, 3)
+    assert lost.counters == {"retries": 2, "lost_fetches": 1, "unexpected_replies": 0}

@@ -146,6 +146,23 @@ async def nonfinite_sums_set_the_sticky_status(dut):
 
 
 @cocotb.test()
+async def bad_loads_are_counted_and_change_nothing(dut):
+    """Loads of tensor code 3 (no such tensor) and past the last line are dropped and counted
+    (``bad_loads``; before, dropped silently), and the next step still matches the golden."""
+    tb, rng = await _loaded(dut, 5)
+    lines = tb.partitions * tb.chunks
+    bad = [{"tensor": 3, "address": 0, "data": 1}]
+    if lines < 1 << (lines - 1).bit_length():  # an address the port can carry past the last line
+        bad.append({"tensor": 0, "address": lines, "data": 1})
+    for item in bad:
+        tb.loads.send_nowait(item)
+    await tb.bounded(tb.loads.wait_idle(), cycles=100, what="bad loads")
+    await tb.check_params("parameters after bad loads")
+    await tb.step(rng, 1, list(range(tb.partitions)))
+    assert int(dut.bad_loads.value) == len(bad), knobs.describe()
+
+
+@cocotb.test()
 async def reset_mid_step(dut):
     tb, rng = await _loaded(dut, 4)
     tb.set_step(1)

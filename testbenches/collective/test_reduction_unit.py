@@ -51,6 +51,8 @@ class TB(StreamTB):
         assert actual == table.counters, f"counters {actual} != golden {table.counters}; {knobs.describe()}"
         assert int(self.dut.nonfinite.value) == self.expected_nonfinite, knobs.describe()
         assert int(self.dut.reduced.value) == self.expected_reduced, knobs.describe()
+        # The output queue is fed on credits, done and feedback by invariants: none refused a write.
+        assert int(self.dut.overflow.value) == 0, f"a reduction unit queue overflowed; {knobs.describe()}"
 
 
 def traffic(tb, rng, count, **options):

@@ -152,6 +152,8 @@ async def all_reduce_is_bit_exact(dut):
             await tb.all_reduce(size, lines)
     for node in range(tb.nodes):
         assert tb.counters(node)["malformed"] == tb.counters(node)["unexpected"] == 0, knobs.describe()
+        assert int(tb.signal(node, "overflow").value) == 0, f"node {node} dropped a flit; {knobs.describe()}"
+    assert int(dut.switch_dropped.value) == 0, knobs.describe()
 
 
 @cocotb.test()

@@ -15,14 +15,24 @@ import cocotb
 import pytest
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from golden.collective import LINE_WORDS, reduce_hierarchical
+from golden.collective import LINE_WORDS, FetchRetry, reduce_hierarchical
+from golden.collective.control import DAMAGED_BIT, REGION_COUNTERS
 from golden.runtime import packet as gp
-from rtl.collective.region_unit import REGION_COUNTERS
-from rtl.collective.tiered_cluster import switch_size
 from scripts.sim import knobs
 from scripts.sim.channel import has_job, reply
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import TB, ZERO_COUNTERS
+from testbenches.collective.tb import TB, VC, ZERO_COUNTERS, gradient_line
+from testbenches.runtime.tb import SwitchPort
+
+# What a regional unit counts on its side of the GCU, that a clean all-reduce leaves at zero.
+REGION_ZERO = (*ZERO_COUNTERS, "lost_fetches", "bad_replies", "unexpected_replies", "up_requests",
+               "unexpected_acks")
+REGION_PORTS = (*REGION_COUNTERS, "overflow")
+
+
+def switch_size(ports):
+    """The runtime switch sizes (4, 8, 16 ports): the smallest with ``ports`` ports."""
+    return min(nodes for nodes in (4, 8, 16) if nodes >= ports)
 
 
 class TieredTB(TB):
@@ -41,8 +51,22 @@ class TieredTB(TB):
     def all_counters(self):
         """Every counter that a clean all-reduce leaves at zero: the GCU's, then ``r<k>_``."""
         names = [*ZERO_COUNTERS, *(f"r{region}_{name}" for region in range(self.params["regions"])
-                                   for name in REGION_COUNTERS if name in ZERO_COUNTERS)]
+                                   for name in REGION_PORTS if name in REGION_ZERO)]
         return self.counters(names)
+
+    def region_sum(self, name):
+        """Counter ``name`` summed over the regional units."""
+        return sum(int(getattr(self.dut, f"r{region}_{name}").value)
+                   for region in range(self.params["regions"]))
+
+    def injector(self):
+        """The root switch's spare port (``p<leaves>``): it sends what the GCU never would."""
+        return SwitchPort(self, len(self.leaves), knobs.rng(99), False, False,
+                          depth=self.params["switch_depth"], rx_credits=self.params["queue_depth"])
+
+    @property
+    def gcu(self):
+        return switch_size(self.params["regions"] + 1) - 1
 
 
 @cocotb.test()
@@ -81,6 +105,112 @@ async def bad_packets_at_a_region_are_counted_and_dropped(dut):
                      "r0_barrier_bad_leaf": bad_ids})
     assert tb.all_counters() == expected, knobs.describe()
     assert not leaf.acks[1:], f"a region released a barrier its other leaves never reached: {leaf.acks}"
+
+
+async def damage_replies(tb, region, picks, golden):
+    """Damage the data packets the root switch delivers to ``region``'s unit whose index (counted
+    from 0) is in ``picks``, and play each delivery to the golden :class:`FetchRetry` of its fetch
+    (``golden``: partition -> the fetches in order): a damaged line is no event, and a damaged last
+    line is followed by the silence that makes the unit ask again."""
+    unit = getattr(tb.dut.block, f"region{region}_unit")
+    count = 0
+    while True:
+        armed = count in picks
+        tb.damage = tb.damage & ~(1 << region) | int(armed) << region
+        tb.dut.damage.value = tb.damage
+        await RisingEdge(tb.clock)
+        if not int(unit.up_in__valid.value):
+            continue
+        word = int(unit.up_in__payload.value)
+        if word >> gp.PACKET_BITS != VC[gp.DATA]:
+            continue
+        count += 1
+        packet = gp.decode((word ^ (armed << DAMAGED_BIT)) & ((1 << gp.PACKET_BITS) - 1))
+        fetches = golden.setdefault(packet.range, [])
+        if not fetches or not fetches[-1].open:
+            fetches.append(FetchRetry(partition=packet.range, chunks=tb.chunks, limit=15))
+        if not armed:
+            fetches[-1].line(packet.range, packet.line)
+        elif packet.line == tb.chunks - 1:
+            fetches[-1].silence()
+
+
+@cocotb.test()
+async def damaged_replies_are_asked_for_again(dut):
+    """Reply lines from the GCU damaged on their way to a regional unit: a middle line (the last
+    then comes after a gap) and last lines (then nothing comes). The unit asks again, counts each
+    re-ask, and every leaf still fetches bit-exact sums; the re-asks are the golden model's, plus
+    one per repeat the GCU saw (a re-ask while it still held the request early)."""
+    tb = TieredTB(dut, salt=21)
+    await tb.reset()
+    tb.damage = 0
+    golden = [{} for _ in range(tb.params["regions"])]
+    picks = {0, 3, 5, 10}  # line 0 of the first reply, then last lines (chunks = 2)
+    assert tb.chunks == 2
+    watchers = [cocotb.start_soon(damage_replies(tb, region, picks, golden[region]))
+                for region in range(tb.params["regions"])]
+    await tb.run(knobs.rng(21), 2)
+    for watcher in watchers:
+        watcher.cancel()
+    dut.damage.value = 0
+    regions = tb.params["regions"]
+    expected_retries = sum(f.counters["retries"] for region in golden for fs in region.values() for f in fs)
+    assert tb.region_sum("malformed") == regions * len(picks), knobs.describe()
+    repeats = tb.counters(["repeated_requests"])["repeated_requests"]
+    assert expected_retries == regions * len(picks), (expected_retries, knobs.describe())
+    assert tb.region_sum("retries") == expected_retries + repeats, (repeats, knobs.describe())
+    counters = {k: v for k, v in tb.all_counters().items() if not k.endswith("malformed")}
+    assert counters == dict.fromkeys(counters, 0), knobs.describe()
+
+
+@cocotb.test()
+async def unasked_replies_do_not_advance_a_version(dut):
+    """From the GCU's side, what the GCU never sends: an intact last line of a partition no fetch
+    asked for (it must neither advance the version nor answer a leaf's fetch of that version),
+    replies out of range, a fetch request, and an acknowledgement while no barrier waits. Each is
+    counted and dropped, and the next iteration is bit-exact."""
+    tb = TieredTB(dut, salt=22)
+    await tb.reset()
+    rng = knobs.rng(22)
+    await tb.run(rng, 1)
+    injector = tb.injector()
+    last = tb.chunks - 1
+    for packet in (gp.Packet(gp.DATA, dst=0, src=tb.gcu, range=0, line=last, last=1, data=0xBAD),
+                   gp.Packet(gp.DATA, dst=0, src=tb.gcu, range=tb.partitions, line=0, data=1),
+                   gp.Packet(gp.DATA, dst=0, src=tb.gcu, range=0, line=tb.chunks, data=1),
+                   gp.Packet(gp.RDMA, dst=0, src=tb.gcu, range=0, first=2),
+                   gp.Packet(gp.TASK, dst=0, src=tb.gcu, mask=1)):
+        injector.outbound.append((VC[packet.ptype], gp.encode(packet)))
+    await ClockCycles(tb.clock, 100)
+    leaf = tb.leaves[0]
+    before = leaf.got[gp.DATA]
+    leaf.send(gp.Packet(gp.RDMA, dst=leaf.dst, src=leaf.node, range=0, first=2))  # not reduced twice yet
+    await ClockCycles(tb.clock, 300)
+    leaf._sort()
+    assert leaf.got[gp.DATA] == before, "a regional unit served a version it never fetched"
+    expected = dict.fromkeys(tb.all_counters(), 0)
+    expected.update({"r0_unexpected_replies": 1, "r0_bad_replies": 2, "r0_up_requests": 1,
+                     "r0_unexpected_acks": 1})
+    assert tb.all_counters() == expected, knobs.describe()
+    await tb.run(rng, 1, first=1)
+    assert tb.all_counters() == expected, knobs.describe()
+
+
+@cocotb.test()
+async def late_duplicate_gradient_is_dropped(dut):
+    """A leaf's gradient line of iteration 0 sent again after the region reduced it: dropped and
+    counted by its tag, and the next iteration is bit-exact."""
+    tb = TieredTB(dut, salt=23)
+    await tb.reset()
+    rng = knobs.rng(23)
+    await tb.run(rng, 1)
+    leaf = tb.leaves[-1]
+    leaf.send(gp.Packet(gp.DATA, dst=leaf.dst, src=leaf.node, range=1, line=gradient_line(0, 1), data=1))
+    await ClockCycles(tb.clock, 100)
+    await tb.run(rng, 1, first=1)
+    expected = dict.fromkeys(tb.all_counters(), 0)
+    expected[f"r{tb.params['regions'] - 1}_late_gradients"] = 1
+    assert tb.all_counters() == expected, knobs.describe()
 
 
 @cocotb.test()
@@ -146,10 +276,12 @@ async def traffic_of_one_all_reduce(dut):
 
 SHAPES = {
     "4_leaves_2_regions": {"regions": 2, "region_leaves": 2, "partitions": 4, "chunks": 2},
+    "8_leaves_2x4": {"regions": 2, "region_leaves": 4, "partitions": 4, "chunks": 2},
     "16_leaves_2x8": {"regions": 2, "region_leaves": 8, "partitions": 4, "chunks": 2},
     "16_leaves_4x4": {"regions": 4, "region_leaves": 4, "partitions": 4, "chunks": 2, "slots": 1},
 }
-# Sixteen leaves take minutes to build and run: make test-full only.
+# Sixteen leaves take minutes to build and run: make test-full only. The others run with two and
+# four leaves per region (the retry, version and late-duplicate tests at both).
 SLOW_SHAPES = {"16_leaves_2x8", "16_leaves_4x4"}
 
 
@@ -166,6 +298,8 @@ def test_tiered(shape):
     ("region_unit", {"leaves": 4, "node": 3}, "node must be in 4..15"),
     ("region_unit", {"region": 3, "gcu": 3}, "gcu must be in 4..15"),
     ("region_unit", {"mode": "fastest"}, "mode must be one of"),
+    ("region_unit", {"retry_cycles": 8}, "retry_cycles must be in 16..65536"),
+    ("region_unit", {"retry_limit": 0}, "retry_limit must be in 1..255"),
 ])
 def test_two_level_blocks_reject_bad_parameters_at_elaboration(block, params, message):
     from rtl.registry import get_block
