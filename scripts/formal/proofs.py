@@ -267,9 +267,11 @@ def _dma():
               "the awlen + 1-th beat; <= max_outstanding bursts await B")
     for block, harness, claim, bound in (("axi_burst_reader", axi_reader_harness, reader, 10),
                                          ("axi_burst_writer", axi_writer_harness, writer, 10)):
-        yield Proof(f"{block}.axi", block, claim, lambda harness=harness: harness(**params), depth=bound)
-        yield Proof(f"{block}.axi-deep", block, claim, lambda harness=harness: harness(**params), depth=16,
-                    slow=True)
+        # The two-burst cover takes more steps than these bounds; the cover proof below reaches it.
+        yield Proof(f"{block}.axi", block, claim, lambda harness=harness: harness(cover=False, **params),
+                    depth=bound)
+        yield Proof(f"{block}.axi-deep", block, claim, lambda harness=harness: harness(cover=False, **params),
+                    depth=16, slow=True)
         yield Proof(f"{block}.cover", block, "not vacuous: two whole bursts go through",
                     lambda harness=harness: harness(**params), depth=24, mode="cover", slow=True)
 

@@ -65,14 +65,25 @@ def row(proof, result):
             result.status, covered(result), round(result.seconds, 1)]
 
 
+def _has_covers(proof):
+    """Whether the harness of ``proof`` states covers: a stream-rule proof, or a ``cover`` proof."""
+    return proof.params is not None or proof.mode == "cover"
+
+
 def _kept_rows(path):
-    """The stored rows, by proof name; rows stored before the covered column get :data:`NOT_MEASURED`."""
+    """The stored rows, by proof name.
+
+    A row stored before the covered column existed gets ``-`` when its harness has no cover
+    (what a rerun would write), else :data:`NOT_MEASURED`, which the suite does not accept.
+    """
     if not path.exists():
         return {}
     spec = json.loads(path.read_text())
     rows = spec["rows"]
     if "covered (step)" not in spec["headers"]:
-        rows = [[*row[:7], NOT_MEASURED, *row[7:]] for row in rows]
+        defined = {proof.name: proof for proof in proofs_of()}
+        rows = [[*row[:7], NOT_MEASURED if row[0] not in defined or _has_covers(defined[row[0]]) else "-",
+                 *row[7:]] for row in rows]
     return {row[0]: row for row in rows}
 
 
