@@ -34,14 +34,14 @@ NOT_MEASURED = "not measured"
 
 def folder_of(proof):
     """``build/formal/<proof>-<hash>/``: keyed by the rtl sources and the bound, never in the source tree."""
-    key = Cache.key(source_hash(), proof.name, proof.mode, proof.depth)
+    key = Cache.key(source_hash(), proof.name, proof.mode, proof.depth, proof.cover_depth)
     return BUILD / "formal" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', proof.name)}-{key}"
 
 
 def run(proof, folder=None, timeout=1200):
     """Run ``proof`` (in :func:`folder_of` unless ``folder``) and return its :class:`~.flow.ProofResult`."""
     return run_proof(proof.build(), folder=folder or folder_of(proof), mode=proof.mode, depth=proof.depth,
-                     timeout=timeout)
+                     timeout=timeout, cover_depth=proof.cover_depth)
 
 
 def covered(result):

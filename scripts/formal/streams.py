@@ -4,7 +4,9 @@ AXI-Stream style rules, as :mod:`amaranth.lib.stream` states them: once ``valid`
 stays up until the transfer (``valid & ready``), and the payload is stable while ``valid &
 ~ready``. :func:`stream_rules_harness` wraps a component: every input of it is free
 (``AnySeq``), its input streams are *assumed* to keep the rules (a well-behaved producer),
-and its output streams are *asserted* to keep them, whatever the consumer's ``ready`` does.
+and its output streams are *asserted* to keep them, whatever the consumer's ``ready`` does,
+and *covered* stalling (``valid & ~ready``), so that a proof in which an output never stalls
+fails instead of passing vacuously.
 The streams are enumerated from the component's :class:`wiring.Signature` (members that are
 :class:`stream.Signature`, at any depth), so no output stream can be forgotten.
 """
@@ -113,6 +115,9 @@ def stream_harness(component, *, keep=(), cover=False):
 
 def stream_rules_harness(component, *, environment=None, keep=()):
     """A harness checking the stream rules on every output stream of ``component``.
+
+    Every output stream also carries its :func:`stream_cover`: :func:`.flow.run_proof` runs
+    a cover task beside the proof and fails it unless each output stalls within the bound.
 
     Parameters
     ----------
