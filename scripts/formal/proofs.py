@@ -159,10 +159,11 @@ _FAST_STREAMS = {"skid_buffer", "stream_fifo", "width_converter", "axi_burst_pla
 # are checked in the cycle after a stall, which must be inside the bound. Blocks whose
 # outputs first stall later get a deeper bound, from that step (docs/formal.md, covered).
 _STREAM_DEPTH = 8
-_STREAM_DEPTHS = {"fp_mul": 9, "fp_fma": 13, "gcu": 9, "region_unit": 10, "ring_node": 13}
+_STREAM_DEPTHS = {"fp_mul": 9, "fp_fma": 13, "gcu": 9, "region_unit": 10, "ring_node": 13, "axpby": 16}
 # Blocks proved at smaller parameters than their defaults, and why: at the defaults, their
 # first output is beyond a depth the solver finishes. The stream rules are control logic
 # that these parameters only narrow or shorten (the handshake code is the same).
+_CLEAR = "at 1024 elements, the scatter buffers are cleared for 64 cycles after reset (i.ready low)"
 _STREAM_PARAMS = {
     "fp_div": ({"fmt": "bf16", "bits_per_stage": 2}, 11,
                "the f32 divider's output does not stall within 19 steps (one quotient bit per stage)"),
@@ -173,13 +174,15 @@ _STREAM_PARAMS = {
     "embedding_cache": ({"sets": 2}, 12, "at 64 sets, the sweep after reset outlasts any practical depth"),
     "uart_rx": ({"divisor": 4}, 44, "a byte comes out 9.5 bit times after its start bit: 2 000 cycles "
                                     "at the default 217 per bit, 41 at the least divisor"),
-    "topk_scatter": ({"chunk_size": 32}, 8, "at 1024 elements, the buffer clear after reset (64 cycles) "
-                                            "keeps o idle beyond 19 steps"),
+    "topk_scatter": ({"chunk_size": 32}, 8, _CLEAR),
+    "topk_chunk_decompressor": ({"chunk_size": 32}, 8, _CLEAR),
 }
-# The systolic arrays at int8 elements: the f16 datapath's first product does not stall
-# within 19 steps. The arrays are 2x2 already by default.
-_STREAM_PARAMS.update({name: ({"element": "int8"}, 11, "the f16 products do not reach c within 19 steps")
-                       for name in ("os_array", "ws_array")})
+# The systolic arrays at int8 elements: the f16 datapath's first product is too deep. The
+# arrays are 2x2 already by default; int8 takes the same command and handshake logic.
+_STREAM_PARAMS.update({name: ({"element": "int8"}, depth, "at f16, c does not stall within 7 steps "
+                                                 "(os_array: within 19)")
+                       for name, depth in (("os_array", 11), ("ws_array", 11), ("tensor_array", 11),
+                                           ("sparse_tensor_array", 11), ("tiled_gemm", 13))})
 _STREAM_CLAIM = "stream rules on every output stream (inputs assumed to keep them)"
 
 
