@@ -149,13 +149,14 @@ NOT_PROVED.update({
     "dedupe_unit": "the solver did not finish depth 8 within 200 s (its CAM compares every entry)",
     "topk_axi_decompressor": "its o is the o of the topk_chunk_decompressor inside it, whose input is the "
                              "axi_burst_reader's data stream: topk_chunk_decompressor.streams and "
-                             "axi_burst_reader.streams stand in for it (its own o did not stall within 15 "
-                             "steps at 32-element chunks: the AXI read comes first)",
+                             "axi_burst_reader.streams stand in for it (at 32-element chunks its own o did "
+                             "not stall within 7 steps, and the solver did not finish step 8 in 150 s: "
+                             "the AXI read comes first)",
     "topk_fused_updater_core": "its o is the o of the updater_core inside it, whose input joins the "
                                "topk_chunk_decompressor's o with the state stream (a join of two streams "
                                "that keep the rules keeps them): updater_core.streams and "
-                               "topk_chunk_decompressor.streams stand in for it (its own o did not stall "
-                               "within 15 steps at 32-element chunks)",
+                               "topk_chunk_decompressor.streams stand in for it (its own o is not valid "
+                               "within 8 steps, and a deeper cover did not finish in 150 s)",
     "parameter_update": "no output stream (`updated` is a valid-only pulse; the parameters leave "
                         "through a read port)",
 })
