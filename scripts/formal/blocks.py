@@ -102,7 +102,9 @@ def credit_harness(*, latency, width=2):
     overflowing FIFO would drop one) or invented (an underflow would).
     """
     block = CreditedDelay(width=width, latency=latency)
-    return queue_harness(block, capacity=credit_depth(latency), valid_when_held=False)
+    # Covered: this proof stands in for the stream rules of the updater core's output (the same
+    # credited FIFO, 143 cycles behind its input), which no practical bound reaches.
+    return queue_harness(block, capacity=credit_depth(latency), valid_when_held=False, cover=True)
 
 
 def _address_channel(m, bus, prefix, data_width, max_burst):

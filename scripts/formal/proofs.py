@@ -152,11 +152,13 @@ NOT_PROVED.update({
                              "axi_burst_reader.streams stand in for it (at 32-element chunks its own o did "
                              "not stall within 7 steps, and the solver did not finish step 8 in 150 s: "
                              "the AXI read comes first)",
-    "topk_fused_updater_core": "its o is the o of the updater_core inside it, whose input joins the "
-                               "topk_chunk_decompressor's o with the state stream (a join of two streams "
-                               "that keep the rules keeps them): updater_core.streams and "
-                               "topk_chunk_decompressor.streams stand in for it (its own o is not valid "
-                               "within 8 steps, and a deeper cover did not finish in 150 s)",
+    "updater_core": "its o is valid 143 cycles (adam) after its first input, beyond any practical depth "
+                    "(no stall within 7 steps): credited_pipeline.credits[...] stand in for it (the same "
+                    "credited FIFO drives o; their stalls are covered)",
+    "topk_fused_updater_core": "its o is the o of the updater_core inside it (see updater_core; its input "
+                               "joins the topk_chunk_decompressor's o with the state stream, and a join "
+                               "of two streams that keep the rules keeps them): credited_pipeline.credits"
+                               "[...] and topk_chunk_decompressor.streams stand in for it",
     "parameter_update": "no output stream (`updated` is a valid-only pulse; the parameters leave "
                         "through a read port)",
 })
@@ -169,7 +171,8 @@ _FAST_STREAMS = {"skid_buffer", "stream_fifo", "width_converter", "axi_burst_pla
 # are checked in the cycle after a stall, which must be inside the bound. Blocks whose
 # outputs first stall later get a deeper bound, from that step (docs/formal.md, covered).
 _STREAM_DEPTH = 8
-_STREAM_DEPTHS = {"fp_mul": 9, "fp_fma": 13, "gcu": 9, "region_unit": 10, "ring_node": 13, "axpby": 16}
+_STREAM_DEPTHS = {"fp_mul": 9, "fp_fma": 13, "gcu": 9, "region_unit": 10, "ring_node": 13, "axpby": 16,
+                  "runtime_node": 12}
 # Blocks proved at smaller parameters than their defaults, and why: at the defaults, their
 # first output is beyond a depth the solver finishes. The stream rules are control logic
 # that these parameters only narrow or shorten (the handshake code is the same).
@@ -216,7 +219,7 @@ def _stream_proof(name):
 # Blocks whose stream rules are also proved for all time by k-induction (slow suite); the rules
 # are inductive on their own, so these close at a small k.
 _INDUCTION = ("skid_buffer", "stream_fifo", "width_converter", "counted_gearbox", "counted_width_converter",
-              "axi_burst_planner", "axi_burst_reader", "uart_rx", "axpby", "updater_core")
+              "axi_burst_planner", "axi_burst_reader", "uart_rx", "axpby")
 
 
 def _induction_proof(name):
