@@ -189,6 +189,9 @@ _STREAM_PARAMS = {
                                     "at the default 217 per bit, 41 at the least divisor"),
     "topk_scatter": ({"chunk_size": 32}, 8, _CLEAR),
     "topk_chunk_decompressor": ({"chunk_size": 32}, 8, _CLEAR),
+    "reduction_unit": ({"leaves": 2, "chunks": 1, "partitions": 2, "slots": 1}, 25,
+                       "a slot is reduced once every leaf sent every chunk: 64 lines at the defaults; "
+                       "o first stalls at step 23 even so"),
 }
 # The systolic arrays at int8 elements: the f16 datapath's first product is too deep. The
 # arrays are 2x2 already by default; int8 takes the same command and handshake logic.
