@@ -12,6 +12,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -192,8 +193,16 @@ def run_proof(harness, *, folder, mode="bmc", depth=20, timeout=1200, cover_dept
     env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(_tool(_TOOLS["solver"])).parent),
                                                  os.environ.get("PATH", "")]))
     started = time.monotonic()
-    # SBY's own exit code encodes the verdict too; the status files are read instead.
-    subprocess.run(command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # SBY's own exit code encodes the verdict too; the status files are read instead. SBY has
+    # been seen to hang on a defunct solver after its own timeout: past every task's timeout
+    # and a margin, its process group is killed and the status files say what they say.
+    process = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        process.wait(timeout=timeout * len(tasks) + 120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
     seconds = time.monotonic() - started
     status, log = _task_status(folder, mode)
     prop = trace = None
