@@ -40,7 +40,7 @@ def command_prove(args):
             raise UsageError(f"{proof.name}: {error}") from None
         bound = f"{proof.mode}, depth {proof.depth}, {result.seconds:.1f} s"
         if result.covers and result.status == "pass":
-            bound += f"; first stall at step: {record.covered(result)}"
+            bound += f"; covered at step: {record.covered(result)}"
         known = f"; expected {proof.expect}" if proof.expect != "pass" else ""
         print(f"{proof.name}: {result.describe()} ({bound}{known})", flush=True)
         rows.append(record.row(proof, result))
