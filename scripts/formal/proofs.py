@@ -172,7 +172,8 @@ _FAST_STREAMS = {"skid_buffer", "stream_fifo", "width_converter", "axi_burst_pla
 # outputs first stall later get a deeper bound, from that step (docs/formal.md, covered).
 _STREAM_DEPTH = 8
 _STREAM_DEPTHS = {"fp_mul": 9, "fp_fma": 13, "gcu": 9, "region_unit": 10, "ring_node": 13, "axpby": 19,
-                  "runtime_node": 12}
+                  "runtime_node": 12, "block_fp_ws_array": 30,
+                  "block_fp_array": 32}
 # Blocks proved at smaller parameters than their defaults, and why: at the defaults, their
 # first output is beyond a depth the solver finishes. The stream rules are control logic
 # that these parameters only narrow or shorten (the handshake code is the same).
