@@ -1,8 +1,21 @@
 """``neartrain prove [BLOCK|PROOF ...]``: the formal proofs (SymbiYosys), see :mod:`scripts.formal`."""
 
+import argparse
+
 from .common import UsageError
 
 __all__ = ["register"]
+
+
+def _seconds(text):
+    """``--timeout``: a whole number of seconds, at least 1 (SBY reads 0 as no limit at all)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of seconds >= 1, not {text!r}")
+    return value
 
 
 def command_prove(args):
@@ -26,6 +39,8 @@ def command_prove(args):
         except FormalError as error:
             raise UsageError(f"{proof.name}: {error}") from None
         bound = f"{proof.mode}, depth {proof.depth}, {result.seconds:.1f} s"
+        if result.covers and result.status == "pass":
+            bound += f"; covered at step: {record.covered(result)}"
         known = f"; expected {proof.expect}" if proof.expect != "pass" else ""
         print(f"{proof.name}: {result.describe()} ({bound}{known})", flush=True)
         rows.append(record.row(proof, result))
@@ -49,7 +64,8 @@ def register(commands):
     prove.add_argument("--deep", action="store_true", help="include the slow proofs (deep bounds, induction)")
     prove.add_argument("--list", action="store_true", help="list the proofs instead of running them")
     prove.add_argument("--record", action="store_true",
-                       help="rewrite the rows of the proofs run in docs/formal.md's table (all with --deep)")
-    prove.add_argument("--timeout", type=int, default=1200, metavar="SECONDS",
+                       help="rewrite the rows of the proofs run in docs/formal.md's table, keep the others "
+                            "(implies --deep: every proof of the names given, or all)")
+    prove.add_argument("--timeout", type=_seconds, default=1200, metavar="SECONDS",
                        help="give up a proof after this long (status timeout; default 1200)")
     prove.set_defaults(handler=command_prove)

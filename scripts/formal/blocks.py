@@ -102,7 +102,9 @@ def credit_harness(*, latency, width=2):
     overflowing FIFO would drop one) or invented (an underflow would).
     """
     block = CreditedDelay(width=width, latency=latency)
-    return queue_harness(block, capacity=credit_depth(latency), valid_when_held=False)
+    # Covered: this proof stands in for the stream rules of the updater core's output (the same
+    # credited FIFO, 143 cycles behind its input), which no practical bound reaches.
+    return queue_harness(block, capacity=credit_depth(latency), valid_when_held=False, cover=True)
 
 
 def _address_channel(m, bus, prefix, data_width, max_burst):
@@ -149,13 +151,14 @@ def _dma_harness(component, prefix, params):
     return m, dma, dma.m_axi, lengths, accepted
 
 
-def axi_reader_harness(**params):
+def axi_reader_harness(*, cover=True, **params):
     """The AXI burst reader against a legal memory: AR keeps the AXI rules, and R is never refused.
 
     The memory answers only bursts it accepted, with ``rlast`` on the ``arlen + 1``-th beat
     (assumed); the reader's credits must then always leave buffer room for every beat
     (``rvalid`` implies ``rready``) and never let more bursts fly than ``max_outstanding``.
-    ``cancel`` stays low (a cancel discards on purpose).
+    ``cancel`` stays low (a cancel discards on purpose). With ``cover``, the harness covers
+    two whole bursts (for a ``cover`` proof deep enough to reach them).
     """
     m, reader, bus, lengths, accepted = _dma_harness(AXIBurstReader, "ar", params)
     beat, answered = _beats_of_bursts(m, bus.rvalid, bus.rready, bus.rlast, "r")
@@ -166,16 +169,17 @@ def axi_reader_harness(**params):
     m.d.comb += Assert(accepted - answered <= params["max_outstanding"],
                        "at most max_outstanding bursts in flight")
     # Not vacuous: a mode "cover" run shows two whole bursts read and delivered.
-    m.d.comb += Cover((answered == 2) & reader.data.valid & reader.data.ready,
-                      "two bursts answered, data out")
+    if cover:
+        m.d.comb += Cover((answered == 2) & reader.data.valid & reader.data.ready,
+                          "two bursts answered, data out")
     return m
 
 
-def axi_writer_harness(**params):
+def axi_writer_harness(*, cover=True, **params):
     """The AXI burst writer: AW and W keep the AXI rules, W bursts match ``awlen``, bursts in flight bounded.
 
     The memory responds on B only to bursts whose AW and last W beat it has seen (assumed).
-    ``cancel`` stays low.
+    ``cancel`` stays low. With ``cover``, the harness covers two whole bursts.
     """
     m, _writer, bus, lengths, accepted = _dma_harness(AXIBurstWriter, "aw", params)
     w_channel = SimpleNamespace(valid=bus.wvalid, ready=bus.wready,
@@ -196,5 +200,6 @@ def axi_writer_harness(**params):
                          Assert(bus.wlast == (beat == bus.awlen), "wlast on the awlen + 1-th beat")]
     m.d.comb += Assert(accepted - _responded <= params["max_outstanding"],
                        "at most max_outstanding bursts await B")
-    m.d.comb += Cover(_responded == 2, "two bursts written and answered")
+    if cover:
+        m.d.comb += Cover(_responded == 2, "two bursts written and answered")
     return m

@@ -28,7 +28,8 @@ def _units(m, port, unit, step):
     return moved, step
 
 
-def unit_sequence_harness(component, *, unit, in_units=None, total=None, environment=None, keep=()):
+def unit_sequence_harness(component, *, unit, in_units=None, total=None, environment=None, keep=(),
+                          cover=False):
     """The ``k``-th ``unit``-bit unit out of ``o`` is the ``k``-th unit into ``i``, for every ``k``.
 
     Parameters
@@ -47,8 +48,10 @@ def unit_sequence_harness(component, *, unit, in_units=None, total=None, environ
         ``environment(m, component)`` adds the block's documented assumptions.
     keep : iterable of signals
         Inputs ``environment`` drives itself.
+    cover : bool
+        Cover a stall of every output stream too (see :func:`.streams.stream_cover`).
     """
-    m, _inputs, _outputs = stream_harness(component, keep=keep)
+    m, _inputs, _outputs = stream_harness(component, keep=keep, cover=cover)
     i, o = component.i, component.o
     in_payload, out_payload = Value.cast(i.payload), Value.cast(o.payload)
     taken = Signal(COUNT + len(in_payload).bit_length(), name="units_in")
@@ -83,7 +86,7 @@ def unit_sequence_harness(component, *, unit, in_units=None, total=None, environ
     return m
 
 
-def queue_harness(component, *, capacity, level=None, refill=False, valid_when_held=True):
+def queue_harness(component, *, capacity, level=None, refill=False, valid_when_held=True, cover=False):
     """A first-in first-out block of ``capacity`` transfers: token, occupancy and ``ready`` properties.
 
     Parameters
@@ -100,8 +103,10 @@ def queue_harness(component, *, capacity, level=None, refill=False, valid_when_h
         The block's own occupancy output, asserted to equal the transfers it holds.
     valid_when_held : bool
         ``o.valid`` is asserted high exactly while it holds a transfer (latency 1, no bubble).
+    cover : bool
+        Cover a stall of ``o`` too, so that the proof fails unless its rules are exercised.
     """
-    m = unit_sequence_harness(component, unit=len(Value.cast(component.i.payload)))
+    m = unit_sequence_harness(component, unit=len(Value.cast(component.i.payload)), cover=cover)
     i, o = component.i, component.o
     taken = transfer_counter(m, i, COUNT, "transfers_in")
     given = transfer_counter(m, o, COUNT, "transfers_out")

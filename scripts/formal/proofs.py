@@ -6,7 +6,9 @@ Proofs marked ``slow`` (deep bounds, k-induction, big blocks) run only in ``make
 and ``make prove``; the others are part of ``make test``.
 
 Every registered block has a stream-rule proof (``<block>.streams``) or an entry in
-:data:`NOT_PROVED` with the reason; :func:`check_coverage` holds that.
+:data:`NOT_PROVED` with the reason; :func:`check_coverage` holds that. A stream-rule proof
+passes only when every output stream of the block stalls within its bound (its cover task),
+so each block's bound comes from the step at which its outputs first stall.
 """
 
 from dataclasses import dataclass, field
@@ -46,6 +48,12 @@ class Proof:
     expect : str
         The verdict the suite requires: ``"pass"``, or ``"unknown"`` for an induction known
         not to close (kept to show it, and to notice when a stronger harness makes it close).
+    params : dict or None
+        For a stream-rule proof, the block's parameters (``{}``: its defaults); its harness
+        covers every output stream of the block built with them. None for other proofs.
+    cover_depth : int or None
+        Steps of the cover task beside the proof (None: ``depth - 1``, see
+        :func:`.flow.run_proof`).
     """
 
     name: str
@@ -56,6 +64,8 @@ class Proof:
     mode: str = "bmc"
     slow: bool = False
     expect: str = "pass"
+    params: dict = None
+    cover_depth: int = None
 
 
 def _block(name, **params):
@@ -131,6 +141,18 @@ NOT_PROVED.update({
     "tiered_cluster": "not run: it holds three or more runtime switches, whose own proof did not finish "
                       "depth 8 within 60 s",
     "dedupe_unit": "the solver did not finish depth 8 within 200 s (its CAM compares every entry)",
+    "topk_axi_decompressor": "its o is the o of the topk_chunk_decompressor inside it, whose input is the "
+                             "axi_burst_reader's data stream: topk_chunk_decompressor.streams and "
+                             "axi_burst_reader.streams stand in for it (at 32-element chunks its own o did "
+                             "not stall within 7 steps, and the solver did not finish step 8 in 150 s: "
+                             "the AXI read comes first)",
+    "updater_core": "its o is valid 143 cycles (adam) after its first input, beyond any practical depth "
+                    "(no stall within 7 steps): credited_pipeline.credits[...] stand in for it (the same "
+                    "credited FIFO drives o; their stalls are covered)",
+    "topk_fused_updater_core": "its o is the o of the updater_core inside it (see updater_core; its input "
+                               "joins the topk_chunk_decompressor's o with the state stream, and a join "
+                               "of two streams that keep the rules keeps them): credited_pipeline.credits"
+                               "[...] and topk_chunk_decompressor.streams stand in for it",
     "parameter_update": "no output stream (`updated` is a valid-only pulse; the parameters leave "
                         "through a read port)",
 })
@@ -138,27 +160,73 @@ NOT_PROVED.update({
 # Stream-rule proofs in the fast suite; the others are slow (measured: see docs/formal.md).
 _FAST_STREAMS = {"skid_buffer", "stream_fifo", "width_converter", "axi_burst_planner", "uart_rx",
                  "barrier_table", "chunk_sequencer"}
+# The bound of a stream-rule proof. Each harness covers ``valid & ~ready`` on every output
+# stream, and the proof fails unless every cover is reached by step ``depth - 2``: the rules
+# are checked in the cycle after a stall, which must be inside the bound. Blocks whose
+# outputs first stall later get a deeper bound, from that step (docs/formal.md, covered).
 _STREAM_DEPTH = 8
+_STREAM_DEPTHS = {"fp_mul": 9, "fp_fma": 13, "gcu": 9, "region_unit": 10, "ring_node": 13, "axpby": 19,
+                  "runtime_node": 12, "block_fp_ws_array": 30,
+                  "block_fp_array": 32}
+# Blocks proved at smaller parameters than their defaults, and why: at the defaults, their
+# first output is beyond a depth the solver finishes. The stream rules are control logic
+# that these parameters only narrow or shorten (the handshake code is the same).
+_CLEAR = "at 1024 elements, the scatter buffers are cleared for 64 cycles after reset (i.ready low)"
+_STREAM_PARAMS = {
+    "fp_div": ({"fmt": "bf16", "bits_per_stage": 2}, 11,
+               "the f32 divider's output does not stall within 19 steps (one quotient bit per stage)"),
+    "fp_sqrt": ({"fmt": "bf16", "bits_per_stage": 2}, 11,
+                "the f32 square root's output does not stall within 19 steps (one root bit per stage)"),
+    "aggregation_pipeline": ({"rows": 8, "cols": 8, "features": 1}, 8,
+                             "at 64 rows, the clear sweep after reset keeps drain idle beyond 19 steps"),
+    "embedding_cache": ({"sets": 2}, 12, "at 64 sets, the sweep after reset outlasts any practical depth"),
+    "uart_rx": ({"divisor": 4}, 44, "a byte comes out 9.5 bit times after its start bit: 2 000 cycles "
+                                    "at the default 217 per bit, 41 at the least divisor"),
+    "topk_scatter": ({"chunk_size": 32}, 8, _CLEAR),
+    "topk_chunk_decompressor": ({"chunk_size": 32}, 8, _CLEAR),
+    "reduction_unit": ({"leaves": 2, "chunks": 1, "partitions": 2, "slots": 1}, 25,
+                       "a slot is reduced once every leaf sent every chunk: 64 lines at the defaults; "
+                       "o first stalls at step 23 even so"),
+}
+# The systolic arrays at int8 elements: the f16 datapath's first product is too deep. The
+# arrays are 2x2 already by default; int8 takes the same command and handshake logic.
+_STREAM_PARAMS.update({name: ({"element": "int8"}, depth, "at f16, c does not stall within 7 steps "
+                                                 "(os_array: within 19)")
+                       for name, depth in (("os_array", 11), ("ws_array", 11), ("tensor_array", 11),
+                                           ("sparse_tensor_array", 11), ("tiled_gemm", 13))})
+_STREAM_CLAIM = "stream rules on every output stream (inputs assumed to keep them)"
+
+
+def _stream_setup(name):
+    """``(params, depth, claim)`` of the stream-rule proof of block ``name``."""
+    params, depth, why = _STREAM_PARAMS.get(name, ({}, _STREAM_DEPTHS.get(name, _STREAM_DEPTH), ""))
+    claim = _STREAM_CLAIM
+    if params:
+        claim += f"; at {', '.join(f'{key}={value}' for key, value in params.items())}: {why}"
+    return params, depth, claim
 
 
 def _stream_proof(name):
     environment = ENVIRONMENTS.get(name)
-    return Proof(f"{name}.streams", name, "stream rules on every output stream (inputs assumed to keep them)",
-                 lambda: stream_rules_harness(_block(name), environment=environment),
-                 depth=_STREAM_DEPTH, slow=name not in _FAST_STREAMS)
+    params, depth, claim = _stream_setup(name)
+    return Proof(f"{name}.streams", name, claim,
+                 lambda: stream_rules_harness(_block(name, **params), environment=environment),
+                 depth=depth, slow=name not in _FAST_STREAMS, params=params)
 
 
 # Blocks whose stream rules are also proved for all time by k-induction (slow suite); the rules
 # are inductive on their own, so these close at a small k.
 _INDUCTION = ("skid_buffer", "stream_fifo", "width_converter", "counted_gearbox", "counted_width_converter",
-              "axi_burst_planner", "axi_burst_reader", "uart_rx", "axpby", "updater_core")
+              "axi_burst_planner", "axi_burst_reader", "uart_rx", "axpby")
 
 
 def _induction_proof(name):
     environment = ENVIRONMENTS.get(name)
+    params, depth, _claim = _stream_setup(name)
+    # The rules close at a small k; the cover task goes as deep as the block's bounded proof.
     return Proof(f"{name}.streams-induction", name, "stream rules on every output stream, for all time",
-                 lambda: stream_rules_harness(_block(name), environment=environment),
-                 depth=_STREAM_DEPTH, mode="prove", slow=True)
+                 lambda: stream_rules_harness(_block(name, **params), environment=environment),
+                 depth=_STREAM_DEPTH, mode="prove", slow=True, params=params, cover_depth=depth - 1)
 
 
 def _queues():
@@ -231,9 +299,11 @@ def _dma():
               "the awlen + 1-th beat; <= max_outstanding bursts await B")
     for block, harness, claim, bound in (("axi_burst_reader", axi_reader_harness, reader, 10),
                                          ("axi_burst_writer", axi_writer_harness, writer, 10)):
-        yield Proof(f"{block}.axi", block, claim, lambda harness=harness: harness(**params), depth=bound)
-        yield Proof(f"{block}.axi-deep", block, claim, lambda harness=harness: harness(**params), depth=16,
-                    slow=True)
+        # The two-burst cover takes more steps than these bounds; the cover proof below reaches it.
+        yield Proof(f"{block}.axi", block, claim, lambda harness=harness: harness(cover=False, **params),
+                    depth=bound)
+        yield Proof(f"{block}.axi-deep", block, claim, lambda harness=harness: harness(cover=False, **params),
+                    depth=16, slow=True)
         yield Proof(f"{block}.cover", block, "not vacuous: two whole bursts go through",
                     lambda harness=harness: harness(**params), depth=24, mode="cover", slow=True)
 

@@ -2,8 +2,11 @@
 
 The table's proof, block, mode, depth and result columns are what ``testbenches/formal``
 checks against :mod:`.proofs` (a proof added, removed or re-bounded without rerunning
-``neartrain prove --record`` fails the suite); its seconds column is the measurement kept in
-``docs/data/formal-proofs.json``, which ``neartrain docs --check`` renders like any table.
+``neartrain prove --record`` fails the suite); its ``covered`` column names, per output
+stream, the step at which the cover task first saw it stall (``valid & ~ready``), and its
+seconds column is the measurement; both are kept in ``docs/data/formal-proofs.json``, which
+``neartrain docs --check`` renders like any table. ``--record`` with names rewrites the rows
+of those proofs only and keeps the others.
 """
 
 import json
@@ -15,31 +18,73 @@ from ..cache import BUILD, Cache
 from ..docs import DATA, write_table
 from .flow import ProofResult, run_proof
 from .proofs import NOT_PROVED, proofs_of
+from .streams import COVER
 
-__all__ = ["folder_of", "run", "row", "record", "selected", "COMMAND", "HEADERS", "DATA", "PASSED"]
+__all__ = ["folder_of", "run", "row", "covered", "record", "selected", "COMMAND", "HEADERS", "DATA", "PASSED",
+           "NOT_MEASURED"]
 
 COMMAND = "neartrain prove --deep --record"
 # A passing result, for the columns of a row that do not depend on a run.
 PASSED = ProofResult("pass", 0.0)
-HEADERS = ["proof", "block", "properties", "mode", "depth", "suite", "result", "seconds"]
+HEADERS = ["proof", "block", "properties", "mode", "depth", "suite", "result", "covered (step)", "seconds"]
+# The covered cell of a row recorded before the column existed: it names no step, so the suite
+# does not accept it as a pass (rerun the proof with --record).
+NOT_MEASURED = "not measured"
 
 
 def folder_of(proof):
     """``build/formal/<proof>-<hash>/``: keyed by the rtl sources and the bound, never in the source tree."""
-    key = Cache.key(source_hash(), proof.name, proof.mode, proof.depth)
+    key = Cache.key(source_hash(), proof.name, proof.mode, proof.depth, proof.cover_depth)
     return BUILD / "formal" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', proof.name)}-{key}"
 
 
 def run(proof, folder=None, timeout=1200):
     """Run ``proof`` (in :func:`folder_of` unless ``folder``) and return its :class:`~.flow.ProofResult`."""
     return run_proof(proof.build(), folder=folder or folder_of(proof), mode=proof.mode, depth=proof.depth,
-                     timeout=timeout)
+                     timeout=timeout, cover_depth=proof.cover_depth)
+
+
+def covered(result):
+    """The covered cell: ``"o: 3; c: never (within 7)"``, per cover of the harness; ``"-"`` without one.
+
+    A stream's cover (``"<path>: valid & ~ready"``) is named by its path alone.
+    """
+    if not result.covers:
+        return "-"
+    cells = []
+    for message, step in result.covers.items():
+        label = message[:-len(COVER)] if message.endswith(COVER) else message
+        cells.append(f"{label}: {step}" if step is not None
+                     else f"{label}: never (within {result.cover_depth})")
+    return "; ".join(cells)
 
 
 def row(proof, result):
     """The docs table row of ``proof`` and its ``result``."""
     return [proof.name, proof.block, proof.claim, proof.mode, proof.depth, "slow" if proof.slow else "fast",
-            result.status, round(result.seconds, 1)]
+            result.status, covered(result), round(result.seconds, 1)]
+
+
+def _has_covers(proof):
+    """Whether the harness of ``proof`` states covers: a stream-rule proof, or a ``cover`` proof."""
+    return proof.params is not None or proof.mode == "cover"
+
+
+def _kept_rows(path):
+    """The stored rows, by proof name.
+
+    A row stored before the covered column existed gets ``-`` when its harness has no cover
+    (what a rerun would write), else :data:`NOT_MEASURED`, which the suite does not accept.
+    """
+    if not path.exists():
+        return {}
+    spec = json.loads(path.read_text())
+    rows = spec["rows"]
+    if "covered (step)" not in spec["headers"]:
+        defined = {proof.name: proof for proof in proofs_of()}
+        rows = [[*row[:7], NOT_MEASURED if row[0] not in defined or _has_covers(defined[row[0]]) else "-",
+                 *row[7:]] for row in rows]
+    return {row[0]: row for row in rows}
 
 
 def record(rows):
@@ -49,7 +94,7 @@ def record(rows):
     proofs no longer defined are dropped. Rows follow the order of :mod:`.proofs`.
     """
     path = DATA / "formal-proofs.json"
-    kept = {row[0]: row for row in json.loads(path.read_text())["rows"]} if path.exists() else {}
+    kept = _kept_rows(path)
     kept.update({row[0]: row for row in rows})
     ordered = [kept[proof.name] for proof in proofs_of() if proof.name in kept]
     write_table("formal.md", "formal-proofs", HEADERS, ordered, COMMAND, disable_numparse=True)

@@ -4,19 +4,24 @@ AXI-Stream style rules, as :mod:`amaranth.lib.stream` states them: once ``valid`
 stays up until the transfer (``valid & ready``), and the payload is stable while ``valid &
 ~ready``. :func:`stream_rules_harness` wraps a component: every input of it is free
 (``AnySeq``), its input streams are *assumed* to keep the rules (a well-behaved producer),
-and its output streams are *asserted* to keep them, whatever the consumer's ``ready`` does.
+and its output streams are *asserted* to keep them, whatever the consumer's ``ready`` does,
+and *covered* stalling (``valid & ~ready``), so that a proof in which an output never stalls
+fails instead of passing vacuously.
 The streams are enumerated from the component's :class:`wiring.Signature` (members that are
 :class:`stream.Signature`, at any depth), so no output stream can be forgotten.
 """
 
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Assume, Module, ResetSignal, Signal, Value
+from amaranth.hdl import Assert, Assume, Const, Cover, Module, ResetSignal, Signal, Value
 from amaranth.lib import stream, wiring
 
 from .flow import FormalError
 
-__all__ = ["stream_ports", "drive_free", "stream_rules", "stream_harness", "stream_rules_harness",
-           "transfer_counter"]
+__all__ = ["stream_ports", "drive_free", "stream_rules", "stream_cover", "stream_harness",
+           "stream_rules_harness", "transfer_counter", "COVER"]
+
+# The message of an output's cover is "<path>" followed by this; :mod:`.flow` reads the path back.
+COVER = ": valid & ~ready"
 
 
 def _walk(signature, obj, path, flipped):
@@ -66,6 +71,19 @@ def stream_rules(m, port, name, check):
                      check(payload == was_payload, f"{name}: payload stable while stalled")]
 
 
+def stream_cover(m, port, name):
+    """``Cover(valid & ~ready)`` on the output ``port``: the cycle after it, its rules are checked.
+
+    A stream rule can only fail in the cycle after a stall, so a bounded proof in which no
+    output ever stalls proves nothing; the cover task beside the proof (:mod:`.flow`) shows
+    at which step each output first stalls. An ``always_ready`` output cannot stall (its
+    rules hold trivially); its cover is ``valid`` alone, so that it is at least seen moving.
+    """
+    ready = Value.cast(port.ready)
+    stalled = port.valid if isinstance(ready, Const) else port.valid & ~ready
+    m.d.comb += Cover(stalled, f"{name}{COVER}")
+
+
 def transfer_counter(m, port, width, name):
     """A ``width``-bit count of the transfers on ``port`` so far (before this cycle's)."""
     count = Signal(width, name=name)
@@ -74,11 +92,12 @@ def transfer_counter(m, port, width, name):
     return count
 
 
-def stream_harness(component, *, keep=()):
+def stream_harness(component, *, keep=(), cover=False):
     """A module with ``component`` inside: free inputs, the rules assumed on inputs and asserted on outputs.
 
     Returns ``(m, inputs, outputs)``, the streams by path. ``keep`` holds inputs the caller
-    drives itself.
+    drives itself. With ``cover``, every output stream also carries its :func:`stream_cover`,
+    so that a proof of the harness fails when one of them never stalls within its depth.
     """
     inputs, outputs = stream_ports(component)
     m = Module()
@@ -89,11 +108,16 @@ def stream_harness(component, *, keep=()):
         stream_rules(m, port, path, Assume)
     for path, port in outputs.items():
         stream_rules(m, port, path, Assert)
+        if cover:
+            stream_cover(m, port, path)
     return m, inputs, outputs
 
 
 def stream_rules_harness(component, *, environment=None, keep=()):
     """A harness checking the stream rules on every output stream of ``component``.
+
+    Every output stream also carries its :func:`stream_cover`: :func:`.flow.run_proof` runs
+    a cover task beside the proof and fails it unless each output stalls within the bound.
 
     Parameters
     ----------
@@ -111,7 +135,7 @@ def stream_rules_harness(component, *, environment=None, keep=()):
     """
     if not stream_ports(component)[1]:
         raise FormalError(f"{type(component).__name__} has no output stream to check")
-    m, _inputs, _outputs = stream_harness(component, keep=keep)
+    m, _inputs, _outputs = stream_harness(component, keep=keep, cover=True)
     if environment is not None:
         environment(m, component)
     return m

@@ -4,7 +4,7 @@ The variants live here, not in ``rtl/``: a skid buffer that drops the transfer i
 park on a stall, and a burst planner that believes pages are 8 KB (so bursts cross 4 KB).
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Assume, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -76,3 +76,42 @@ def test_planner_with_8k_pages_fails_the_4k_rule(tmp_path, monkeypatch):
     result = run_proof(harness, folder=tmp_path, depth=6)
     assert result.status == "fail", result.describe()
     assert result.prop == "no burst crosses a 4 KB boundary"
+
+
+class NeverValid(wiring.Component):
+    """A block whose output can never become valid: its stream rules hold, and check nothing."""
+
+    def __init__(self, *, width=4):
+        super().__init__({"i": In(stream.Signature(width)), "o": Out(stream.Signature(width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.i.ready.eq(1), self.o.payload.eq(self.i.payload)]
+        return m
+
+
+def test_output_that_never_becomes_valid_fails(tmp_path):
+    # Its assertions hold (o.valid is always low), so without the cover task this "passed".
+    result = run_proof(stream_rules_harness(NeverValid()), folder=tmp_path, depth=8)
+    assert result.status == "fail", result.describe()
+    assert result.prop is None and result.covers == {"o: valid & ~ready": None}
+    line = result.describe()
+    assert "\n" not in line and "o: valid & ~ready" in line and "never exercised" in line
+
+
+def test_environment_that_starves_the_output_fails(tmp_path):
+    # A correct block under an over-constrained environment (no input ever offered) is vacuous too.
+    def starve(m, dut):
+        m.d.comb += Assume(~dut.i.valid, "no input ever")
+
+    harness = stream_rules_harness(DroppingSkidBuffer(), environment=starve)
+    result = run_proof(harness, folder=tmp_path, depth=8)
+    assert result.status == "fail", result.describe()
+    assert result.uncovered == ["o: valid & ~ready"]
+
+
+def test_a_covered_stream_proof_names_the_first_stall(tmp_path):
+    # The skid buffer's output can stall one cycle after the first input: step 1.
+    result = run_proof(stream_rules_harness(DroppingSkidBuffer()), folder=tmp_path, depth=8)
+    assert result.status == "pass", result.describe()
+    assert result.covers == {"o: valid & ~ready": 1} and result.cover_depth == 7

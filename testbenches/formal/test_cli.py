@@ -19,3 +19,11 @@ def test_prove_list_names_modes_and_depths(capsys):
     assert main(["prove", "--list", "axi_burst_planner"]) == 0
     out = capsys.readouterr().out
     assert "axi_burst_planner.plan-induction\tprove depth 4\tslow" in out
+
+
+def test_prove_refuses_a_timeout_below_one_second(capsys):
+    # SBY reads `timeout 0` as no limit; a negative one is meaningless.
+    for value in ("0", "-5", "abc"):
+        assert main(["prove", "--timeout", value, "skid_buffer"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "--timeout" in err and repr(value) in err

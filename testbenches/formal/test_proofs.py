@@ -47,3 +47,52 @@ def test_docs_table_lists_every_proof_with_its_bound():
     expected_results = {proof.name: proof.expect for proof in proofs_of()}
     unexpected = {name: row[6] for name, row in recorded.items() if row[6] != expected_results[name]}
     assert unexpected == {}, f"recorded results differ from what the proofs expect: {unexpected}"
+
+
+def test_every_passing_stream_row_names_the_first_stall_of_each_output():
+    # A stream-rule row says "pass" only if every output stream of the block (as proved, with
+    # the proof's parameters) stalled within its depth; the covered cell names each one's step.
+    from rtl.registry import get_block
+
+    rows = {row[0]: row for row in json.loads((record.DATA / "formal-proofs.json").read_text())["rows"]}
+    stale = {}
+    for proof in proofs_of():
+        row = rows.get(proof.name)
+        if proof.params is None or row is None or row[6] != "pass":
+            continue
+        component = get_block(proof.block).build(proof.params)
+        component._MustUse__silence = True
+        outputs = sorted(stream_ports(component)[1])
+        cells = dict(cell.rsplit(": ", 1) for cell in row[7].split("; ")) if ": " in row[7] else {}
+        # A stall at step s is checked at step s + 1, which must be inside the bound.
+        last = proof.cover_depth - 1 if proof.cover_depth else proof.depth - 2
+        if sorted(cells) != outputs or not all(step.isdigit() and int(step) <= last
+                                               for step in cells.values()):
+            stale[proof.name] = row[7]
+    assert stale == {}, f"pass rows without each output's first stall (rerun `{record.COMMAND}`): {stale}"
+
+
+def test_record_of_named_proofs_keeps_the_other_rows(tmp_path, monkeypatch):
+    # `neartrain prove --record skid_buffer` rewrites that block's rows only.
+    import shutil
+
+    import scripts.docs
+    from scripts.formal.flow import ProofResult
+
+    (tmp_path / "data").mkdir()
+    shutil.copy(scripts.docs.DOCS / "formal.md", tmp_path / "formal.md")
+    shutil.copy(record.DATA / "formal-proofs.json", tmp_path / "data" / "formal-proofs.json")
+    monkeypatch.setattr(scripts.docs, "DOCS", tmp_path)
+    monkeypatch.setattr(scripts.docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(record, "DATA", tmp_path / "data")
+    stored = tmp_path / "data" / "formal-proofs.json"
+    before = {row[0]: row for row in json.loads(stored.read_text())["rows"]}
+    proof = next(proof for proof in proofs_of() if proof.name == "skid_buffer.streams")
+    result = ProofResult("pass", 1.0, covers={"o: valid & ~ready": 1}, cover_depth=7)
+    record.record([record.row(proof, result)])
+    after = {row[0]: row for row in json.loads(stored.read_text())["rows"]}
+    assert after.keys() == before.keys()
+    assert after["skid_buffer.streams"][6:] == ["pass", "o: 1", 1.0]
+    others = [name for name in before if name != "skid_buffer.streams"]
+    assert [after[name][:7] for name in others] == [before[name][:7] for name in others]
+    assert "| skid_buffer.streams" in (tmp_path / "formal.md").read_text()
