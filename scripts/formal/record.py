@@ -103,5 +103,12 @@ def record(rows):
 
 
 def selected(names, deep):
-    """The proofs of ``names`` (blocks or proof names; all when empty)."""
-    return proofs_of(set(names) if names else None, slow=deep)
+    """The proofs of ``names`` (blocks or proof names; all when empty): the fast ones, or all with
+    ``deep``. A name with no fast proof (a block whose proofs are all slow, or a slow proof named
+    outright) selects its slow ones, so that naming it is enough to run it."""
+    if deep or not names:
+        return proofs_of(set(names) if names else None, slow=deep)
+    fast = proofs_of(set(names), slow=False)
+    named = {proof.block for proof in fast} | {proof.name for proof in fast}
+    rest = set(names) - named
+    return fast + (proofs_of(rest) if rest else [])

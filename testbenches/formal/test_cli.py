@@ -27,3 +27,18 @@ def test_prove_refuses_a_timeout_below_one_second(capsys):
         assert main(["prove", "--timeout", value, "skid_buffer"]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and "--timeout" in err and repr(value) in err
+
+
+def test_a_block_with_only_slow_proofs_is_proved_when_named():
+    """``neartrain prove runtime_spawner`` runs its slow proofs rather than finding none; a block
+    with fast proofs keeps to them without ``--deep``."""
+    from scripts.formal.proofs import proofs_of
+    from scripts.formal.record import selected
+
+    only_slow = selected(["runtime_spawner"], deep=False)
+    assert only_slow and {proof.block for proof in only_slow} == {"runtime_spawner"}
+    assert all(proof.slow for proof in only_slow)
+    assert {p.name for p in only_slow} == {p.name for p in proofs_of({"runtime_spawner"})}
+    mixed = selected(["skid_buffer", "runtime_spawner"], deep=False)
+    assert {p.name for p in mixed if p.block == "skid_buffer"} == {
+        p.name for p in proofs_of({"skid_buffer"}, slow=False)}
