@@ -182,7 +182,9 @@ _STREAM_PARAMS = {
     "embedding_cache": ({"sets": 2}, 12, "at 64 sets, the sweep after reset outlasts any practical depth"),
     "uart_rx": ({"divisor": 4}, 44, "a byte comes out 9.5 bit times after its start bit: 2 000 cycles "
                                     "at the default 217 per bit, 41 at the least divisor"),
-    "topk_scatter": ({"chunk_size": 32}, 8, _CLEAR),
+    "topk_scatter": ({"lanes": 2, "banks": 4, "out_lanes": 4, "chunk_size": 16, "queue_depth": 2}, 14,
+                     _CLEAR + "; at 8 lanes and 16 banks the solver did not finish step 7 in 20 min, so "
+                     "the lanes, banks and queues are narrowed too"),
     "topk_chunk_decompressor": ({"chunk_size": 32}, 8, _CLEAR),
     "reduction_unit": ({"leaves": 2, "chunks": 1, "partitions": 2, "slots": 1}, 25,
                        "a slot is reduced once every leaf sent every chunk: 64 lines at the defaults; "
