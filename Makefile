@@ -38,7 +38,7 @@ verilog: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m scripts.lint_verilog
+	$(BIN)/python -m scripts.flow.lint_verilog
 
 # `make sweep`: resources of SWEEP_BLOCK over SWEEP_VARY (SWEEP_SET held fixed) against a board
 # budget (CSV + plots). The default, the Adam updater's lanes with its DSP-frugal product options
@@ -56,7 +56,7 @@ SWEEP_COMMAND = neartrain sweep $(SWEEP_BLOCK) $(foreach vary,$(SWEEP_VARY),--va
 
 sweep: $(STAMP)
 	$(BIN)/$(SWEEP_COMMAND)
-	$(if $(SWEEP_DEFAULT),$(BIN)/python -m scripts.sweep_table build/sweep/$(SWEEP_BLOCK)/sweep.csv "make sweep")
+	$(if $(SWEEP_DEFAULT),$(BIN)/python -m scripts.flow.sweep_table build/sweep/$(SWEEP_BLOCK)/sweep.csv "make sweep")
 
 # `make bitstream`: an ECP5 bitstream of BITSTREAM_BLOCK in its evaluation top, with Fmax and use.
 BITSTREAM_BLOCK ?= fp_add

@@ -40,7 +40,7 @@ class Board:
     device : str
         FPGA part.
     target : str
-        Synthesis target of :mod:`scripts.synth` (``"xcup"`` or ``"ecp5"``).
+        Synthesis target of :mod:`scripts.flow.synth` (``"xcup"`` or ``"ecp5"``).
     budgets : dict
         Available resources, keyed by the target's resource column names.
     sources : dict

@@ -5,7 +5,7 @@ Table III; DPT (IEEE CAL 2021) Table 2; the SmartNIC dissertation (2024) Section
 and 4.5.1 with Table 4.2. Where a seed rounds a count ("522K"), the exact count is taken
 from the vendor data sheet named next to it.
 
-Block RAM is counted in 36 Kb blocks on the AMD devices (as ``scripts.synth`` counts
+Block RAM is counted in 36 Kb blocks on the AMD devices (as ``scripts.flow.synth`` counts
 ``RAMB36E2``) and in 18 Kb EBR blocks on ECP5. ``CARRY`` is one carry block per 8 LUTs
 on every AMD part here: one CARRY8 per UltraScale+ CLB, four LOOKAHEAD8 per 32-LUT
 Versal CLB.

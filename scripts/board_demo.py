@@ -245,7 +245,7 @@ def build_board(*, board, output, lanes=1, depth=256, baud=115200, seed=1):
 
     from rtl.board.adam_demo import check_geometry
     from rtl.board.board_top import BoardDemoTop, check_baud
-    from scripts.bitstream import BitstreamError, parse_nextpnr, yowasp_environment
+    from scripts.flow.bitstream import BitstreamError, parse_nextpnr, yowasp_environment
 
     if board.target != "ecp5" or board.platform is None:
         raise DemoError(f"board {board.name!r} has no open-toolchain flow")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scripts import docs
+from scripts.flow import docs
 
 
 def test_every_generated_table_is_current():

@@ -81,7 +81,7 @@ def generate_verilog(name, folder, overrides=None):
     """Write ``<name>.v`` and its JSON manifest into ``folder``; returns the Verilog's path."""
     from amaranth.hdl import UnusedElaboratable
 
-    from scripts.elaboration import registered_verilog
+    from scripts.flow.elaboration import registered_verilog
 
     block = lookup_block(name)
     overrides = dict(overrides or {})
@@ -106,7 +106,7 @@ def command_generate(args):
 
 
 def command_synth(args):
-    from scripts.synth import SynthesisError, synthesize
+    from scripts.flow.synth import SynthesisError, synthesize
 
     from .common import UsageError
 

@@ -62,7 +62,14 @@ def _print_points(result):
 
 
 def command_sweep(args):
-    from scripts.sweep import fit_report, format_fit_report, parse_vary, plot_resources, run_sweep, write_csv
+    from scripts.flow.sweep import (
+        fit_report,
+        format_fit_report,
+        parse_vary,
+        plot_resources,
+        run_sweep,
+        write_csv,
+    )
 
     block = lookup_block(args.block)
     board = _board(args.board, target=args.target)
@@ -108,10 +115,10 @@ def _check_frequency(board, frequency_mhz):
 
 def format_bitstream_summary(label, summary):
     """The lines ``neartrain bitstream`` prints: clock, Fmax and utilisation."""
-    from scripts.bitstream import stopped_reason
+    from scripts.flow.bitstream import stopped_reason
 
     pll = summary["pll"]
-    # When scripts.nextpnr_watch stopped nextpnr, one sentence says why instead of a bitstream path.
+    # When scripts.flow.nextpnr_watch stopped nextpnr, one sentence says why instead of a bitstream path.
     stopped = stopped_reason(summary)
     lines = [f"{label} on {summary['board']} ({summary['device']}): {stopped or summary['bitstream']}",
              f"clock: {summary['requested_mhz']:g} MHz requested, PLL makes {summary['clock_mhz']:g} MHz "
@@ -132,7 +139,7 @@ def format_bitstream_summary(label, summary):
 
 
 def command_bitstream(args):
-    from scripts.bitstream import BitstreamError, build_bitstream
+    from scripts.flow.bitstream import BitstreamError, build_bitstream
 
     block = lookup_block(args.block)
     board = _board(args.board)
@@ -162,7 +169,7 @@ def command_bitstream(args):
 
 
 def command_results(args):
-    from scripts.results_table import write_results
+    from scripts.flow.results_table import write_results
 
     board = _board(args.board, target="ecp5")
     # The page is written after every block is measured (hours): a bad path is refused first.
@@ -230,7 +237,7 @@ def command_board_demo(args):
 def register(commands):
     """Add ``boards``, ``sweep``, ``bitstream``, ``results``, ``vitis``, ``board-demo`` to ``neartrain``."""
     from boards.targets import TARGETS
-    from scripts.bitstream import DEFAULT_FREQUENCY_MHZ, DEFAULT_ROUTER, ROUTERS
+    from scripts.flow.bitstream import DEFAULT_FREQUENCY_MHZ, DEFAULT_ROUTER, ROUTERS
 
     listing = commands.add_parser("boards", help="list the boards, their budgets and sources")
     listing.set_defaults(handler=command_boards)
@@ -258,7 +265,7 @@ def register(commands):
                                                 "and utilisation. Exits 1, saying why in one line, when "
                                                 "the block does not fit, place or route (nextpnr is "
                                                 "stopped when its log shows it; the rules are in "
-                                                "scripts/nextpnr_watch.py).")
+                                                "scripts/flow/nextpnr_watch.py).")
     bitstream.add_argument("block")
     bitstream.add_argument("--board", default="ulx3s-85f", help="an ECP5 board (default: ulx3s-85f)")
     bitstream.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")

@@ -1,4 +1,4 @@
-"""``neartrain docs [--check]``: the generated tables of ``docs/`` (see :mod:`scripts.docs`)."""
+"""``neartrain docs [--check]``: the generated tables of ``docs/`` (see :mod:`scripts.flow.docs`)."""
 
 from .common import UsageError
 
@@ -6,7 +6,7 @@ __all__ = ["register"]
 
 
 def command_docs(args):
-    from scripts import docs
+    from scripts.flow import docs
 
     if args.check:
         problems = docs.check()

@@ -200,7 +200,7 @@ def run_main_job(args):
 
     from boards.references import SMART_INFINITY
     from rtl.registry import blocks, get_block
-    from scripts.synth import cached_resources, synthesize
+    from scripts.flow.synth import cached_resources, synthesize
 
     started = time.monotonic()
     folder = ROOT / "build" / "verilog"

@@ -14,8 +14,8 @@ import re
 
 from rtl.elaborate import source_hash
 
-from ..cache import BUILD, Cache
-from ..docs import DATA, write_table
+from ..flow.cache import BUILD, Cache
+from ..flow.docs import DATA, write_table
 from .flow import ProofResult, run_proof
 from .proofs import NOT_PROVED, proofs_of
 from .streams import COVER

@@ -43,7 +43,7 @@ from cocotb_tools.runner import Verilator
 from rtl.elaborate import TOP_NAME, to_verilog
 from rtl.registry import get_block
 
-from ..elaboration import registered_verilog
+from ..flow.elaboration import registered_verilog
 from . import channel, knobs
 from .verilator import LINT_FLAGS, environment_with_verilator
 
@@ -72,7 +72,7 @@ def _resolve(block, params):
 
 
 def _elaborate(reference, constructor, params):
-    """The design's Verilog: a registered block's from :mod:`scripts.elaboration`, a class's afresh."""
+    """The design's Verilog: a registered block's from :mod:`scripts.flow.elaboration`, a class's afresh."""
     if ":" in reference:
         return to_verilog(constructor(**params), name=TOP_NAME)
     return registered_verilog(reference, params, lambda: constructor(**params))

@@ -10,15 +10,15 @@
     counter, checked bit for bit and against the cycle model. P = 4 on every graph and the seed
     rule's packets; P = 1, 2, 8 on the three smaller graphs.
 ``area``
-    Yosys resources on xcup and ECP5 (``scripts.synth``) for P = 4, F = 16 and the lanes sweep,
-    and an ECP5 bitstream's Fmax (``scripts.bitstream``).
+    Yosys resources on xcup and ECP5 (``scripts.flow.synth``) for P = 4, F = 16 and the lanes sweep,
+    and an ECP5 bitstream's Fmax (``scripts.flow.bitstream``).
 ``registers``
     The register map of ``aggregation_kernel``.
 ``time``
     Per-graph aggregation time from the measured cycles at the ECP5 Fmax and at a stated xcup
     clock, against ``scipy.sparse`` on this machine's CPU (F = 16, float32).
 
-Each writes its tables with :func:`scripts.docs.write_table` and keeps its raw figures in
+Each writes its tables with :func:`scripts.flow.docs.write_table` and keeps its raw figures in
 ``build/bench/aggregate_<part>.json`` (``time`` reads ``rtl``'s and ``area``'s).
 """
 
@@ -41,7 +41,7 @@ from golden.aggregate import (
     spawn,
     with_self_loops,
 )
-from scripts.docs import DOCS, write_table
+from scripts.flow.docs import DOCS, write_table
 
 DOC = "aggregate.md"
 COMMAND = ".venv/bin/python -m testbenches.aggregate.bench_aggregate"
@@ -204,8 +204,8 @@ def _area_points(args):
 def area(args):
     from boards.catalog import BOARDS
     from rtl.registry import get_block
-    from scripts.bitstream import measure_bitstream
-    from scripts.synth import synthesize
+    from scripts.flow.bitstream import measure_bitstream
+    from scripts.flow.synth import synthesize
 
     block = get_block("aggregation_pipeline")
     measured = []

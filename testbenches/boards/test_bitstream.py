@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 
 from rtl.bus.skid_buffer import SkidBuffer
 from rtl.eval_top import EvaluationCore, ecp5_pll_dividers
-from scripts.bitstream import critical_path, parse_nextpnr
+from scripts.flow.bitstream import critical_path, parse_nextpnr
 
 
 def _parity(value, width):
@@ -116,7 +116,7 @@ def test_critical_path_names_the_block_signals_at_its_ends():
 
 def test_results_call_a_block_over_the_budget_too_large():
     from boards import boards
-    from scripts.results_table import too_large
+    from scripts.flow.results_table import too_large
 
     board = boards()["ulx3s-85f"]
     assert too_large({"LUT4": 83_640, "FF": 10, "MULT18": 156, "EBR": 0}, board) is None
@@ -126,7 +126,7 @@ def test_results_call_a_block_over_the_budget_too_large():
 
 def test_an_unknown_router_is_refused_before_any_tool_runs(tmp_path):
     from boards import boards
-    from scripts.bitstream import build_bitstream
+    from scripts.flow.bitstream import build_bitstream
 
     with pytest.raises(ValueError, match="router must be one of router1, router2, not 'router3'"):
         build_bitstream(None, board=boards()["ulx3s-85f"], output=tmp_path, router="router3")
@@ -153,7 +153,7 @@ def test_bitstream_flow_on_a_small_block(tmp_path):
 
 
 def test_the_classic_abc_retry_is_taken_only_when_yosys_stopped_in_abc9(tmp_path):
-    from scripts.bitstream import NAME, _abc9_failed
+    from scripts.flow.bitstream import NAME, _abc9_failed
 
     log = tmp_path / f"{NAME}.rpt"
     log.write_text("2.46.14.5. Executing ABC9.\nERROR: Assert `GetSize(conn.first) == ...' failed\n")
@@ -169,7 +169,7 @@ def test_a_build_stopped_in_abc9_is_retried_with_classic_abc(tmp_path, monkeypat
     from amaranth.build.plat import BuildPlan
 
     from boards import boards
-    from scripts import bitstream
+    from scripts.flow import bitstream
 
     builds = []
     execute = BuildPlan.execute_local

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rtl.bus.skid_buffer import SkidBuffer
-from scripts.nextpnr_watch import (
+from scripts.flow.nextpnr_watch import (
     EXIT_VERDICT,
     RISE_FLOOR,
     RISES_IN_A_ROW,
@@ -122,8 +122,8 @@ def test_the_watcher_needs_the_log_file(tmp_path):
 
 def test_the_flow_reports_a_block_that_packs_over_the_device(tmp_path, monkeypatch):
     from boards import boards
-    from scripts import bitstream
     from scripts.cli.boards import format_bitstream_summary
+    from scripts.flow import bitstream
 
     nextpnr = _fake_nextpnr(tmp_path, [*UTILISATION, "Info: \t        TRELLIS_COMB:   95523/  83640   114%"],
                             then_hang=True)
@@ -140,8 +140,8 @@ def test_the_flow_reports_a_block_that_packs_over_the_device(tmp_path, monkeypat
 
 
 def test_the_cli_says_why_there_is_no_bitstream_and_fails(tmp_path, monkeypatch, capsys):
-    from scripts import bitstream
     from scripts.cli import main
+    from scripts.flow import bitstream
 
     counts = [40_000, 5_000, 6_000, 7_000, 8_000, 9_000]
     # The placer's estimate, which a stopped run must not report as its Fmax.
@@ -159,7 +159,7 @@ def test_the_cli_says_why_there_is_no_bitstream_and_fails(tmp_path, monkeypatch,
 
 def test_a_nextpnr_failure_without_a_verdict_is_still_an_error(tmp_path, monkeypatch):
     from boards import boards
-    from scripts import bitstream
+    from scripts.flow import bitstream
 
     nextpnr = _fake_nextpnr(tmp_path, ["ERROR: no BELs remaining"], then_hang=False)
     environment = bitstream.yowasp_environment

@@ -3,7 +3,7 @@
 import json
 
 from rtl.registry import blocks
-from scripts import docs, results_table
+from scripts.flow import docs, results_table
 
 TABLES = ("results-blocks", "results-critical-paths", "results-kernel", "results-setup", "board-budgets")
 

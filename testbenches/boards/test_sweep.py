@@ -8,7 +8,7 @@ from boards import Board, Clock
 from rtl.elaborate import to_verilog
 from rtl.registry import get_block
 from scripts.cli import main
-from scripts.sweep import SweepResult, fit_report, format_fit_report, parse_vary
+from scripts.flow.sweep import SweepResult, fit_report, format_fit_report, parse_vary
 
 WIDTHS = (5, 7)
 
@@ -19,7 +19,7 @@ def _rows(folder):
 
 
 def test_sweep_writes_csv_plots_verdict_and_resumes_from_the_cache(tmp_path, capsys):
-    from scripts.synth import forget_resources
+    from scripts.flow.synth import forget_resources
 
     block = get_block("skid_buffer")
     # Start from a cold cache for exactly these points, so the first run really synthesises.
@@ -51,7 +51,7 @@ def test_sweep_writes_csv_plots_verdict_and_resumes_from_the_cache(tmp_path, cap
 
 
 def test_cached_resources_reads_what_synthesis_wrote():
-    from scripts.synth import cached_resources, synthesize_verilog
+    from scripts.flow.synth import cached_resources, synthesize_verilog
 
     # Not one of WIDTHS: under pytest-xdist this may run while the sweep test expects a cold cache.
     verilog = to_verilog(get_block("skid_buffer").build({"width": 6}))

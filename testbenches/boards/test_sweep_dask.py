@@ -21,11 +21,11 @@ from distributed import Client, LocalCluster, WorkerPlugin
 
 from rtl.elaborate import to_verilog
 from rtl.registry import get_block
-from scripts.cache import Cache
 from scripts.cli import main
-from scripts.sweep import _failure, parse_vary, run_sweep, synthesise_point
-from scripts.sweep_cluster import CLUSTER_CONFIG, DaskRunner
-from scripts.synth import CACHE, SynthesisError, cache_key, forget_resources
+from scripts.flow.cache import Cache
+from scripts.flow.sweep import _failure, parse_vary, run_sweep, synthesise_point
+from scripts.flow.sweep_cluster import CLUSTER_CONFIG, DaskRunner
+from scripts.flow.synth import CACHE, SynthesisError, cache_key, forget_resources
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 180

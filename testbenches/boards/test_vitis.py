@@ -37,7 +37,7 @@ from rtl.bus.axi_burst_reader import AXIBurstReader
 from rtl.bus.axi_burst_writer import AXIBurstWriter
 from rtl.bus.axi_lite_control import AXILiteControl
 from rtl.registry import get_block
-from scripts.synth import _yosys_executable
+from scripts.flow.synth import _yosys_executable
 from scripts.vitis import KernelShapeError, describe_kernel, write_kernel_tree
 
 

@@ -9,7 +9,7 @@ wall-clock timing is involved.
 The AXI4-Lite register maps in the docs (:data:`REGISTER_MAPS`: the example of
 ``axi_lite_control`` at its registry defaults, and the kernels ``adam_updater`` and
 ``topk_updater``) are written from their ``register_map()`` in the same run, or alone with
-``--register-maps`` (no simulation). Every table goes through :func:`scripts.docs.write_table`.
+``--register-maps`` (no simulation). Every table goes through :func:`scripts.flow.docs.write_table`.
 """
 
 import argparse
@@ -17,7 +17,7 @@ import logging
 import os
 
 from rtl.registry import get_block
-from scripts.docs import write_table
+from scripts.flow.docs import write_table
 from scripts.sim.runner import run_cocotb
 
 DOC = "bus_axi.md"

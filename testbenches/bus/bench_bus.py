@@ -4,14 +4,14 @@ Run: ``.venv/bin/python -m testbenches.bus.bench_bus [--transfers N]``. Each poi
 ``throughput_without_stalls`` (of the block's ``test_<block>.py``) on Verilator and counts clock
 cycles between the first and the last output transfer (no wall-clock timing is involved). The rows go to
 ``docs/data/bus-throughput.json`` and the table between the ``bus-throughput`` markers
-(:func:`scripts.docs.write_table`).
+(:func:`scripts.flow.docs.write_table`).
 """
 
 import argparse
 import logging
 import os
 
-from scripts.docs import write_table
+from scripts.flow.docs import write_table
 from scripts.sim.runner import run_cocotb
 
 TRANSFERS = 4096

@@ -23,7 +23,7 @@ import json
 import logging
 import math
 
-from scripts.docs import write_table
+from scripts.flow.docs import write_table
 
 DOC = "collective.md"
 COMMAND = ".venv/bin/python -m testbenches.collective.bench_collective"
@@ -72,7 +72,7 @@ def buffering(args):
 def area(args):
     from boards.targets import RESOURCE_COLUMNS
     from rtl.registry import get_block
-    from scripts.synth import synthesize
+    from scripts.flow.synth import synthesize
 
     rows = []
     for name, overrides in AREA_POINTS:
@@ -150,7 +150,7 @@ def tiered(args):
 
 
 def _rows(name):
-    from scripts.docs import DATA
+    from scripts.flow.docs import DATA
 
     spec = json.loads((DATA / f"{name}.json").read_text())
     return [dict(zip(spec["headers"], row, strict=True)) for row in spec["rows"]]
@@ -161,7 +161,7 @@ def _number(cell):
 
 
 def compare(args):
-    from scripts.docs import DOCS
+    from scripts.flow.docs import DOCS
 
     gcu = {row["leaves N"]: row for row in _rows("collective-gcu-traffic")}
     ring = {row["N"]: row for row in _rows("collective-ring")}

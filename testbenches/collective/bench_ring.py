@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from golden.collective import LINE_WORDS, ring_counts, seed_ring_counts
-from scripts.docs import DOCS, write_table
+from scripts.flow.docs import DOCS, write_table
 from scripts.sim.runner import run_cocotb
 from testbenches.collective.test_ring import BENCH_PARAMS
 

@@ -11,7 +11,7 @@ every AXI beat counted, the region checked bit for bit. The other DRAM rows are 
 :mod:`golden.compress.traffic`.
 
 The rows go to ``docs/data/compress-*.json`` and the ``compress-scatter``, ``compress-dram-scatter``
-and ``compress-traffic`` tables of ``docs/compress.md`` (:func:`scripts.docs.write_table`);
+and ``compress-traffic`` tables of ``docs/compress.md`` (:func:`scripts.flow.docs.write_table`);
 ``--paper`` keeps the measured fused rows of ``docs/data/compress-traffic.json``.
 """
 
@@ -20,7 +20,7 @@ import json
 import logging
 
 from golden.compress import dram_traffic
-from scripts.docs import DATA, write_table
+from scripts.flow.docs import DATA, write_table
 from scripts.sim.runner import run_cocotb
 from testbenches.compress.test_axi_chunk_decompressor import AXI_PARAMS
 

@@ -19,7 +19,7 @@ import logging
 import numpy as np
 
 from golden.dlrm import DATASETS, LruCache, hit_rate, lookup_trace
-from scripts.docs import DOCS, write_table
+from scripts.flow.docs import DOCS, write_table
 from scripts.sim.runner import run_cocotb
 
 DOC = "dlrm.md"
@@ -116,9 +116,9 @@ def area(args):
     from boards import reference_board
     from boards.targets import RESOURCE_COLUMNS
     from rtl.registry import get_block
-    from scripts.bitstream import measure_bitstream
-    from scripts.docs import kept_rows
-    from scripts.synth import synthesize
+    from scripts.flow.bitstream import measure_bitstream
+    from scripts.flow.docs import kept_rows
+    from scripts.flow.synth import synthesize
 
     headers = (["block"] + [f"xcup {column}" for column in RESOURCE_COLUMNS["xcup"]]
                + [f"ECP5 {column}" for column in RESOURCE_COLUMNS["ecp5"]] + ["ECP5 Fmax MHz"])

@@ -76,14 +76,14 @@ def test_record_of_named_proofs_keeps_the_other_rows(tmp_path, monkeypatch):
     # `neartrain prove --record skid_buffer` rewrites that block's rows only.
     import shutil
 
-    import scripts.docs
+    import scripts.flow.docs
     from scripts.formal.flow import ProofResult
 
     (tmp_path / "data").mkdir()
-    shutil.copy(scripts.docs.DOCS / "formal.md", tmp_path / "formal.md")
+    shutil.copy(scripts.flow.docs.DOCS / "formal.md", tmp_path / "formal.md")
     shutil.copy(record.DATA / "formal-proofs.json", tmp_path / "data" / "formal-proofs.json")
-    monkeypatch.setattr(scripts.docs, "DOCS", tmp_path)
-    monkeypatch.setattr(scripts.docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(scripts.flow.docs, "DOCS", tmp_path)
+    monkeypatch.setattr(scripts.flow.docs, "DATA", tmp_path / "data")
     monkeypatch.setattr(record, "DATA", tmp_path / "data")
     stored = tmp_path / "data" / "formal-proofs.json"
     before = {row[0]: row for row in json.loads(stored.read_text())["rows"]}

@@ -2,16 +2,16 @@
 
 Run: ``.venv/bin/python -m testbenches.fp.bench_fp [--no-fmax] [--no-issue-rate]``.
 
-* Resources: ``scripts.synth`` (Yosys ``synth_xilinx -family xcup -flatten`` and
+* Resources: ``scripts.flow.synth`` (Yosys ``synth_xilinx -family xcup -flatten`` and
   ``synth_ecp5``), every registered ``fp`` unit in f32, f16 and bf16.
 * Latency: the unit's declared ``latency`` (cycles), which the cocotb tests check.
 * Issue rate: cocotb on Verilator feeds 1024 back-to-back operations and counts the
   cycles between the first and the last result (``one_operation_per_cycle``).
 * Fmax: a real ECP5 place and route through ``neartrain bitstream`` when that flow is
-  available (``scripts.bitstream``); otherwise the column says so.
+  available (``scripts.flow.bitstream``); otherwise the column says so.
 
 The rows go to ``docs/data/fp-units.json`` and the ``fp-units`` table of ``docs/fp.md``
-(:func:`scripts.docs.write_table`).
+(:func:`scripts.flow.docs.write_table`).
 """
 
 import argparse
@@ -21,8 +21,8 @@ import os
 
 from boards.targets import RESOURCE_COLUMNS
 from rtl.registry import blocks
-from scripts.docs import write_table
-from scripts.synth import synthesize
+from scripts.flow.docs import write_table
+from scripts.flow.synth import synthesize
 
 FORMATS = ("f32", "f16", "bf16")
 
@@ -74,7 +74,7 @@ def _fmax(point):
     """ECP5 Fmax (MHz) of one unit inside the evaluation top on the reference ECP5 board."""
     from boards import reference_board
     from rtl.registry import get_block
-    from scripts.bitstream import measure_bitstream
+    from scripts.flow.bitstream import measure_bitstream
 
     name, overrides = point
     try:

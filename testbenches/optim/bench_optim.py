@@ -16,7 +16,7 @@ timed by the wall clock. Reported per run:
 * the fraction of that bound reached, in steady state and over the whole run.
 
 The rows of a run at the default ``--stalls`` and ``--elements`` go to the ``optim-throughput``
-table of docs/optim.md (:func:`scripts.docs.write_table`; rows in
+table of docs/optim.md (:func:`scripts.flow.docs.write_table`; rows in
 ``docs/data/optim-throughput.json``), replacing the documented points they measured.
 
 ``--timing`` builds the kernels with ``arithmetic=False`` (the floating-point datapath
@@ -129,7 +129,7 @@ def write_doc_table(rows, command):
     A row replaces the documented row of the same lanes, ports and stall; new points are
     appended. So an interrupted sweep can be completed by a run of the missing points.
     """
-    from scripts.docs import DATA, write_table
+    from scripts.flow.docs import DATA, write_table
 
     path = DATA / f"{TABLE}.json"
     kept = json.loads(path.read_text())["rows"] if path.exists() else []
@@ -142,7 +142,7 @@ def synth_table(lane_counts):
     from tabulate import tabulate
 
     from rtl.optim.updater_kernel import AdamUpdater
-    from scripts.synth import synthesize
+    from scripts.flow.synth import synthesize
 
     columns = ("LUT", "FF", "CARRY", "DSP48E2", "BRAM", "URAM")
     rows = []

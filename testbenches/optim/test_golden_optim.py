@@ -8,7 +8,7 @@ transcription of torch's documented algorithms, and a bit-identity check with to
 torch's (not correctly rounded) square root is swapped in.
 
 ``python -m testbenches.optim.test_golden_optim [N STEPS]`` measures the figures of
-docs/optim_golden.md: it writes the parity table (``scripts.docs.write_table``) and prints
+docs/optim_golden.md: it writes the parity table (``scripts.flow.docs.write_table``) and prints
 the rest.
 """
 
@@ -532,7 +532,7 @@ def _measure(n=100_000, steps=100):
     """Write the parity table of docs/optim_golden.md (``optim-golden-parity``); print the other figures."""
     import torch
 
-    from scripts.docs import write_table
+    from scripts.flow.docs import write_table
 
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
           f"NEARTRAIN_SEED={knobs.seed()}, {n} elements, {steps} steps\n")

@@ -1,4 +1,4 @@
-"""The ``optim-sweep`` table of docs/optim.md (:mod:`scripts.sweep_table`): rows from a sweep CSV.
+"""The ``optim-sweep`` table of docs/optim.md (:mod:`scripts.flow.sweep_table`): rows from a sweep CSV.
 
 The efficiency columns are checked against figures computed here from the CSV and the
 measured throughput rows, a failed point must say so in its row, and the table must end
@@ -10,7 +10,7 @@ import csv
 import pytest
 
 from boards.references import SMART_INFINITY
-from scripts import sweep_table
+from scripts.flow import sweep_table
 
 
 def _points():

@@ -23,7 +23,7 @@ import logging
 import numpy as np
 
 from golden.runtime import packet as gp
-from scripts.docs import DOCS, write_table
+from scripts.flow.docs import DOCS, write_table
 from scripts.sim.runner import BUILD_ROOT, run_cocotb
 
 DOC = "runtime.md"
@@ -289,8 +289,8 @@ def area(args):
     from boards import reference_board
     from boards.targets import RESOURCE_COLUMNS
     from rtl.registry import get_block
-    from scripts.bitstream import measure_bitstream
-    from scripts.synth import synthesize
+    from scripts.flow.bitstream import measure_bitstream
+    from scripts.flow.synth import synthesize
 
     rows = []
     for label, overrides in AREA_POINTS:

@@ -4,7 +4,7 @@ Run ``.venv/bin/python -m testbenches.systolic.bench_systolic <part>``, part one
 
 ``synth``
     Resources of one PE of each kind and element, and of small whole arrays, through
-    ``scripts.synth.synthesize`` (``synth_xilinx -family xcup -flatten``), plus the DPT sizes
+    ``scripts.flow.synth.synthesize`` (``synth_xilinx -family xcup -flatten``), plus the DPT sizes
     extrapolated as ``rows x cols`` PEs and the measured edge logic of a 4 x 4 array (a rough
     one-point estimate; ``sizing`` fits several array sizes per type and both boards instead).
 ``rtl``
@@ -25,7 +25,7 @@ Run ``.venv/bin/python -m testbenches.systolic.bench_systolic <part>``, part one
     simulations that would take hours.
 
 Results are also written as JSON under ``build/bench/``, and the tables of docs/systolic.md
-through :func:`scripts.docs.write_table` (rows in ``docs/data/systolic-*.json``): ``synth`` the
+through :func:`scripts.flow.docs.write_table` (rows in ``docs/data/systolic-*.json``): ``synth`` the
 PE rows, ``rtl`` its GEMMs, ``sizing`` Sections 6.2 to 6.5 (only when every sweep was
 measured), ``model`` the utilisation tables (the ResNet-50 ones at the default ``--batch``).
 """

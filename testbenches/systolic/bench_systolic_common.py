@@ -6,7 +6,7 @@ import pathlib
 from tabulate import tabulate
 
 from golden.systolic.latencies import PE_LATENCY
-from scripts.docs import write_table
+from scripts.flow.docs import write_table
 
 __all__ = ["ROOT", "OUT", "OS", "WS", "DOC", "COMMAND", "print_table", "write_json", "pe_latencies",
            "schedule"]

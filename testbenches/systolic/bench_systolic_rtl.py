@@ -4,7 +4,7 @@
 :class:`rtl.systolic.tiled_gemm.TiledGemm` in cocotb on Verilator.
 """
 
-from scripts.docs import write_table
+from scripts.flow.docs import write_table
 from testbenches.systolic.bench_systolic_common import (
     COMMAND,
     DOC,
@@ -26,7 +26,7 @@ def synth(args):
     from rtl.systolic.os_pe import OutputStationaryPE
     from rtl.systolic.ws_array import WeightStationaryArray
     from rtl.systolic.ws_pe import WeightStationaryPE
-    from scripts.synth import synthesize
+    from scripts.flow.synth import synthesize
 
     points = []
     for element in ELEMENTS:

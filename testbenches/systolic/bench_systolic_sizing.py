@@ -1,6 +1,6 @@
 """The ``sizing`` part of :mod:`testbenches.systolic.bench_systolic`: sweeps, fits, the largest arrays."""
 
-from scripts.docs import DOCS, blocks_in
+from scripts.flow.docs import DOCS, blocks_in
 from testbenches.systolic.bench_systolic_common import COMMAND, DOC, ROOT, print_table, write_json
 
 __all__ = ["sizing", "sizing_command", "SIZING_SWEEPS", "SIZING_BOARDS", "SIZING_RESOURCES", "DPT_SIZES"]
@@ -115,7 +115,7 @@ def _share(use, budgets, key):
 def _sizing_groups(run):
     """Measured points per (dataflow, element), read from the sweep CSVs (run first if ``run``)."""
     from rtl.registry import get_block
-    from scripts.sweep import run_sweep, write_csv
+    from scripts.flow.sweep import run_sweep, write_csv
 
     groups = {}
     for kind, element, block, varied, fixed, folder in SIZING_SWEEPS:

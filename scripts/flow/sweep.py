@@ -1,11 +1,11 @@
 """Parameter sweeps: synthesise every point of a cartesian product and compare with a budget.
 
 The client elaborates each point (elaboration is cached in ``build/elaboration/``) and looks
-its Verilog up in the synthesis cache (:func:`scripts.synth.cached_resources`, keyed by the
+its Verilog up in the synthesis cache (:func:`scripts.flow.synth.cached_resources`, keyed by the
 Verilog and the Yosys version). Every point not found there becomes one task,
 :func:`synthesise_point`, keyed by that same content hash, run either in this process, one
 after another (``workers=1``), or on ``dask.distributed``: a ``LocalCluster`` of ``workers``
-processes, or an existing cluster at ``scheduler`` (see :mod:`scripts.sweep_cluster`). A
+processes, or an existing cluster at ``scheduler`` (see :mod:`scripts.flow.sweep_cluster`). A
 worker looks in its own cache first; the client files what comes back into its own cache
 under the same key, so a point that a cluster computed is served locally next time.
 
@@ -73,15 +73,15 @@ def synthesise_point(verilog_text, target, use_cache=True):
     Returns
     -------
     dict
-        ``resources`` (see :func:`scripts.synth.synthesize_verilog`), ``tools`` (the versions
+        ``resources`` (see :func:`scripts.flow.synth.synthesize_verilog`), ``tools`` (the versions
         that made them), ``cached`` (found in this host's cache) and ``seconds``.
 
     Raises
     ------
-    scripts.synth.SynthesisError
+    scripts.flow.synth.SynthesisError
         When Yosys fails; it carries the log's text back to the client.
     """
-    from scripts.synth import cached_resources, synthesize_verilog, tool_versions
+    from scripts.flow.synth import cached_resources, synthesize_verilog, tool_versions
 
     started = time.monotonic()
     resources = cached_resources(verilog_text, target) if use_cache else None
@@ -173,14 +173,14 @@ class _Progress:
 
 
 def _elaborate(block, params):
-    from scripts.elaboration import registered_verilog
+    from scripts.flow.elaboration import registered_verilog
 
     return registered_verilog(block.name, block.resolve(params), lambda: block.build(params))
 
 
 def _failure(error, verilog_text, target):
     """The reason of a point whose task failed; a Yosys log that came from elsewhere is kept here."""
-    from scripts.synth import CACHE, SynthesisError, cache_key
+    from scripts.flow.synth import CACHE, SynthesisError, cache_key
 
     if not isinstance(error, SynthesisError):
         return "synthesis: " + one_line(error)
@@ -226,7 +226,7 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, scheduler=None
     """
     from boards.targets import TARGETS
     from rtl.registry import check_choice, check_int
-    from scripts.synth import cache_key, cached_resources, store_resources
+    from scripts.flow.synth import cache_key, cached_resources, store_resources
 
     check_choice("target", target, TARGETS)
     if workers is not None:
@@ -237,7 +237,7 @@ def run_sweep(block, varied, *, target, fixed=None, workers=None, scheduler=None
     if scheduler is None and client is None and (workers == 1 or len(points) == 1):
         runner = _Serial(synthesise_point)
     else:
-        from scripts.sweep_cluster import DaskRunner
+        from scripts.flow.sweep_cluster import DaskRunner
 
         runner = DaskRunner(synthesise_point, workers=min(workers, len(points)), scheduler=scheduler,
                             client=client)

@@ -10,7 +10,7 @@ mapping of the multipliers, not the kernel's latency or its cycles.
 Smart-Infinity's row is its Table III (``boards.references.SMART_INFINITY``) and 30,720
 cycles per 65,536 elements on the same single 512-bit bundle (docs/optim.md, *Throughput*).
 
-Usage: ``python -m scripts.sweep_table CSV COMMAND`` (``COMMAND``: what produced the CSV, as
+Usage: ``python -m scripts.flow.sweep_table CSV COMMAND`` (``COMMAND``: what produced the CSV, as
 typed, named beside the table).
 """
 
@@ -81,10 +81,10 @@ def write_sweep_table(csv_path, command):
 
 
 def main(argv=None):
-    """``python -m scripts.sweep_table CSV COMMAND``: write the table, print one line."""
+    """``python -m scripts.flow.sweep_table CSV COMMAND``: write the table, print one line."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m scripts.sweep_table CSV COMMAND", file=sys.stderr)
+        print("usage: python -m scripts.flow.sweep_table CSV COMMAND", file=sys.stderr)
         return 2
     try:
         rows = write_sweep_table(argv[0], argv[1])

@@ -2,12 +2,12 @@
 
 Usage::
 
-    .venv/bin/python scripts/partition_sweep.py [--layers] [--breakdown] [schedule options]
+    .venv/bin/python scripts/flow/partition_sweep.py [--layers] [--breakdown] [schedule options]
 
 The assumptions are in :mod:`golden.systolic.partition`; ``--help`` lists the options. With the
 default model options, the tables of docs/systolic.md (``partition-table3``,
 ``partition-table4``, ``partition-utilisation`` and, with ``--breakdown``,
-``partition-breakdown``) are written through :func:`scripts.docs.write_table`; other options
+``partition-breakdown``) are written through :func:`scripts.flow.docs.write_table`; other options
 only print.
 """
 
@@ -23,7 +23,7 @@ from golden.systolic.partition import TEST_CASES, ArraySchedule, SystemModel, ba
 BATCHES = (32, 64, 128, 256, 512)
 SSD_COUNTS = (2, 4)
 CIRCLED = {1: "①", 2: "②", 3: "③"}
-COMMAND = ".venv/bin/python scripts/partition_sweep.py"
+COMMAND = ".venv/bin/python scripts/flow/partition_sweep.py"
 
 
 def table3(network, system):
@@ -209,7 +209,7 @@ def main(argv=None):
     if any(getattr(args, option) != getattr(defaults, option) for option in model_options):
         print("(model options differ from the defaults: docs/systolic.md left unchanged)")
         return
-    from scripts.docs import write_table
+    from scripts.flow.docs import write_table
 
     for name, _title, (headers, rows, colalign) in sections:
         if name is not None:

@@ -5,7 +5,7 @@ The only waivers are the ones listed, with their reasons, in
 
 A block whose Verilog (and lint flags) hash the same as at its last clean lint is not linted
 again: ``build/lint/<block>.ok`` holds that hash. Blocks are elaborated (through the cache of
-:mod:`scripts.elaboration`, which ``make run`` and the tests share) and linted in parallel
+:mod:`scripts.flow.elaboration`, which ``make run`` and the tests share) and linted in parallel
 processes, one per core.
 """
 
@@ -17,10 +17,10 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from rtl.registry import blocks, get_block
-from scripts.elaboration import registered_verilog
+from scripts.flow.elaboration import registered_verilog
 from scripts.sim.verilator import LINT_FLAGS, environment_with_verilator, verilator_executable
 
-OUTPUT = pathlib.Path(__file__).resolve().parent.parent / "build" / "lint"
+OUTPUT = pathlib.Path(__file__).resolve().parents[2] / "build" / "lint"
 
 
 def _lint(name):

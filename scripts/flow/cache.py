@@ -16,7 +16,7 @@ import tempfile
 
 __all__ = ["Cache", "BUILD"]
 
-BUILD = pathlib.Path(__file__).resolve().parent.parent / "build"
+BUILD = pathlib.Path(__file__).resolve().parents[2] / "build"
 
 
 class Cache:

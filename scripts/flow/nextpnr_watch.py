@@ -1,6 +1,6 @@
 """Run nextpnr and stop it when its log shows that the design will not fit or will not route.
 
-:mod:`scripts.bitstream` puts this file in front of ``nextpnr-ecp5`` (through Amaranth's
+:mod:`scripts.flow.bitstream` puts this file in front of ``nextpnr-ecp5`` (through Amaranth's
 ``NEXTPNR_ECP5`` variable), so that a block that cannot be placed and routed ends with a
 verdict the build cache keeps, instead of running for hours or being stopped by hand:
 

@@ -28,7 +28,7 @@ from importlib import metadata
 
 from boards.targets import RESOURCE_COLUMNS, TARGETS
 from rtl.elaborate import TOP_NAME, to_verilog
-from scripts.cache import Cache
+from scripts.flow.cache import Cache
 
 __all__ = ["TARGETS", "synthesize", "synthesize_verilog", "cached_resources", "cache_key", "RESOURCE_COLUMNS",
            "SynthesisError", "tool_versions", "store_resources", "forget_resources", "ECP5_CLASSIC_ABC_TAIL"]
@@ -103,7 +103,7 @@ synth_xilinx -family xcup -flatten -top {top} -run finalize:check"""
 
 # synth_ecp5 with its map_luts step (`abc9 -W 300`) done by classic ABC, LUT4 to LUT7 as PFU muxes.
 # After `synth_ecp5 -run :map_luts`: its LUT mapping by classic ABC, then the rest of
-# synth_ecp5 (scripts.bitstream runs it after Amaranth's own `synth_ecp5 -run :map_luts`).
+# synth_ecp5 (scripts.flow.bitstream runs it after Amaranth's own `synth_ecp5 -run :map_luts`).
 ECP5_CLASSIC_ABC_TAIL = """check -latchonly -assert
 techmap -map +/lattice/latches_map.v
 abc -lut 4:7 -dress

@@ -28,7 +28,7 @@ from tabulate import tabulate
 __all__ = ["DOCS", "DATA", "write_table", "kept_rows", "render", "splice", "blocks_in", "check", "regenerate",
            "DocsError"]
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 DATA = DOCS / "data"
 

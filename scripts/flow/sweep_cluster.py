@@ -1,6 +1,6 @@
 """The sweep's points as tasks on ``dask.distributed``: a local cluster or an existing one.
 
-Each point is one task (for a sweep, :func:`scripts.sweep.synthesise_point`), submitted under
+Each point is one task (for a sweep, :func:`scripts.flow.sweep.synthesise_point`), submitted under
 the key its caller gives (for a sweep, ``synth-<target>-<cache key>``, the content hash of its
 Verilog and tool versions), so that two clients sweeping the same point on one cluster share
 its computation.
@@ -16,7 +16,7 @@ and the local cluster holds every task on the scheduler until a worker thread is
 (``worker-saturation`` 1.0, :data:`CLUSTER_CONFIG`). Dask queues a group this way only when it
 has more than twice as many tasks as the cluster has threads; a smaller sweep has at most two
 points on a worker at once. On Ctrl-C the outstanding tasks are cancelled; the cache
-stays consistent because :meth:`scripts.cache.Cache.put` is atomic.
+stays consistent because :meth:`scripts.flow.cache.Cache.put` is atomic.
 """
 
 import logging

