@@ -28,7 +28,7 @@ import numpy as np
 from golden.collective import LINE_WORDS, ring_counts, seed_ring_counts
 from scripts.flow.docs import DOCS, write_table
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.test_ring import BENCH_PARAMS
+from testbenches.collective.tb import RING_BENCH_PARAMS as BENCH_PARAMS
 
 __all__ = ["ring_measurements", "measure_points", "lines_per_segment", "ELEMENTS", "FIT_LINES",
            "HELD_OUT_LINES"]

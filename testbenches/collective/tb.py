@@ -34,10 +34,14 @@ HYPER = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
 ZERO_COUNTERS = ("malformed", "bad_requests", "stale_requests", "duplicate_requests", "late_gradients",
                  "barrier_bad_leaf", "barrier_duplicates", *(f"reduction_{name}" for name in DROPS),
                  "overflow")
+# The ring_cluster build that bench_ring measures on and test_ring also runs (up to 64 lines per
+# segment at 16 nodes).
+RING_BENCH_PARAMS = {"ports": 16, "nodes": 16, "depth": 1024}
 
 
 __all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "TAG_SHIFT", "gradient_line",
-           "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite", "softfloat_add"]
+           "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite", "softfloat_add",
+           "RING_BENCH_PARAMS"]
 
 _SPECIALS = np.array([0x7FC00000, 0x7F800001, 0x7F800000, 0xFF800000, 0x00000001, 0x80000000, 0x00000000,
                       0x7F7FFFFF, 0xFF7FFFFF, 0x00800000], np.uint32)

@@ -1,6 +1,6 @@
 """The GCU's delayed-update step (golden) against ``torch.optim.Adam`` on the leaves' mean gradient.
 
-The oracle rule is the optim golden's (``testbenches/optim/test_golden_optim.py``): after every
+The oracle rule is the optim golden's (``testbenches/optim/golden_oracle.py``): after every
 step, the golden's parameters are at most twice as far from a float64 transcription of torch's
 documented algorithm as torch's own float32 result is (or within 1e-6 relative).
 """
@@ -11,7 +11,7 @@ import pytest
 from golden.collective import LINE_WORDS, delayed_update_step, mean_scale, reduce_leaf_order
 from golden.optim import adam
 from scripts.sim import knobs
-from testbenches.optim.test_golden_optim import _reference64  # torch's Adam/AdamW in float64
+from testbenches.optim.golden_oracle import reference64  # torch's Adam/AdamW in float64
 
 HYPER = {
     "adam": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0),
@@ -43,7 +43,7 @@ def test_delayed_update_follows_torch_adam_on_the_mean_gradient(name, leaves):
         param, m, v = delayed_update_step(grads.view(np.uint32), param, m, v, step=step, **hyper)
         torch_param.grad = torch.from_numpy(grads).mean(0)
         torch_opt.step()
-        reference = _reference64("adam", hyper, reference, grads.astype(np.float64).mean(0), state, step)
+        reference = reference64("adam", hyper, reference, grads.astype(np.float64).mean(0), state, step)
         golden, torch_result = param.view(np.float32), torch_param.detach().numpy()
         allowed = np.maximum(2 * np.abs(torch_result - reference), 1e-6 * np.maximum(1, np.abs(reference)))
         bad = np.flatnonzero(np.abs(golden - reference) > allowed)

@@ -18,12 +18,10 @@ from golden.runtime import packet as gp
 from scripts.sim import channel, knobs
 from scripts.sim.runner import resolved_params_from_env, run_cocotb
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
-from testbenches.collective.tb import random_words
+from testbenches.collective.tb import RING_BENCH_PARAMS, random_words
 from testbenches.runtime.tb import SwitchPort
 
 COUNTERS = ("sent", "malformed", "unexpected")
-# The build bench_ring measures on (up to 64 lines per segment at 16 nodes).
-BENCH_PARAMS = {"ports": 16, "nodes": 16, "depth": 1024}
 
 
 class TB(ClockedTB):
@@ -281,7 +279,7 @@ async def measure_ring(dut):
 SHAPES = {
     "4_nodes": {"ports": 8, "nodes": 4, "depth": 16},
     "8_nodes": {"ports": 8, "nodes": 8, "depth": 32},
-    "16_nodes": BENCH_PARAMS,  # the bench's build, shared
+    "16_nodes": RING_BENCH_PARAMS,  # the bench's build, shared
 }
 FUNCTIONAL = ["all_reduce_is_bit_exact", "packet_counts_equal_the_formula",
               "bad_packets_are_dropped_and_counted", "reset_in_the_middle_then_a_clean_all_reduce"]

@@ -25,6 +25,7 @@ import softfloatpy as sf
 import golden.optim as go
 from golden.optim import _float32 as BINARY32
 from scripts.sim import knobs
+from testbenches.optim.golden_oracle import reference64
 
 sf.set_rounding_mode(sf.RoundingMode.NEAR_EVEN)
 
@@ -417,30 +418,6 @@ def _training_gradient(rng, n):
     return np.where(kind > 0.9, np.float32(0), grad).astype(np.float32)
 
 
-def _reference64(optimizer, hyper, p, g, state, step):
-    """torch's documented algorithms in float64 (docs.pytorch.org/docs/stable/optim.html)."""
-    lr, wd = hyper["lr"], hyper["weight_decay"]
-    if optimizer == "adam":
-        beta1, beta2 = hyper["betas"]
-        if hyper.get("decoupled"):
-            p = p * (1 - lr * wd)
-        else:
-            g = g + wd * p
-        state["m"] = beta1 * state["m"] + (1 - beta1) * g
-        state["v"] = beta2 * state["v"] + (1 - beta2) * g * g
-        m_hat, v_hat = state["m"] / (1 - beta1**step), state["v"] / (1 - beta2**step)
-        return p - lr * m_hat / (np.sqrt(v_hat) + hyper["eps"])
-    g = g + wd * p
-    if optimizer == "sgd":
-        mu = hyper["momentum"]
-        if mu:
-            state["b"] = g if step == 1 else mu * state["b"] + (1 - hyper["dampening"]) * g
-            g = g + mu * state["b"] if hyper["nesterov"] else state["b"]
-        return p - lr * g
-    state["s"] = state["s"] + g * g
-    return p - lr / (1 + (step - 1) * hyper["lr_decay"]) * g / (np.sqrt(state["s"]) + hyper["eps"])
-
-
 def _trajectories(name, n, steps, seed_salt=11):
     """Run golden, torch and the float64 reference for ``steps`` steps on the same gradients."""
     import torch
@@ -464,7 +441,7 @@ def _trajectories(name, n, steps, seed_salt=11):
         torch_param.grad = torch.from_numpy(grad.copy())
         torch_opt.step()
         golden, *golden_state = model(golden, grad, *golden_state, step=step, **hyper)
-        reference = _reference64(optimizer, hyper, reference, grad.astype(np.float64), ref_state, step)
+        reference = reference64(optimizer, hyper, reference, grad.astype(np.float64), ref_state, step)
     return golden, torch_param.detach().numpy().copy(), reference
 
 
