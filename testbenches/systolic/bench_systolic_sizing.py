@@ -2,6 +2,7 @@
 
 from scripts.flow.docs import DOCS, blocks_in
 from testbenches.systolic.bench_systolic_common import COMMAND, DOC, ROOT, print_table, write_json
+from testbenches.systolic.sizing_fit import SIZING_RESOURCES, fit_costs, largest_array, predict_use
 
 __all__ = ["sizing", "sizing_command", "SIZING_SWEEPS", "SIZING_BOARDS", "SIZING_RESOURCES", "DPT_SIZES"]
 
@@ -27,7 +28,6 @@ SIZING_SWEEPS = [
       for e, t in (("int8", 1), ("f16", 6))],
 ]
 SIZING_BOARDS = ("smartssd", "alveo-u250")
-SIZING_RESOURCES = ("LUT", "FF", "CARRY", "DSP48E2", "BRAM")
 # DPT (IEEE CAL 2021) Section 3.2: the arrays it found to fit each FPGA (test cases 1 and 2); the
 # bfloat16 64 x 32 of test case 3 is the SmartSSD array beside a 128 x 128 ASIC NPU.
 DPT_SIZES = {
@@ -62,50 +62,6 @@ def _read_sweep(folder, fixed):
             point.update({k: float(row[k]) for k in SIZING_RESOURCES})
             points.append(point)
     return points
-
-
-def _features(kind, rows, cols, fixed):
-    """The regressors of one array: PEs, edge (rows + cols, or block FP's group units), 1.
-
-    Block FP also has the output de-skew, ``cols (cols - 1) / 2`` registers of 33 bits (Section
-    7c), which dominates the FFs of its 1 x 16 point and would otherwise be charged to the PEs.
-    """
-    if kind == "block FP":
-        return (rows * cols, rows * -(-cols // fixed["block"]), cols * (cols - 1) // 2, 1)
-    return (rows * cols, rows + cols, 1)
-
-
-def _fit(kind, points):
-    """Least squares per resource over ``points``; None when they do not fix every coefficient."""
-    import numpy as np
-
-    if not points:
-        return None
-    x = np.array([_features(kind, p["rows"], p["cols"], p) for p in points], dtype=float)
-    if len(points) < x.shape[1] or np.linalg.matrix_rank(x) < x.shape[1]:
-        return None
-    return {key: np.linalg.lstsq(x, np.array([p[key] for p in points]), rcond=None)[0]
-            for key in SIZING_RESOURCES}
-
-
-def _predict(kind, fit, rows, cols, fixed):
-    features = _features(kind, rows, cols, fixed)
-    return {key: max(float(sum(a * f for a, f in zip(fit[key], features, strict=True))), 0.0)
-            for key in SIZING_RESOURCES}
-
-
-def _largest(kind, fit, fixed, budgets, shape):
-    """Largest n with the (shape[0] n) x (shape[1] n) array inside every budget; binding resource."""
-    def fits(n):
-        use = _predict(kind, fit, shape[0] * n, shape[1] * n, fixed)
-        return all(use[k] <= budgets[k] for k in SIZING_RESOURCES)
-
-    n = 0
-    while n < 4096 and fits(n + 1):
-        n += 1
-    over = _predict(kind, fit, shape[0] * (n + 1), shape[1] * (n + 1), fixed)
-    binding = max(SIZING_RESOURCES, key=lambda k: over[k] / budgets[k])
-    return n, binding
 
 
 def _share(use, budgets, key):
@@ -149,10 +105,10 @@ def _held_out(kind, points, fixed):
     """The largest measured array predicted by the fit of the others, beside its measurement."""
     largest = max(points, key=lambda p: p["rows"] * p["cols"])
     rest = [p for p in points if p is not largest]
-    rest_fit = _fit(kind, rest)
+    rest_fit = fit_costs(kind, rest)
     if rest_fit is None or largest["rows"] * largest["cols"] <= max(p["rows"] * p["cols"] for p in rest):
         return "-"
-    guess = _predict(kind, rest_fit, largest["rows"], largest["cols"], fixed)
+    guess = predict_use(kind, rest_fit, largest["rows"], largest["cols"], fixed)
     return (f"{largest['rows']}x{largest['cols']}: LUT {guess['LUT']:,.0f} vs {largest['LUT']:,.0f}, "
             f"FF {guess['FF']:,.0f} vs {largest['FF']:,.0f}")
 
@@ -162,12 +118,12 @@ def _fits_table(groups):
     rows, fits = [], {}
     for (kind, element), group in groups.items():
         points = group["points"]
-        fit = _fit(kind, points)
+        fit = fit_costs(kind, points)
         if fit is None:
             rows.append([kind, element, len(points), "too few points to fit"] + [""] * 5)
             continue
         fits[(kind, element)] = fit
-        worst = max(abs(_predict(kind, fit, p["rows"], p["cols"], p)["LUT"] - p["LUT"]) / p["LUT"]
+        worst = max(abs(predict_use(kind, fit, p["rows"], p["cols"], p)["LUT"] - p["LUT"]) / p["LUT"]
                     for p in points)
         triple = {key: " / ".join(f"{v:,.1f}" for v in fit[key]) for key in ("LUT", "FF", "DSP48E2")}
         rows.append([kind, element, len(points), triple["LUT"], triple["FF"], triple["DSP48E2"],
@@ -185,9 +141,9 @@ def _largest_table(groups, fits, boards, budgets):
         for board in boards:
             budget = budgets[board.name]
             for shape in ((1, 1), (2, 1)):
-                n, binding = _largest(kind, fit, fixed, budget, shape)
+                n, binding = largest_array(kind, fit, fixed, budget, shape)
                 r, c = shape[0] * n, shape[1] * n
-                use = _predict(kind, fit, r, c, fixed)
+                use = predict_use(kind, fit, r, c, fixed)
                 macs = r * c * fixed.get("tensor", 1) ** 2
                 count = f"{r * c:,} PEs" + (f", {macs:,} MACs" if macs != r * c else "")
                 cells.append(f"{r}x{c} = {count} ({binding}; LUT {_share(use, budget, 'LUT')}, "
@@ -209,9 +165,9 @@ def _dpt_table(groups, fits, budgets):
             fixed = groups[(kind, element)]["fixed"]
             # A tensor PE is t x t MACs: compare the same number of MACs, (r / t) x (c / t) PEs.
             t = fixed.get("tensor", 1)
-            use = _predict(kind, fit, r // t, c // t, fixed)
+            use = predict_use(kind, fit, r // t, c // t, fixed)
             fits_board = all(use[k] <= budget[k] for k in SIZING_RESOURCES)
-            best = max(shape[0] * shape[1] * _largest(kind, fit, fixed, budget, shape)[0] ** 2
+            best = max(shape[0] * shape[1] * largest_array(kind, fit, fixed, budget, shape)[0] ** 2
                        for shape in ((1, 1), (2, 1))) * t * t
             array = kind if t == 1 else f"{kind}, {r // t}x{c // t} PEs"
             rows.append([board.device, element, f"{r}x{c} = {r * c:,}", array, _share(use, budget, "LUT"),

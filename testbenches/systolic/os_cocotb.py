@@ -1,0 +1,82 @@
+"""The output-stationary array's cocotb tests, shared by ``os_array`` and ``tensor_array``.
+
+``test_os_array.py`` and ``test_tensor_array.py`` import them by name, so that cocotb runs them on
+their own block. A tensor array's streams are those of a ``rows t x cols t`` one-MAC array, so the
+tests cut tiles over lanes and :class:`~testbenches.systolic.tb.OutputStationaryTB` asks
+``gemm_cycles(..., tensor=t)`` for the count.
+"""
+
+import cocotb
+
+from scripts.sim import knobs
+from testbenches.systolic.commands import bad_commands, reject_then_run, reset_mid_os_job, size_limits
+from testbenches.systolic.tb import (
+    OutputStationaryTB,
+    os_shapes,
+    random_accumulator,
+    random_matrix,
+    signed_zero_operands,
+)
+
+__all__ = ["gemm_bits_and_cycles", "special_values", "gemm_under_stalls", "bad_commands_rejected",
+           "reset_mid_gemm"]
+
+DEFAULT_GEMMS = 4
+
+
+async def run_test(dut, *, idle, backpressure, specials):
+    tb = OutputStationaryTB(dut)
+    salt = 4 * specials + 2 * idle + backpressure
+    tb.stall(idle, backpressure, salt)
+    await tb.reset()
+    rng = knobs.rng(salt)
+    fraction = 0.25 if specials else 0.0
+    for m_size, k_size, n_size in os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
+        a = random_matrix(rng, (m_size, k_size), tb.element, fraction)
+        b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
+        d = random_accumulator(rng, (m_size, n_size), tb.element, fraction) if tb.accumulate else None
+        measured, model = await tb.run_gemm(a, b, d, exact_cycles=not (idle or backpressure))
+        dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
+    if specials:
+        shape = (tb.rows * tb.slots + 1, 3, tb.cols + 1)
+        await tb.run_gemm(*signed_zero_operands(rng, shape, tb.element, tb.accumulate),
+                          exact_cycles=not (idle or backpressure))
+
+
+@cocotb.test()
+async def gemm_bits_and_cycles(dut):
+    """Random GEMMs (1x1x1, tall, wide, K = 1): bits equal gemm, cycles equal gemm_cycles."""
+    await run_test(dut, idle=False, backpressure=False, specials=False)
+
+
+@cocotb.test()
+async def special_values(dut):
+    """NaN, infinities, subnormals and signed zeros in A, B and D (int8: full-range values)."""
+    await run_test(dut, idle=False, backpressure=False, specials=True)
+
+
+@cocotb.test()
+async def gemm_under_stalls(dut):
+    """Random gaps on every input stream and random backpressure on c: bits still exact."""
+    await run_test(dut, idle=True, backpressure=True, specials=True)
+
+
+@cocotb.test()
+async def bad_commands_rejected(dut):
+    """k or tiles 0 or past max_k / max_tiles: consumed, cmd_error, nothing runs; a good GEMM clears it."""
+    tb = OutputStationaryTB(dut)
+    rng = knobs.rng(99)
+    shape = (tb.rows * tb.slots, 2, tb.cols)
+    a, b = random_matrix(rng, shape[:2], tb.element), random_matrix(rng, shape[1:], tb.element)
+    d = random_accumulator(rng, (shape[0], shape[2]), tb.element) if tb.accumulate else None
+    commands = bad_commands({"k": 1, "tiles": 1}, size_limits({"k": "max_k", "tiles": "max_tiles"}))
+    await reject_then_run(tb, tb.cmd, commands, lambda: tb.run_gemm(a, b, d, exact_cycles=True))
+
+
+@cocotb.test()
+@cocotb.parametrize(when=["inputs", "outputs"])
+async def reset_mid_gemm(dut, when):
+    """Reset in the middle of a GEMM under random stalls: nothing leaks, a clean GEMM is exact."""
+    tb = OutputStationaryTB(dut)
+    await reset_mid_os_job(tb, when, tb.run_gemm, lambda rng, shape: tb.random_gemm(rng, shape, 0.25),
+                           k_size=4)
