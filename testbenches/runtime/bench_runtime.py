@@ -129,12 +129,12 @@ def latency(args):
 
 
 def flood(args):
-    from testbenches.runtime.test_cluster import CLUSTER
+    from testbenches.runtime.tb import CLUSTER_PARAMS
 
     rows = []
     for nodes in args.nodes or FLOOD_NODES:
         # The parameters of test_cluster.py's test_deadlock_flood, so that the two share a build.
-        params = {"nodes": nodes, **CLUSTER, "queue_depth": 2, "switch_depth": 2, "aggregation": False}
+        params = {"nodes": nodes, **CLUSTER_PARAMS, "queue_depth": 2, "switch_depth": 2, "aggregation": False}
         result = _bench_json("runtime_cluster", "testbenches.runtime.test_cluster", params, "deadlock_flood")
         rows.append(
             [

@@ -10,9 +10,13 @@ from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
 
 __all__ = ["RuntimeTB", "SwitchPort", "PulseCounter", "MergeBoard", "set_config", "random_config",
-           "random_task", "corrupt", "drain", "CONFIG_FIELDS"]
+           "random_task", "corrupt", "drain", "read_entry", "CONFIG_FIELDS",
+           "CLUSTER_PARAMS"]
 
 CONFIG_FIELDS = ("node", "node_mask", "home_shift", "range_shift", "rows", "ranges")
+# The runtime_cluster build of test_cluster.py (beside nodes, queue and switch depths), which
+# bench_runtime's flood shares with test_deadlock_flood.
+CLUSTER_PARAMS = {"lines": 240, "features": 4, "spawn_depth": 512, "ranges": 16, "block": 20}
 
 
 def set_config(dut, config, node, prefix="config__"):
@@ -21,6 +25,12 @@ def set_config(dut, config, node, prefix="config__"):
               "range_shift": config.range_shift, "rows": config.rows, "ranges": config.ranges}
     for name in CONFIG_FIELDS:
         getattr(dut, f"{prefix}{name}").value = values[name]
+
+
+def read_entry(packet):
+    """A data-read-queue entry (the RDMA responder's output, the data packager's input) as an int:
+    dst 4, range 10, line 24, last 1, task_id 3 (LSB first)."""
+    return packet.dst | packet.range << 4 | packet.line << 14 | packet.last << 38 | packet.task_id << 39
 
 
 def random_config(rng, *, nodes=4, rows=None, block=20, kernels=frozenset({2, 5, 6})):

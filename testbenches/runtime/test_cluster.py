@@ -38,6 +38,7 @@ from golden.runtime.workload import sparse_dense_workload
 from scripts.demo_cluster_session import FCsNHost, HostReadError, prepare
 from scripts.sim import channel, knobs
 from scripts.sim.runner import params_from_env, run_cocotb
+from testbenches.runtime.tb import CLUSTER_PARAMS
 
 COUNTERS_CHECKED = (
     "rx_task",
@@ -262,9 +263,6 @@ async def refused_host_requests(dut):
     assert host.host_errors() == errors
 
 
-CLUSTER = {"lines": 240, "features": 4, "spawn_depth": 512, "ranges": 16, "block": 20}
-
-
 # make test keeps 2 nodes (the 4-node build, about 8 minutes of a CI core, is in make test-full;
 # test_deadlock_flood runs 4 nodes in the fast suite).
 @pytest.mark.parametrize("nodes", [2, *(pytest.param(n, marks=pytest.mark.slow) for n in (4, 8, 16))])
@@ -272,7 +270,7 @@ def test_cluster(nodes):
     run_cocotb(
         "runtime_cluster",
         __name__,
-        params={"nodes": nodes, **CLUSTER, "queue_depth": 4, "switch_depth": 2},
+        params={"nodes": nodes, **CLUSTER_PARAMS, "queue_depth": 4, "switch_depth": 2},
         testcase=["aggregation", "spmm_then_relu", "unknown_kernel_rejected", "refused_host_requests"],
     )
 
@@ -284,6 +282,6 @@ def test_deadlock_flood(nodes):
     run_cocotb(
         "runtime_cluster",
         __name__,
-        params={"nodes": nodes, **CLUSTER, "queue_depth": 2, "switch_depth": 2, "aggregation": False},
+        params={"nodes": nodes, **CLUSTER_PARAMS, "queue_depth": 2, "switch_depth": 2, "aggregation": False},
         testcase="deadlock_flood",
     )

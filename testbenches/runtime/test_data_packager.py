@@ -10,8 +10,7 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain, random_config, set_config
-from testbenches.runtime.test_rdma_responder import read_entry
+from testbenches.runtime.tb import RuntimeTB, drain, random_config, read_entry, set_config
 
 
 def send(tb, rng, count):

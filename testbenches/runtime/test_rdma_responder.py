@@ -13,14 +13,9 @@ from golden.runtime.protocol import serve
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, set_config
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, read_entry, set_config
 
 DEFAULT_REQUESTS = 120
-
-
-def read_entry(packet):
-    """A data-read-queue entry as an int: dst 4, range 10, line 24, last 1, task_id 3 (LSB first)."""
-    return packet.dst | packet.range << 4 | packet.line << 14 | packet.last << 38 | packet.task_id << 39
 
 
 def random_request(rng, config, node):
