@@ -22,7 +22,7 @@ import logging
 from golden.compress import dram_traffic
 from scripts.flow.docs import DATA, write_table
 from scripts.sim.runner import run_cocotb
-from testbenches.compress.test_axi_chunk_decompressor import AXI_PARAMS
+from testbenches.compress.tb import AXI_PARAMS, dram_scatter_config
 
 DOC = "compress.md"
 MODULE = "testbenches.compress.test_scatter_engine"
@@ -95,9 +95,7 @@ UPDATER_READ_BACK = 4  # f32 dense gradient bytes the updater reads back per par
 
 def dram_scatter_params(lanes):
     """The paper-mode bench configuration: 512-bit dense port (SmartSSD), f32 pairs, 16 RMWs in flight."""
-    from testbenches.compress.test_dram_scatter import dram_scatter
-
-    return dram_scatter(lanes, 512, "f32")
+    return dram_scatter_config(lanes, 512, "f32")
 
 
 def measure_dram_scatter(lanes, size=DRAM_SIZE):

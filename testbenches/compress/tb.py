@@ -25,9 +25,21 @@ from scripts.sim.tb import ClockedTB
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
-           "random_size", "errors_layout", "traffic_layout"]
+           "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config"]
 
 PAUSE_PROBABILITY = 0.35
+
+# The 512-bit configuration of a SmartSSD/Alveo memory port: test_axi_chunk_decompressor.py runs
+# ``topk_axi_decompressor`` on it, and bench_compress.py measures traffic on the same build.
+AXI_PARAMS = {"lanes": 8, "banks": 16, "chunk_size": 1024, "out_lanes": 16, "value_format": "f32",
+              "max_burst": 16, "max_outstanding": 4}
+
+
+def dram_scatter_config(lanes, data_width, value_format="f32", rmw_depth=16, **extra):
+    """Parameters of ``topk_dram_scatter`` (32-bit addresses, 16-beat bursts, 4 outstanding), as
+    test_dram_scatter.py and bench_compress.py build it."""
+    return {"lanes": lanes, "data_width": data_width, "value_format": value_format, "rmw_depth": rmw_depth,
+            "address_width": 32, "max_burst": 16, "max_outstanding": 4, **extra}
 
 
 def errors_layout():

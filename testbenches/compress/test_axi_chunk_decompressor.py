@@ -27,6 +27,7 @@ from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.compress.tb import (
+    AXI_PARAMS,
     CLOCK_NS,
     PAUSE_PROBABILITY,
     CutBursts,
@@ -273,11 +274,6 @@ async def reset_mid_transfer(dut):
 
 
 # ---- pytest runners ----
-
-# The 512-bit configuration of a SmartSSD/Alveo memory port; bench_compress.py measures traffic on it.
-AXI_PARAMS = {"lanes": 8, "banks": 16, "chunk_size": 1024, "out_lanes": 16, "value_format": "f32",
-              "max_burst": 16, "max_outstanding": 4}
-
 
 @pytest.mark.parametrize("testcase", ["streams_from_memory", "read_fault"])
 def test_axi_decompressor(testcase):

@@ -33,6 +33,7 @@ from testbenches.compress.tb import (
     CLOCK_NS,
     PAUSE_PROBABILITY,
     CutBursts,
+    dram_scatter_config,
     errors_layout,
     idle_after_reset,
     random_values,
@@ -400,16 +401,11 @@ async def reset_mid_run(dut):
 # ---- pytest runners ----
 
 
-def dram_scatter(lanes, data_width, value_format="f32", rmw_depth=16, **extra):
-    return {"lanes": lanes, "data_width": data_width, "value_format": value_format, "rmw_depth": rmw_depth,
-            "address_width": 32, "max_burst": 16, "max_outstanding": 4, **extra}
-
-
 CONFIGS = [
-    dram_scatter(1, 128, "f16", rmw_depth=4),
-    dram_scatter(4, 512, "f32"),
-    pytest.param(dram_scatter(8, 512, "f16"), marks=pytest.mark.slow),
-    pytest.param(dram_scatter(16, 1024, "f32", rmw_depth=32), marks=pytest.mark.slow),
+    dram_scatter_config(1, 128, "f16", rmw_depth=4),
+    dram_scatter_config(4, 512, "f32"),
+    pytest.param(dram_scatter_config(8, 512, "f16"), marks=pytest.mark.slow),
+    pytest.param(dram_scatter_config(16, 1024, "f32", rmw_depth=32), marks=pytest.mark.slow),
 ]
 
 

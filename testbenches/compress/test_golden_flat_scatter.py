@@ -2,7 +2,7 @@
 
 ``test_dram_scatter`` compares the RTL with ``scatter_stream(words, size, value_format=...,
 pair_count=count, sorted_within_chunk=sorted)``. Here that exact call is checked against
-``reference_scatter`` of ``test_golden_scatter`` (an explicit loop of scalar float32 adds in pair
+``reference_scatter`` of ``golden_oracle`` (an explicit loop of scalar float32 adds in pair
 order, with the documented checks applied one word at a time) on flat streams with every kind of
 malformation, so the vectorised model (``np.add.at``, running maxima) is not trusted on its own.
 """
@@ -12,8 +12,12 @@ import pytest
 
 from golden.compress import encode_pairs, scatter_stream
 from scripts.sim import knobs
-
-from .test_golden_scatter import assert_errors, assert_same_bits, random_values, reference_scatter
+from testbenches.compress.golden_oracle import (
+    assert_errors,
+    assert_same_bits,
+    random_values,
+    reference_scatter,
+)
 
 
 def flat_case(rng, kind, size, value_format):

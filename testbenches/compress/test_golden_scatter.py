@@ -26,59 +26,15 @@ from golden.compress import (
 )
 from golden.fp.formats import F32
 from scripts.sim import knobs
+from testbenches.compress.golden_oracle import (
+    COUNTERS,
+    assert_errors,
+    assert_same_bits,
+    random_values,
+    reference_scatter,
+)
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
-COUNTERS = ("out_of_range", "chunk_violation", "unsorted", "excess_pairs", "missing")
-
-
-def reference_scatter(indices, values, size, *, chunk_size=None, counts=None, promised_sorted=False,
-                      declared=None):
-    """The documented rules applied one pair at a time, with float32 scalar adds."""
-    dense = np.zeros(size, np.float32)
-    found = dict.fromkeys(COUNTERS, 0)
-    declared = len(indices) if declared is None else declared
-    chunk_of_pair = None
-    if counts is not None:
-        declared = int(np.sum(counts))
-        chunk_of_pair = np.repeat(np.arange(len(counts)), counts)
-    current_chunk, last_accepted = None, None
-    pairs = zip(np.asarray(indices).tolist(), values.astype(np.float32), strict=True)
-    for position, (index, value) in enumerate(pairs):
-        chunk = 0 if chunk_of_pair is None or position >= declared else chunk_of_pair[position]
-        if chunk != current_chunk:
-            current_chunk, last_accepted = chunk, None
-        if position >= declared:
-            found["excess_pairs"] += 1
-        elif index >= size:
-            found["out_of_range"] += 1
-        elif chunk_of_pair is not None and index // chunk_size != chunk:
-            found["chunk_violation"] += 1
-        elif promised_sorted and last_accepted is not None and index < last_accepted:
-            found["unsorted"] += 1
-        else:
-            last_accepted = index
-            dense[index] = dense[index] + value
-    found["missing"] = max(0, declared - len(indices))
-    return dense, found
-
-
-def assert_same_bits(actual, expected, what):
-    mismatch = np.flatnonzero(actual.view(np.uint32) != expected.view(np.uint32))
-    assert actual.dtype == np.float32 and mismatch.size == 0, (
-        f"{what}: bits differ at {mismatch[:5]}: {actual[mismatch[:5]]} vs {expected[mismatch[:5]]} "
-        f"({knobs.describe()})")
-
-
-def assert_errors(errors, expected, what):
-    found = {name: getattr(errors, name) for name in COUNTERS}
-    assert found == expected, f"{what}: {found} != {expected} ({knobs.describe()})"
-
-
-def random_values(rng, count, value_format):
-    """Values over a wide exponent range, in float32 or float16 (kept inside the float16 range)."""
-    spread = 20 if value_format == "f32" else 6
-    values = rng.standard_normal(count) * 2.0 ** rng.integers(-spread, spread + 1, count)
-    return values.astype(np.float32 if value_format == "f32" else np.float16)
 
 
 def scipy_sum(indices, values, size):
