@@ -11,6 +11,20 @@ The rules (README, "Layout"):
   ``amaranth_boards`` platform class, says so on its line: ``# imports: third-party only``);
 * no two project modules import each other, directly or around a loop.
 
+Inside the folders (the architecture rules of issue 35):
+
+* tests import no other test module, no bench and no demo: what tests share lives in the
+  family's ``tb.py`` or another module of the family that is neither a test nor a bench, in
+  ``golden/`` or in ``scripts/sim/`` (a host driver in ``scripts/sim/devices/``); no module of
+  ``testbenches/`` imports a test module, and a module that tests import (``tb.py`` and the like)
+  imports no bench and no demo either (benches may share a bench module, such as
+  ``bench_systolic_common``);
+* an ``rtl/`` family imports another family's module only to compose a block out of it
+  (:data:`COMPOSITIONS`); generic pieces come from ``rtl/lib``, ``rtl/net``, ``rtl/bus`` and
+  ``rtl/fp`` (:data:`GENERIC`), which import no family;
+* the top of ``scripts/`` holds no module but ``__init__.py`` and ``install_verilator.py``: the
+  CLI, the flows, the simulation library, the demos, the proofs and Vitis each have a folder.
+
 ``python -m testbenches.test_layering`` prints the graph's arrows between folders.
 """
 
@@ -170,6 +184,171 @@ def test_no_import_loops(graph):
     edges, _ = graph
     loops = cycles(edges)
     assert not loops, "modules that import each other around a loop:\n" + "\n".join(map(str, loops))
+
+
+# ---- testbenches: tests import no tests, benches or demos ----
+
+
+def _test_side_kind(module):
+    """``"test"``, ``"bench"`` or ``"support"`` for a module of ``testbenches/`` (by its file stem)."""
+    stem = module.rpartition(".")[2]
+    return "test" if stem.startswith("test_") else "bench" if stem.startswith("bench_") else "support"
+
+
+def is_demo(module):
+    """A demo or its session: ``scripts/demo/`` and, until they move there, ``scripts/demo_*`` and
+    ``scripts/board_demo``. The host drivers the demos share (``scripts.sim.devices``) are no demo."""
+    return (module == "scripts.demo" or module.startswith(("scripts.demo.", "scripts.demo_"))
+            or module == "scripts.board_demo")
+
+
+def bad_testbench_imports(edges):
+    """``module -> target: why`` for every import of ``testbenches/`` that breaks the test rules."""
+    wrong = []
+    for module, targets in edges.items():
+        if module.split(".")[0] != "testbenches":
+            continue
+        kind = _test_side_kind(module)
+        for target in sorted(targets):
+            target_kind = _test_side_kind(target) if target.split(".")[0] == "testbenches" else None
+            if target_kind == "test":
+                wrong.append(f"{module} -> {target}: a test module is no library")
+            elif kind != "bench" and target_kind == "bench":
+                wrong.append(f"{module} -> {target}: a {kind} module imports a bench")
+            elif kind != "bench" and is_demo(target):
+                wrong.append(f"{module} -> {target}: a {kind} module imports a demo "
+                             f"(use the host drivers of scripts/sim/devices/)")
+    return sorted(wrong)
+
+
+def test_tests_import_no_test_bench_or_demo(graph):
+    edges, _ = graph
+    wrong = bad_testbench_imports(edges)
+    assert not wrong, ("testbenches/ imports what tests must not (move what they share to the family's "
+                       "tb.py or another non-test module, golden/ or scripts/sim/):\n" + "\n".join(wrong))
+
+
+# ---- rtl: a family imports another family only to compose a block out of it ----
+
+# The generic packages every family may import; they import no family themselves.
+GENERIC = {"lib", "net", "bus", "fp"}
+# Blocks composed out of another family's blocks: (importer, imported module).
+COMPOSITIONS = {
+    # The runtime attaches the aggregation kernel and feeds it its packets.
+    ("rtl.runtime.node_kernels", "rtl.aggregate.aggregation_pipeline"),
+    ("rtl.runtime.node_kernels", "rtl.aggregate.packet"),
+    # The aggregation kernel reads and writes memory through the optim kernels' AXI memory port.
+    ("rtl.aggregate.aggregation_kernel", "rtl.optim.memory_port"),
+    # The GCU's parameter update and the Top-K updaters are the optim updater.
+    ("rtl.collective.parameter_update", "rtl.optim.optimizers"),
+    ("rtl.collective.parameter_update", "rtl.optim.updater_core"),
+    ("rtl.compress.fused_updater_core", "rtl.optim.optimizers"),
+    ("rtl.compress.fused_updater_core", "rtl.optim.updater_core"),
+    ("rtl.compress.topk_updater_kernel", "rtl.optim.optimizers"),
+    ("rtl.compress.topk_updater_kernel", "rtl.optim.updater_core"),
+    ("rtl.compress.topk_updater_kernel", "rtl.optim.updater_kernel"),
+    # The board demo puts the Adam updater on a board.
+    ("rtl.board.adam_demo", "rtl.optim.optimizers"),
+    ("rtl.board.adam_demo", "rtl.optim.updater_core"),
+}
+# TODO(lead): delete after merging h-libnet, which moves these generic pieces to rtl/lib and rtl/net.
+KNOWN_SIDEWAYS = {
+    ("rtl.collective.fetch_retry", "rtl.runtime.common"),
+    ("rtl.collective.fetch_slots", "rtl.runtime.common"),
+    ("rtl.collective.fetch_slots", "rtl.runtime.packet"),
+    ("rtl.collective.gcu", "rtl.runtime.common"),
+    ("rtl.collective.gcu", "rtl.runtime.net_interface"),
+    ("rtl.collective.gcu", "rtl.runtime.packet"),
+    ("rtl.collective.gcu_cluster", "rtl.runtime.packet"),
+    ("rtl.collective.gcu_cluster", "rtl.runtime.switch"),
+    ("rtl.collective.reduction_table", "rtl.runtime.common"),
+    ("rtl.collective.reduction_unit", "rtl.runtime.common"),
+    ("rtl.collective.region_unit", "rtl.runtime.common"),
+    ("rtl.collective.region_unit", "rtl.runtime.net_interface"),
+    ("rtl.collective.region_unit", "rtl.runtime.packet"),
+    ("rtl.collective.ring_cluster", "rtl.runtime.packet"),
+    ("rtl.collective.ring_cluster", "rtl.runtime.switch"),
+    ("rtl.collective.ring_node", "rtl.runtime.common"),
+    ("rtl.collective.ring_node", "rtl.runtime.net_interface"),
+    ("rtl.collective.ring_node", "rtl.runtime.packet"),
+    ("rtl.collective.tiered_cluster", "rtl.runtime.packet"),
+    ("rtl.collective.tiered_cluster", "rtl.runtime.switch"),
+    ("rtl.dlrm.dedupe_unit", "rtl.collective.reduction_table"),
+    ("rtl.dlrm.embedding_cache", "rtl.collective.reduction_table"),
+    ("rtl.dlrm.loss_reduction", "rtl.collective.reduction_table"),
+}
+
+
+def rtl_family(module):
+    """The folder of ``rtl/`` a module lies in (``"optim"`` for ``rtl.optim.adam``), or None at the top."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "rtl" and len(parts) > 1 and (ROOT / "rtl" / parts[1]).is_dir() else None
+
+
+def sideways_imports(edges):
+    """``(importer, imported)`` pairs where an rtl family or generic package imports another family."""
+    pairs = set()
+    for module, targets in edges.items():
+        family = rtl_family(module)
+        if family is None:
+            continue
+        for target in targets:
+            other = rtl_family(target)
+            if other is not None and other != family and other not in GENERIC:
+                pairs.add((module, target))
+    return pairs
+
+
+def test_families_import_each_other_only_to_compose(graph):
+    edges, _ = graph
+    wrong = sorted(f"{module} -> {target}" for module, target in sideways_imports(edges)
+                   if (module, target) not in COMPOSITIONS and (module, target) not in KNOWN_SIDEWAYS)
+    assert not wrong, ("an rtl family imports another family's module, not to compose a block (take "
+                       "generic pieces from rtl/lib, rtl/net, rtl/bus or rtl/fp, or add the block to "
+                       "COMPOSITIONS with the reason):\n" + "\n".join(wrong))
+
+
+def test_the_composition_and_sideways_lists_are_current(graph):
+    edges, _ = graph
+    found = sideways_imports(edges)
+    stale = sorted(f"{module} -> {target}" for module, target in {*COMPOSITIONS, *KNOWN_SIDEWAYS}
+                   if (module, target) not in found)
+    assert not stale, "COMPOSITIONS or KNOWN_SIDEWAYS name imports that no longer exist:\n" + "\n".join(stale)
+
+
+# ---- scripts/: a folder for each room, nothing at the top ----
+
+SCRIPTS_TOP = {"__init__.py", "install_verilator.py"}
+# TODO(lead): empty after merging h-devices, which moves the demos and their sessions to scripts/demo/.
+SCRIPTS_TOP_DEMOS = {"board_demo.py", "demo_cluster.py", "demo_cluster_session.py", "demo_gcn.py",
+                     "demo_gcn_session.py", "demo_model.py", "demo_train.py", "demo_train_session.py"}
+
+
+def test_scripts_top_holds_no_flow_or_demo_module():
+    found = {path.name for path in (ROOT / "scripts").glob("*.py")}
+    extra = sorted(found - SCRIPTS_TOP - SCRIPTS_TOP_DEMOS)
+    assert not extra, ("modules at the top of scripts/ (a flow goes in scripts/flow/, a demo in "
+                       "scripts/demo/, a host driver in scripts/sim/devices/):\n" + "\n".join(extra))
+    gone = sorted(SCRIPTS_TOP_DEMOS - found)
+    assert not gone, "SCRIPTS_TOP_DEMOS names modules that left the top of scripts/: " + ", ".join(gone)
+
+
+def test_the_architecture_checkers_see_a_wrong_import():
+    edges = {"testbenches.a.test_x": {"testbenches.a.test_y", "testbenches.a.tb",
+                                      "scripts.sim.devices.updater"},
+             "testbenches.a.tb": {"testbenches.a.bench_a", "scripts.demo.train"},
+             "testbenches.a.bench_a": {"testbenches.a.bench_common", "scripts.demo_gcn"},
+             "testbenches.a.bench_b": {"testbenches.a.test_y"}}
+    assert bad_testbench_imports(edges) == [
+        "testbenches.a.bench_b -> testbenches.a.test_y: a test module is no library",
+        "testbenches.a.tb -> scripts.demo.train: a support module imports a demo "
+        "(use the host drivers of scripts/sim/devices/)",
+        "testbenches.a.tb -> testbenches.a.bench_a: a support module imports a bench",
+        "testbenches.a.test_x -> testbenches.a.test_y: a test module is no library"]
+    edges = {"rtl.dlrm.x": {"rtl.collective.reduction_table", "rtl.fp.adder", "rtl.registration"},
+             "rtl.bus.y": {"rtl.optim.updater_core"}, "rtl.registry": {"rtl.optim.updater_core"}}
+    assert sideways_imports(edges) == {("rtl.dlrm.x", "rtl.collective.reduction_table"),
+                                       ("rtl.bus.y", "rtl.optim.updater_core")}
 
 
 def test_the_checker_sees_a_loop_and_a_wrong_arrow():
