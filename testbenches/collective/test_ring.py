@@ -19,7 +19,7 @@ from scripts.sim import channel, knobs
 from scripts.sim.runner import resolved_params_from_env, run_cocotb
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
 from testbenches.collective.tb import random_words
-from testbenches.runtime.tb import SwitchPort
+from testbenches.net.tb import SwitchPort
 
 COUNTERS = ("sent", "malformed", "unexpected")
 # The build bench_ring measures on (up to 64 lines per segment at 16 nodes).
