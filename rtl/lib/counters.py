@@ -41,8 +41,8 @@ def saturating_counter(m, name, width, increment):
 
 def saturating_count(m, counter, event):
     """Count ``event`` pulses (one a cycle at most) in ``counter``, which stops at its largest value
-    instead of wrapping. Cheaper than :func:`count_saturating` for a single pulse: an enable, no adder
-    compare."""
+    instead of wrapping. For a single pulse: an all-ones test gates the increment, where
+    :func:`count_saturating` compares the sum with the limit."""
     with m.If(event & ~counter.all()):
         m.d.sync += counter.eq(counter + 1)
 
