@@ -24,7 +24,7 @@ __all__ = ["Param", "Block", "register_block", "REGISTERED", "FAMILIES", "check_
            "check_bool", "NO_DROPS"]
 
 # The block families; each is a package under rtl/ whose `__init__` imports its block modules.
-FAMILIES = ("bus", "fp", "optim", "compress", "systolic", "aggregate", "runtime", "collective", "dlrm")
+FAMILIES = ("bus", "fp", "optim", "compress", "systolic", "aggregate", "net", "runtime", "collective", "dlrm")
 
 def check_int(name, value, minimum=None, maximum=None):
     """Validate an integer parameter and return it.

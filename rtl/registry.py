@@ -24,7 +24,7 @@ __all__ = ["Param", "Block", "register_block", "blocks", "get_block", "load_all"
 
 def load_all():
     """Import every family so that all blocks are registered; returns them by name."""
-    from . import aggregate, bus, collective, compress, dlrm, fp, optim, runtime, systolic  # noqa: F401
+    from . import aggregate, bus, collective, compress, dlrm, fp, net, optim, runtime, systolic  # noqa: F401
 
     return REGISTERED
 

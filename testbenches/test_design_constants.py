@@ -294,7 +294,7 @@ def _runtime_fields(layout, base=0):
 
 def test_runtime_header_layout():
     from golden.runtime import packet as model
-    from rtl.runtime import packet as hardware
+    from rtl.net import packet as hardware
 
     header = _runtime_fields(hardware.Header.as_shape())
     assert header == {name: (offset, width) for name, offset, width in model.HEADER_FIELDS}
@@ -303,7 +303,7 @@ def test_runtime_header_layout():
 
 def test_runtime_payload_layouts():
     from golden.runtime import packet as model
-    from rtl.runtime import packet as hardware
+    from rtl.net import packet as hardware
 
     task = _runtime_fields(hardware.TaskPayload.as_shape())
     items = hardware.TaskPayload.as_shape()["items"]
@@ -328,7 +328,7 @@ def test_runtime_payload_layouts():
 
 def test_runtime_codes_and_table_4_1():
     from golden.runtime import packet as model
-    from rtl.runtime import packet as hardware
+    from rtl.net import packet as hardware
 
     names = {model.TASK: "TASK", model.RDMA: "RDMA", model.DATA: "DATA"}
     assert {member.value: member.name for member in hardware.PacketType} == names
@@ -405,7 +405,7 @@ def test_collective_counter_tables():
     assert gcu.GCU_COUNTERS == model.GCU_COUNTERS
     assert gcu.unit_counters() == model.UNIT_COUNTERS
     assert region_unit.REGION_COUNTERS == model.REGION_COUNTERS
-    assert (1 << reduction_table.COUNTER_BITS) - 1 == model.COUNTER_MAX
+    assert (1 << reduction_table.COLLECTIVE_COUNTER_BITS) - 1 == model.COUNTER_MAX
 
 
 def test_collective_counter_ports_in_table_order():

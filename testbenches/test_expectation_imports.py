@@ -231,7 +231,7 @@ def test_permitted_exceptions_are_still_needed():
     ("rtl.optim.updater_kernel.ERROR_READ", True),             # an error bit, re-exported
     ("rtl.fp.format.F32", True),                               # a format instance
     ("rtl.bus.axi.Resp", True),                                # an enum
-    ("rtl.runtime.packet.Header", True),                       # a data.Struct
+    ("rtl.net.packet.Header", True),                           # a data.Struct
     ("rtl.fp.format", True),                                   # a module
     ("rtl.fp.nothing_here", True),                             # unknown: refused, not waved through
 ])

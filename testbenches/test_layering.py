@@ -251,32 +251,6 @@ COMPOSITIONS = {
     ("rtl.board.adam_demo", "rtl.optim.optimizers"),
     ("rtl.board.adam_demo", "rtl.optim.updater_core"),
 }
-# TODO(lead): delete after merging h-libnet, which moves these generic pieces to rtl/lib and rtl/net.
-KNOWN_SIDEWAYS = {
-    ("rtl.collective.fetch_retry", "rtl.runtime.common"),
-    ("rtl.collective.fetch_slots", "rtl.runtime.common"),
-    ("rtl.collective.fetch_slots", "rtl.runtime.packet"),
-    ("rtl.collective.gcu", "rtl.runtime.common"),
-    ("rtl.collective.gcu", "rtl.runtime.net_interface"),
-    ("rtl.collective.gcu", "rtl.runtime.packet"),
-    ("rtl.collective.gcu_cluster", "rtl.runtime.packet"),
-    ("rtl.collective.gcu_cluster", "rtl.runtime.switch"),
-    ("rtl.collective.reduction_table", "rtl.runtime.common"),
-    ("rtl.collective.reduction_unit", "rtl.runtime.common"),
-    ("rtl.collective.region_unit", "rtl.runtime.common"),
-    ("rtl.collective.region_unit", "rtl.runtime.net_interface"),
-    ("rtl.collective.region_unit", "rtl.runtime.packet"),
-    ("rtl.collective.ring_cluster", "rtl.runtime.packet"),
-    ("rtl.collective.ring_cluster", "rtl.runtime.switch"),
-    ("rtl.collective.ring_node", "rtl.runtime.common"),
-    ("rtl.collective.ring_node", "rtl.runtime.net_interface"),
-    ("rtl.collective.ring_node", "rtl.runtime.packet"),
-    ("rtl.collective.tiered_cluster", "rtl.runtime.packet"),
-    ("rtl.collective.tiered_cluster", "rtl.runtime.switch"),
-    ("rtl.dlrm.dedupe_unit", "rtl.collective.reduction_table"),
-    ("rtl.dlrm.embedding_cache", "rtl.collective.reduction_table"),
-    ("rtl.dlrm.loss_reduction", "rtl.collective.reduction_table"),
-}
 
 
 def rtl_family(module):
@@ -302,7 +276,7 @@ def sideways_imports(edges):
 def test_families_import_each_other_only_to_compose(graph):
     edges, _ = graph
     wrong = sorted(f"{module} -> {target}" for module, target in sideways_imports(edges)
-                   if (module, target) not in COMPOSITIONS and (module, target) not in KNOWN_SIDEWAYS)
+                   if (module, target) not in COMPOSITIONS)
     assert not wrong, ("an rtl family imports another family's module, not to compose a block (take "
                        "generic pieces from rtl/lib, rtl/net, rtl/bus or rtl/fp, or add the block to "
                        "COMPOSITIONS with the reason):\n" + "\n".join(wrong))
@@ -311,9 +285,9 @@ def test_families_import_each_other_only_to_compose(graph):
 def test_the_composition_and_sideways_lists_are_current(graph):
     edges, _ = graph
     found = sideways_imports(edges)
-    stale = sorted(f"{module} -> {target}" for module, target in {*COMPOSITIONS, *KNOWN_SIDEWAYS}
+    stale = sorted(f"{module} -> {target}" for module, target in COMPOSITIONS
                    if (module, target) not in found)
-    assert not stale, "COMPOSITIONS or KNOWN_SIDEWAYS name imports that no longer exist:\n" + "\n".join(stale)
+    assert not stale, "COMPOSITIONS names imports that no longer exist:\n" + "\n".join(stale)
 
 
 # ---- scripts/: a folder for each room, nothing at the top ----

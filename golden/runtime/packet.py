@@ -1,7 +1,7 @@
 """The runtime packet as plain integers: field table, encode, decode, checksum.
 
 A packet is a 512-bit int. This module states the layout on its own (it never imports
-``rtl``); ``testbenches/runtime/test_packet.py`` holds it equal to ``rtl.runtime.packet``.
+``rtl``); ``testbenches/runtime/test_packet.py`` holds it equal to ``rtl.net.packet``.
 
 Header (bits 0..31): ``ptype`` 2, ``task_id`` 3, ``dst`` 4, ``src`` 4, ``range`` 10,
 ``remote`` 1, ``check`` 8. Payload (bits 32..511), by type:

@@ -9,14 +9,15 @@ from amaranth.lib.wiring import In, Out
 
 from ..fp.adder import FloatAdder
 from ..fp.multiplier import FloatMultiplier
+from ..lib.counters import COUNTER_BITS, count_saturating
+from ..lib.streams import any_of
 from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .packet import TASK_AGGREGATION, packet_layout
 
-__all__ = ["AggregationPipeline", "Mode", "LANE_CHOICES", "B_BANK_CHOICES", "COUNTER_BITS", "COUNTERS"]
+__all__ = ["AggregationPipeline", "Mode", "LANE_CHOICES", "B_BANK_CHOICES", "COUNTERS"]
 
 LANE_CHOICES = (1, 2, 4, 8)
 B_BANK_CHOICES = (1, 2, 4, 8, 16, 32, 64)
-COUNTER_BITS = 32
 COUNTERS = ("packet_count", "nonzero_count", "stall_cycles", "header_errors", "range_errors", "bank_errors")
 _MAX_IDS = 24
 
@@ -28,25 +29,6 @@ class Mode(enum.IntEnum):
     RUN = 1  # taking packets
     WAIT = 2  # a drain or clear waits for the packets in flight
     DRAIN = 3  # streaming OUT out on ``drain`` (and zeroing it)
-
-
-def _any(values):
-    return Cat(*values).any() if values else Const(0)
-
-
-def _count(values):
-    total = Const(0, 1)
-    for value in values:
-        total = total + value
-    return total
-
-
-def _saturating(counter, increment):
-    """``counter + increment``, stopped at the counter's largest value: a counter at its limit
-    says "at least this many" instead of wrapping to a small, wrong number."""
-    total = counter + increment
-    limit = (1 << len(counter)) - 1
-    return Mux(total > limit, limit, total)
 
 
 class AggregationPipeline(wiring.Component):
@@ -212,7 +194,7 @@ class AggregationPipeline(wiring.Component):
                 ok &= slot.row[:lane_bits] == lane
             if self._b_banks > 1:
                 bank = slot.col[:(self._b_banks - 1).bit_length()]
-                ok &= ~_any([live[lower] & (b_bank[lower] == bank) for lower in range(lane)])
+                ok &= ~any_of([live[lower] & (b_bank[lower] == bank) for lower in range(lane)])
                 b_bank.append(bank)
             live.append(Signal(name=f"d_live{lane}"))
             m.d.comb += live[lane].eq(ok)
@@ -291,11 +273,11 @@ class AggregationPipeline(wiring.Component):
                 m.d.sync += [valid.eq(valid_then), addr.eq(addr_then)]
 
             def hit(live, row, upcoming=upcoming):
-                return live & _any([valid & (addr == row) for valid, addr in upcoming])
+                return live & any_of([valid & (addr == row) for valid, addr in upcoming])
 
             arriving.append(hit(next_live[lane], next_addr[lane]))
             kept.append(hit(h_live[lane], h_addr[lane]))
-        m.d.sync += hazard.eq(Mux(h_ready, next_valid & _any(arriving), h_valid & _any(kept)))
+        m.d.sync += hazard.eq(Mux(h_ready, next_valid & any_of(arriving), h_valid & any_of(kept)))
         increments["stall_cycles"].append(h_valid & hazard)
 
         # ---- R: OUT rows and addends into the adders; write-back; clear and drain. ----
@@ -467,7 +449,7 @@ class AggregationPipeline(wiring.Component):
             with m.If(~self._drain_pending & ~self._drain_read & ~self.drain.valid):
                 m.d.sync += mode.eq(Mode.RUN)
         for name, counter in counters.items():
-            m.d.sync += counter.eq(_saturating(counter, _count(increments[name])))
+            count_saturating(m, counter, increments[name])
         with m.If(clearing):
             m.d.sync += [counter.eq(0) for counter in counters.values()] + [clearing.eq(0)]
 

@@ -4,14 +4,14 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..lib.counters import saturating_count
 from ..registration import Param, check_int, register_block
-from .reduction_table import saturating_count
+from .reduction_table import COLLECTIVE_COUNTER_BITS
 
 __all__ = ["BarrierTable", "BarrierAck", "ITERATION_BITS"]
 
 LEAF_BITS = 4
 ITERATION_BITS = 8
-COUNTER_BITS = 16
 
 
 class BarrierAck(data.Struct):
@@ -67,8 +67,8 @@ class BarrierTable(wiring.Component):
             "ack": Out(stream.Signature(BarrierAck)),
             "base": Out(ITERATION_BITS),
             "iterations": Out(data.ArrayLayout(ITERATION_BITS, leaves)),
-            "bad_leaf": Out(COUNTER_BITS),
-            "duplicates": Out(COUNTER_BITS),
+            "bad_leaf": Out(COLLECTIVE_COUNTER_BITS),
+            "duplicates": Out(COLLECTIVE_COUNTER_BITS),
         })
 
     def elaborate(self, platform):

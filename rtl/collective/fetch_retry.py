@@ -1,10 +1,9 @@
 """A regional unit's fetches at the GCU: one per slot, asked again for a damaged or missing reply."""
 
-from amaranth.hdl import Cat, Mux, Signal
+from amaranth.hdl import Cat, Signal
 
-from ..runtime.common import pulse_count
+from ..lib.counters import add_saturating, pulse_count
 from .fetch_slots import lookup
-from .reduction_table import COUNTER_BITS
 
 __all__ = ["FetchRetry"]
 
@@ -121,6 +120,4 @@ class FetchRetry:
             lost.append(give_up)
         m.d.comb += self.accept.eq(Cat(*solicited).any())
         # Saturating: several slots may give up in one cycle.
-        total = Signal(COUNTER_BITS + 1, name="lost_total")
-        m.d.comb += total.eq(self._lost + pulse_count(*lost))
-        m.d.sync += self._lost.eq(Mux(total[-1], (1 << COUNTER_BITS) - 1, total))
+        add_saturating(m, self._lost, pulse_count(*lost), name="lost_total")

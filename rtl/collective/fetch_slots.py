@@ -8,15 +8,13 @@ logic into a unit's module; :func:`line_store` is the memory the reduced (or fet
 
 from typing import NamedTuple
 
-from amaranth.hdl import Array, Const, Mux, Signal
+from amaranth.hdl import Array, Const, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
-from ..runtime.common import pulse_count, sealed
-from ..runtime.packet import NODE_BITS, Packet, PacketType, checksum
-from .reduction_engine import LINE_BITS
-from .reduction_table import COUNTER_BITS, saturating_count
+from ..lib.counters import add_saturating, pulse_count, saturating_count
+from ..net.packet import LINE_BITS, NODE_BITS, Packet, PacketType, checksum, sealed
 
 __all__ = ["VERSION_BITS", "FETCH_COUNTERS", "CHUNK_FIELD_BITS", "ReadPort", "Intact", "lookup", "line_store",
            "serve_fetches", "feed_reduction"]
@@ -65,9 +63,7 @@ class Intact:
 
     def count(self, counter):
         """Add the broken packets taken each cycle to ``counter``, saturating exactly at its largest value."""
-        total = Signal(COUNTER_BITS + 1, name="malformed_total")
-        self._m.d.comb += total.eq(counter + pulse_count(*self._broken))
-        self._m.d.sync += counter.eq(Mux(total[-1], (1 << COUNTER_BITS) - 1, total))
+        add_saturating(self._m, counter, pulse_count(*self._broken), name="malformed_total")
 
 
 def feed_reduction(m, unit, rx, intact, *, partitions, late):

@@ -4,10 +4,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.net_interface import NetInterface
+from ..net.packet import NODE_BITS, Flit, Packet, PacketType, sealed
 from ..registration import Param, check_choice, check_int, register_block
-from ..runtime.common import sealed
-from ..runtime.net_interface import NetInterface
-from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType
 from .barrier_table import BarrierTable
 from .fetch_slots import (
     FETCH_COUNTERS,
@@ -19,7 +18,7 @@ from .fetch_slots import (
     serve_fetches,
 )
 from .parameter_update import UPDATE_LANES, ParameterUpdate, load_layout, scalars_signature
-from .reduction_table import COUNTER_BITS
+from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
 __all__ = ["GlobalControlUnit", "GCU_COUNTERS", "unit_counters", "unit_drops", "sticky", "GCU_PARAMS",
@@ -54,7 +53,7 @@ def update_members(update, partitions, chunks):
         return {}
     return {"load": In(stream.Signature(load_layout(partitions * chunks))),
             "scalars": In(scalars_signature()), "update_nonfinite": Out(1), "update_clear": In(1),
-            "update_bad_loads": Out(COUNTER_BITS)}
+            "update_bad_loads": Out(COLLECTIVE_COUNTER_BITS)}
 
 
 GCU_COUNTERS = ("malformed", *FETCH_COUNTERS, "late_gradients")
@@ -168,9 +167,11 @@ class GlobalControlUnit(wiring.Component):
         self._unit = dict(leaves=leaves, partitions=partitions, slots=slots, chunks=chunks, mode=mode)
         members = {"net_in": In(stream.Signature(Flit)), "net_in_credit": Out(3),
                    "net_out": Out(stream.Signature(Flit)), "net_out_credit": In(3)}
-        members.update({name: Out(COUNTER_BITS) for name in GCU_COUNTERS})
-        members.update({f"reduction_{name}": Out(COUNTER_BITS) for name in ReductionUnit.counter_names()})
-        members.update({"barrier_bad_leaf": Out(COUNTER_BITS), "barrier_duplicates": Out(COUNTER_BITS)})
+        members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in GCU_COUNTERS})
+        members.update({f"reduction_{name}": Out(COLLECTIVE_COUNTER_BITS)
+                        for name in ReductionUnit.counter_names()})
+        members.update({"barrier_bad_leaf": Out(COLLECTIVE_COUNTER_BITS),
+                        "barrier_duplicates": Out(COLLECTIVE_COUNTER_BITS)})
         members["overflow"] = Out(1)
         members.update(update_members(update, partitions, chunks))
         super().__init__(members)

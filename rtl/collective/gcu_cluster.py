@@ -4,11 +4,11 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import Flit
+from ..net.switch import SWITCH_NODES, Switch
 from ..registration import Param, check_choice, check_int, register_block
-from ..runtime.packet import Flit
-from ..runtime.switch import SWITCH_NODES, Switch
 from .gcu import GCU_PARAMS, GlobalControlUnit, unit_counters, unit_drops, update_members
-from .reduction_table import COUNTER_BITS
+from .reduction_table import COLLECTIVE_COUNTER_BITS
 
 __all__ = ["GcuCluster", "leaf_members", "attach", "expose_leaves", "count_switch_drops"]
 
@@ -102,8 +102,8 @@ class GcuCluster(wiring.Component):
         self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
         members = leaf_members(leaves)
         counters = unit_counters()
-        members.update({name: Out(COUNTER_BITS) for name in counters})
-        members.update({"overflow": Out(1), "switch_dropped": Out(COUNTER_BITS)})
+        members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in counters})
+        members.update({"overflow": Out(1), "switch_dropped": Out(COLLECTIVE_COUNTER_BITS)})
         self._update_ports = update_members(update, partitions, chunks)
         members.update(self._update_ports)
         self._counters = counters

@@ -6,11 +6,13 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..lib.counters import saturating_count
+from ..net.packet import LINE_BITS
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import UpdaterCore
 from ..registration import Param, check_choice, check_int, register_block
-from .reduction_engine import LINE_BITS, LINE_WORDS
-from .reduction_table import COUNTER_BITS, PARTITION_BITS, ReducedLine, saturating_count
+from .reduction_engine import LINE_WORDS
+from .reduction_table import COLLECTIVE_COUNTER_BITS, PARTITION_BITS, ReducedLine
 
 __all__ = ["ParameterUpdate", "UPDATE_LANES", "STATE_TENSORS", "load_layout", "scalars_signature"]
 
@@ -96,7 +98,7 @@ class ParameterUpdate(wiring.Component):
             "read_data": Out(LINE_BITS),
             "nonfinite": Out(1),
             "clear": In(1),
-            "bad_loads": Out(COUNTER_BITS),
+            "bad_loads": Out(COLLECTIVE_COUNTER_BITS),
         })
 
     def elaborate(self, platform):

@@ -6,12 +6,12 @@ from amaranth.lib.wiring import In, Out
 
 from ..fp.adder import FloatAdder
 from ..fp.interface import FLAG_INVALID, FLAG_OVERFLOW
+from ..net.packet import LINE_BITS
 from ..registration import NO_DROPS, Param, check_int, register_block
 
-__all__ = ["ReductionEngine", "engine_input_layout", "engine_output_layout", "LINE_WORDS", "LINE_BITS"]
+__all__ = ["ReductionEngine", "engine_input_layout", "engine_output_layout", "LINE_WORDS"]
 
-LINE_WORDS = 14
-LINE_BITS = 32 * LINE_WORDS  # the data line of a runtime data packet
+LINE_WORDS = LINE_BITS // 32  # binary32 words in the data line of a network data packet (14)
 
 
 def engine_input_layout(tag_width):

@@ -4,16 +4,19 @@ from amaranth.hdl import Array, Cat, Const, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
-from ..runtime.common import Queue
-from .reduction_engine import LINE_BITS, LINE_WORDS, ReductionEngine
+from ..lib.counters import saturating_count
+from ..lib.streams import Queue
+from ..net.packet import LINE_BITS
+from .reduction_engine import LINE_WORDS, ReductionEngine
 
-__all__ = ["ReductionTable", "saturating_count", "refused", "Contribution", "ReducedLine", "slot_signal",
-           "LEAF_BITS", "PARTITION_BITS", "CHUNK_BITS", "COUNTER_BITS", "GROUP", "COUNTERS"]
+__all__ = ["ReductionTable", "refused", "Contribution", "ReducedLine", "slot_signal",
+           "LEAF_BITS", "PARTITION_BITS", "CHUNK_BITS", "COLLECTIVE_COUNTER_BITS", "GROUP", "COUNTERS"]
 
 LEAF_BITS = 4
 PARTITION_BITS = 10
 CHUNK_BITS = 12
-COUNTER_BITS = 16
+# The width of every collective block's event and drop counters (golden.collective.control.COUNTER_MAX).
+COLLECTIVE_COUNTER_BITS = 16
 # Output queue entries a reader may commit at once: the reduction unit's group of chunks (one pass
 # over a group takes at least the engine's latency, so 16 keeps the engine busy every cycle).
 GROUP = 16
@@ -40,12 +43,6 @@ class ReducedLine(data.Struct):
 
 def slot_signal(slots, name):
     return Signal(range(slots), name=name) if slots > 1 else Const(0, 1)
-
-
-def saturating_count(m, counter, event):
-    """Count ``event`` pulses in ``counter``, which stops at its largest value instead of wrapping."""
-    with m.If(event & ~counter.all()):
-        m.d.sync += counter.eq(counter + 1)
 
 
 def refused(m, queue, name):

@@ -5,12 +5,13 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..lib.streams import Queue
+from ..net.packet import LINE_BITS
 from ..registration import Param, check_choice, check_int, register_block
-from ..runtime.common import Queue
-from .reduction_engine import LINE_BITS, LINE_WORDS, ReductionEngine
+from .reduction_engine import LINE_WORDS, ReductionEngine
 from .reduction_table import (
     CHUNK_BITS,
-    COUNTER_BITS,
+    COLLECTIVE_COUNTER_BITS,
     COUNTERS,
     GROUP,
     LEAF_BITS,
@@ -132,7 +133,7 @@ class ReductionUnit(wiring.Component):
         self._chunks = check_int("chunks", chunks, 1, 1 << CHUNK_BITS)
         self._mode = check_choice("mode", mode, MODES)
         members = {"i": In(stream.Signature(Contribution)), "o": Out(stream.Signature(ReducedLine))}
-        members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
+        members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in COUNTERS})
         members.update({"closed": Out(1), "closed_partition": Out(PARTITION_BITS), "overflow": Out(1)})
         super().__init__(members)
 

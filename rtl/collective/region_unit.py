@@ -4,10 +4,11 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..lib.counters import saturating_count
+from ..lib.streams import Queue
+from ..net.net_interface import NetInterface
+from ..net.packet import NODE_BITS, Flit, Packet, PacketType, sealed
 from ..registration import Param, check_choice, check_int, register_block
-from ..runtime.common import Queue, sealed
-from ..runtime.net_interface import NetInterface
-from ..runtime.packet import NODE_BITS, Flit, Packet, PacketType
 from .fetch_retry import FetchRetry
 from .fetch_slots import (
     CHUNK_FIELD_BITS,
@@ -20,7 +21,7 @@ from .fetch_slots import (
     serve_fetches,
 )
 from .gcu import NETWORK_PARAMS, sticky, unit_counters, unit_drops
-from .reduction_table import COUNTER_BITS, saturating_count
+from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
 
 __all__ = ["RegionalControlUnit", "REGION_COUNTERS", "REGION_DROPS"]
@@ -133,7 +134,7 @@ class RegionalControlUnit(wiring.Component):
         self._retry = dict(cycles=check_int("retry_cycles", retry_cycles, 16, 65536),
                            limit=check_int("retry_limit", retry_limit, 1, 255))
         members = {**net_members("down"), **net_members("up")}
-        members.update({name: Out(COUNTER_BITS) for name in REGION_COUNTERS})
+        members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in REGION_COUNTERS})
         members["overflow"] = Out(1)
         super().__init__(members)
 

@@ -4,12 +4,11 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import LINE_BITS, NODE_BITS, Flit
+from ..net.switch import SWITCH_NODES, Switch
 from ..registration import Param, check_choice, check_int, register_block
-from ..runtime.packet import NODE_BITS, Flit
-from ..runtime.switch import SWITCH_NODES, Switch
 from .gcu_cluster import count_switch_drops
-from .reduction_engine import LINE_BITS
-from .reduction_table import COUNTER_BITS
+from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .ring_node import RING_DROPS, RING_PARAMS, SENT_BITS, RingNode, load_layout
 
 __all__ = ["RingCluster"]
@@ -58,14 +57,15 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected, n<i>_overflow
         self._node = dict(depth=depth, queue_depth=queue_depth, switch_depth=switch_depth)
         self._first = RingNode(**self._node)  # validates the rest of the parameters now
         members = {"size": In(NODE_BITS + 1), "lines": In(range(depth + 1)),
-                   "dropped": Out(range(4 * ports + 1)), "switch_dropped": Out(COUNTER_BITS)}
+                   "dropped": Out(range(4 * ports + 1)), "switch_dropped": Out(COLLECTIVE_COUNTER_BITS)}
         for node in range(nodes):
             members.update({
                 f"n{node}_load": In(stream.Signature(load_layout(depth))), f"n{node}_start": In(1),
                 f"n{node}_busy": Out(1), f"n{node}_done": Out(1), f"n{node}_config_ok": Out(1),
                 f"n{node}_read_addr": In(range(depth)), f"n{node}_read_data": Out(LINE_BITS),
-                f"n{node}_sent": Out(SENT_BITS), f"n{node}_malformed": Out(COUNTER_BITS),
-                f"n{node}_unexpected": Out(COUNTER_BITS), f"n{node}_up": Out(1), f"n{node}_down": Out(1),
+                f"n{node}_sent": Out(SENT_BITS), f"n{node}_malformed": Out(COLLECTIVE_COUNTER_BITS),
+                f"n{node}_unexpected": Out(COLLECTIVE_COUNTER_BITS),
+                f"n{node}_up": Out(1), f"n{node}_down": Out(1),
                 f"n{node}_overflow": Out(1)})
         for port in range(nodes, ports):
             members.update({f"p{port}_in": In(stream.Signature(Flit)), f"p{port}_in_credit": Out(3),

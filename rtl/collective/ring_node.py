@@ -5,12 +5,12 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..lib.counters import add_saturating, pulse_count, saturating_count
+from ..net.net_interface import NetInterface
+from ..net.packet import LINE_BITS, MAX_NODES, NODE_BITS, Flit, Packet, PacketType, checksum, sealed
 from ..registration import Param, check_int, register_block
-from ..runtime.common import pulse_count, sealed
-from ..runtime.net_interface import NetInterface
-from ..runtime.packet import MAX_NODES, NODE_BITS, Flit, Packet, PacketType, checksum
-from .reduction_engine import LINE_BITS, LINE_WORDS, ReductionEngine
-from .reduction_table import COUNTER_BITS, saturating_count
+from .reduction_engine import LINE_WORDS, ReductionEngine
+from .reduction_table import COLLECTIVE_COUNTER_BITS
 
 __all__ = ["RingNode", "RING_PARAMS", "SENT_BITS", "REDUCE_SCATTER", "ALL_GATHER"]
 
@@ -119,7 +119,8 @@ class RingNode(wiring.Component):
             "load": In(stream.Signature(load_layout(depth))),
             "start": In(1), "busy": Out(1), "done": Out(1),
             "read_addr": In(range(depth)), "read_data": Out(LINE_BITS),
-            "sent": Out(SENT_BITS), "malformed": Out(COUNTER_BITS), "unexpected": Out(COUNTER_BITS),
+            "sent": Out(SENT_BITS), "malformed": Out(COLLECTIVE_COUNTER_BITS),
+            "unexpected": Out(COLLECTIVE_COUNTER_BITS),
             "overflow": Out(1),
         })
 
@@ -230,9 +231,7 @@ class RingNode(wiring.Component):
         saturating_count(m, self.malformed, rx.valid & ~intact)
         stray = rx.valid & intact & ~(in_range & expected)
         dropped = pulse_count(stray, net.rx_task.valid, net.rx_rdma.valid)
-        total = Signal(COUNTER_BITS + 1)  # up to three drops a cycle: saturate, never wrap
-        m.d.comb += total.eq(self.unexpected + dropped)
-        m.d.sync += self.unexpected.eq(Mux(total[-1], (1 << COUNTER_BITS) - 1, total))
+        add_saturating(m, self.unexpected, dropped)  # up to three drops a cycle: saturate, never wrap
         with m.If(net.overflow):
             m.d.sync += self.overflow.eq(1)
         return m

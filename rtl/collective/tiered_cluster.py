@@ -4,12 +4,12 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import NODE_BITS, VC
+from ..net.switch import SWITCH_NODES, Switch
 from ..registration import Param, check_choice, check_int, register_block
-from ..runtime.packet import NODE_BITS, VC
-from ..runtime.switch import SWITCH_NODES, Switch
 from .gcu import NETWORK_PARAMS, GlobalControlUnit, unit_counters, unit_drops
 from .gcu_cluster import attach, count_switch_drops, expose_leaves, leaf_members
-from .reduction_table import COUNTER_BITS
+from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .reduction_unit import MODES, SLOT_CHOICES
 from .region_unit import REGION_COUNTERS, REGION_DROPS, RegionalControlUnit
 
@@ -85,10 +85,11 @@ class TieredCluster(wiring.Component):
         self._gcu_counters = unit_counters()
         self._spare = regions + 1 < self._root_nodes
         members = leaf_members(regions * region_leaves + int(self._spare))
-        members.update({name: Out(COUNTER_BITS) for name in self._gcu_counters})
-        members.update({f"r{region}_{name}": Out(COUNTER_BITS)
+        members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in self._gcu_counters})
+        members.update({f"r{region}_{name}": Out(COLLECTIVE_COUNTER_BITS)
                         for region in range(regions) for name in REGION_COUNTERS})
-        members.update({"damage": In(regions), "overflow": Out(1), "switch_dropped": Out(COUNTER_BITS)})
+        members.update({"damage": In(regions), "overflow": Out(1),
+                        "switch_dropped": Out(COLLECTIVE_COUNTER_BITS)})
         members.update({f"r{region}_overflow": Out(1) for region in range(regions)})
         super().__init__(members)
 

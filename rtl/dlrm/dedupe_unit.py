@@ -5,9 +5,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..collective.reduction_table import saturating_count
+from ..lib.cam import KeyLookup
+from ..lib.counters import COUNTER_BITS, saturating_count
 from ..registration import Param, check_choice, check_int, register_block
-from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, KeyLookup, log2
+from .common import CACHE_LINE_BITS, DIM_CHOICES, log2
 
 __all__ = ["DedupeUnit", "COUNTERS", "CAPACITY_CHOICES"]
 
@@ -75,9 +76,9 @@ class DedupeUnit(wiring.Component):
             "i": In(stream.Signature(data.StructLayout({"index": index_bits, "last": 1}))),
             "req": Out(stream.Signature(data.StructLayout({"index": index_bits, "tag": tag_bits}))),
             "rep": In(stream.Signature(data.StructLayout({"tag": tag_bits, "line": line_bits,
-                                                          "data": LINE_BITS}))),
+                                                          "data": CACHE_LINE_BITS}))),
             "o": Out(stream.Signature(data.StructLayout({"index": index_bits, "line": line_bits, "last": 1,
-                                                        "data": LINE_BITS}))),
+                                                        "data": CACHE_LINE_BITS}))),
         }
         members.update({name: Out(COUNTER_BITS) for name in COUNTERS})
         super().__init__(members)
@@ -96,7 +97,7 @@ class DedupeUnit(wiring.Component):
         entry = data.StructLayout({"index": self._index_bits, "tag": tag_bits})
         m.submodules.position_list = plist = Memory(shape=entry, depth=positions, init=[])
         plist_write, plist_read = plist.write_port(), plist.read_port(domain="comb")
-        m.submodules.row_buffer = rows = Memory(shape=LINE_BITS, depth=capacity * lines, init=[])
+        m.submodules.row_buffer = rows = Memory(shape=CACHE_LINE_BITS, depth=capacity * lines, init=[])
         row_write, row_read = rows.write_port(), rows.read_port()
 
         state = Signal(range(len(_STATES)))

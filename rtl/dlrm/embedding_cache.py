@@ -8,9 +8,9 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
-from ..collective.reduction_table import saturating_count
+from ..lib.counters import COUNTER_BITS, saturating_count
 from ..registration import Param, check_choice, check_int, register_block
-from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, POW2_WAYS, log2
+from .common import CACHE_LINE_BITS, DIM_CHOICES, POW2_WAYS, log2
 
 __all__ = ["EmbeddingCache", "COUNTERS", "lookup_layout", "row_line_layout", "update_layout"]
 
@@ -26,12 +26,12 @@ def lookup_layout(index_bits, tag_width):
 def row_line_layout(index_bits, tag_width, line_bits):
     """One line of a looked-up row: ``line`` of the row, ``last`` its final line, ``hit``, ``data``."""
     return data.StructLayout({"index": index_bits, "tag": max(tag_width, 1), "line": max(line_bits, 1),
-                              "last": 1, "hit": 1, "data": LINE_BITS})
+                              "last": 1, "hit": 1, "data": CACHE_LINE_BITS})
 
 
 def update_layout(index_bits, line_bits):
     """A write-through update: ``data`` becomes ``line`` of row ``index``."""
-    return data.StructLayout({"index": index_bits, "line": max(line_bits, 1), "data": LINE_BITS})
+    return data.StructLayout({"index": index_bits, "line": max(line_bits, 1), "data": CACHE_LINE_BITS})
 
 
 class EmbeddingCache(wiring.Component):
@@ -130,7 +130,7 @@ class EmbeddingCache(wiring.Component):
             "u": In(stream.Signature(update_layout(index_bits, self._line_bits))),
             "rows": In(index_bits + 1),
             "base": In(address_width),
-            "m_axi": Out(AXI4Signature(address_width=address_width, data_width=LINE_BITS)),
+            "m_axi": Out(AXI4Signature(address_width=address_width, data_width=CACHE_LINE_BITS)),
             "hbm_error": Out(1),
         }
         members.update({name: Out(counter_width) for name in COUNTERS})
@@ -149,14 +149,14 @@ class EmbeddingCache(wiring.Component):
         m.submodules.ages = ages = Memory(shape=age_bits * ways, depth=sets, init=[fresh_ages] * sets)
         tag_read, tag_write = tags.read_port(domain="comb"), tags.write_port()
         age_read, age_write = ages.read_port(domain="comb"), ages.write_port()
-        m.submodules.data_ram = rows = Memory(shape=LINE_BITS, depth=sets * ways * lines, init=[])
+        m.submodules.data_ram = rows = Memory(shape=CACHE_LINE_BITS, depth=sets * ways * lines, init=[])
         row_read, row_write = rows.read_port(), rows.write_port()
 
         m.submodules.reader = reader = AXIBurstReader(
-            address_width=self._address_width, data_width=LINE_BITS, max_burst=lines, max_outstanding=2,
+            address_width=self._address_width, data_width=CACHE_LINE_BITS, max_burst=lines, max_outstanding=2,
             length_width=log2(lines) + 1)
         m.submodules.writer = writer = AXIBurstWriter(
-            address_width=self._address_width, data_width=LINE_BITS, max_burst=1, max_outstanding=2,
+            address_width=self._address_width, data_width=CACHE_LINE_BITS, max_burst=1, max_outstanding=2,
             length_width=1)
         self._share_axi(m, reader, writer)
         # An engine's error is latched here, then cleared once the engine is idle (`clear` is honoured
@@ -168,7 +168,8 @@ class EmbeddingCache(wiring.Component):
         m.d.sync += self.hbm_error.eq(self.hbm_error | reader.error | writer.error | protocol)
 
         def row_address(index, line=0):
-            return self.base + (index << log2(lines * LINE_BITS // 8)) + (line << log2(LINE_BITS // 8))
+            return (self.base + (index << log2(lines * CACHE_LINE_BITS // 8))
+                    + (line << log2(CACHE_LINE_BITS // 8)))
 
         # After reset, every set is made invalid with fresh ages before anything is taken.
         sweep = Signal(range(sets))

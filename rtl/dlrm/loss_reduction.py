@@ -5,10 +5,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..collective.reduction_table import saturating_count
 from ..fp.adder import FloatAdder
+from ..lib.cam import KeyLookup
+from ..lib.counters import COUNTER_BITS, saturating_count
 from ..registration import NO_DROPS, Param, check_choice, check_int, register_block
-from .common import COUNTER_BITS, DIM_CHOICES, LINE_BITS, LINE_WORDS, KeyLookup, log2
+from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_CHOICES, log2
 from .dedupe_unit import CAPACITY_CHOICES
 
 __all__ = ["LossReduction", "COUNTERS", "gradient_layout"]
@@ -19,7 +20,8 @@ _STATES = ("COLLECT", "FLUSH")
 
 def gradient_layout(index_bits, line_bits):
     """A gradient line: ``line`` of row ``index``; ``last`` ends a batch."""
-    return data.StructLayout({"index": index_bits, "line": max(line_bits, 1), "last": 1, "data": LINE_BITS})
+    return data.StructLayout({"index": index_bits, "line": max(line_bits, 1), "last": 1,
+                              "data": CACHE_LINE_BITS})
 
 
 class LossReduction(wiring.Component):
@@ -83,12 +85,12 @@ class LossReduction(wiring.Component):
         count = Signal(range(capacity + 1))
         busy = Signal(capacity)  # an addition into this slot is in the adder
         batch_end = Signal()
-        m.submodules.sums = sums = Memory(shape=LINE_BITS, depth=capacity, init=[])
+        m.submodules.sums = sums = Memory(shape=CACHE_LINE_BITS, depth=capacity, init=[])
         sum_read = sums.read_port(domain="comb")
         first_write, result_write = sums.write_port(), sums.write_port()
 
         lanes = []
-        for word in range(LINE_WORDS):
+        for word in range(CACHE_LINE_WORDS):
             lane = FloatAdder(fmt="f32", tag_width=slot_bits if word == 0 else 0)
             m.submodules[f"lane{word}"] = lane
             lanes.append(lane)

@@ -4,9 +4,9 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import KERNEL_IDS, Packet, PacketType, checksum
 from ..registration import Param, check_int, register_block
 from .common import ConfigSignature
-from .packet import KERNEL_IDS, Packet, PacketType, checksum
 
 __all__ = ["TaskClassifier", "CLASSIFIER_DROPS", "DEFAULT_KERNELS", "check_kernels"]
 

@@ -5,20 +5,19 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature
+from ..lib.counters import COUNTER_BITS, count_saturating, saturating_counter
+from ..net.packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
+from ..net.switch import SWITCH_NODES, Switch
 from ..registration import Param, check_bool, check_choice, check_int, register_block
 from .axi_lite_decoder import AXILiteDecoder
-from .common import count_saturating, saturating_counter
 from .node_kernels import (
-    COUNTER_BITS,
     KERNEL_COUNTERS,
     NodeKernels,
     kernel_mask,
     read_answer_layout,
 )
 from .node_memory import NodeMemory
-from .packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
 from .runtime_node import RuntimeNode
-from .switch import SWITCH_NODES, Switch
 
 __all__ = ["Cluster", "HOST_SPAWN", "HOST_DATA", "HOST_OUT", "HOST_COUNTERS", "host_write_layout",
            "host_read_layout"]

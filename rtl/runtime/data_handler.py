@@ -4,9 +4,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import RANGE_BITS, MemWrite, Packet
 from ..registration import Param, check_int, register_block
 from .common import ConfigSignature, range_lines
-from .packet import RANGE_BITS, MemWrite, Packet
 
 __all__ = ["DataHandler"]
 

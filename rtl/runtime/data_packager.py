@@ -4,9 +4,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import LINE_BITS, Packet, PacketType, sealed
 from ..registration import NO_DROPS, register_block
-from .common import ConfigSignature, sealed
-from .packet import LINE_BITS, Packet, PacketType
+from .common import ConfigSignature
 from .rdma_responder import read_layout
 
 __all__ = ["DataPackager"]

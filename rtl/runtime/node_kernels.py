@@ -7,12 +7,12 @@ from amaranth.lib.wiring import In, Out
 
 from ..aggregate.aggregation_pipeline import AggregationPipeline, Mode
 from ..aggregate.packet import TASK_AGGREGATION, packet_layout
+from ..lib.counters import COUNTER_BITS, count_saturating
+from ..net.packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
 from ..registration import Param, check_bool, check_int, register_block
-from .common import count_saturating
-from .packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
 
 __all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout", "read_answer_layout",
-           "KERNEL_COUNTERS", "COUNTER_BITS", "count_saturating"]
+           "KERNEL_COUNTERS"]
 
 # Kernel ids implemented here: 2 (integer sparse x dense), 5 (ReLU), 6 (float32 aggregation).
 KERNEL_MASK = (1 << 2) | (1 << 5) | (1 << 6)
@@ -25,7 +25,6 @@ def kernel_mask(aggregation):
 
 # Error counters (32 bits, saturating), in port order.
 KERNEL_COUNTERS = ("range_errors", "bank_errors")
-COUNTER_BITS = 32
 
 
 def row_write_layout():

@@ -5,10 +5,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..lib.counters import COUNTER_BITS, count_saturating
+from ..net.packet import LINE_BITS, ROW_BITS, MemWrite
 from ..registration import Param, check_int, register_block
-from .common import count_saturating
-from .node_kernels import COUNTER_BITS
-from .packet import LINE_BITS, ROW_BITS, MemWrite
 
 __all__ = ["NodeMemory"]
 

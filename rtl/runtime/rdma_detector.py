@@ -4,9 +4,10 @@ from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..lib.streams import Queue
+from ..net.packet import RANGE_BITS, Packet, PacketType, range_owner, sealed
 from ..registration import NO_DROPS, Param, check_int, register_block
-from .common import ConfigSignature, Queue, range_lines, sealed
-from .packet import RANGE_BITS, Packet, PacketType, range_owner
+from .common import ConfigSignature, range_lines
 
 __all__ = ["RDMADetector"]
 

@@ -4,9 +4,10 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..lib.streams import Queue
+from ..net.packet import NODE_BITS, RANGE_BITS, ROW_BITS, Packet, TaskId, range_owner
 from ..registration import Param, check_int, register_block
-from .common import ConfigSignature, Queue, range_lines
-from .packet import NODE_BITS, RANGE_BITS, ROW_BITS, Packet, TaskId, range_owner
+from .common import ConfigSignature, range_lines
 
 __all__ = ["RDMAResponder", "read_layout"]
 

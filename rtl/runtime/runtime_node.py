@@ -6,13 +6,15 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature
 from ..bus.axi_lite_control import AXILiteControl
+from ..lib.counters import COUNTER_BITS, pulse_count, saturating_counter
+from ..lib.streams import merge
+from ..net.net_interface import NetInterface
+from ..net.packet import LINE_BITS, ROW_BITS, Flit, MemWrite, Packet, SpawnWrite, TaskId
 from ..registration import Param, check_int, register_block
 from .classifier import CLASSIFIER_DROPS, DEFAULT_KERNELS, TaskClassifier, check_kernels
-from .common import ConfigSignature, merge, pulse_count, saturating_counter
+from .common import ConfigSignature
 from .data_handler import DataHandler
 from .data_packager import DataPackager
-from .net_interface import NetInterface
-from .packet import LINE_BITS, ROW_BITS, Flit, MemWrite, Packet, SpawnWrite, TaskId
 from .rdma_detector import RDMADetector
 from .rdma_responder import RDMAResponder
 from .spawner import TaskSpawner
@@ -20,7 +22,7 @@ from .task_packager import TaskPackager
 from .task_responder import RESPONDER_DROPS, TaskResponder
 from .task_splitter import TaskSplitter
 
-__all__ = ["RuntimeNode", "ARGUMENTS", "COUNTERS", "COUNTER_BITS", "STATUS"]
+__all__ = ["RuntimeNode", "ARGUMENTS", "COUNTERS", "STATUS"]
 
 # Control arguments (AXI4-Lite, 32 bits each), in register order.
 ARGUMENTS = (
@@ -42,7 +44,6 @@ COUNTERS = (("rx_task", "rx_rdma", "rx_data", "tx_task", "tx_rdma", "tx_data", "
             + tuple(f"drop_{reason}" for reason in CLASSIFIER_DROPS + RESPONDER_DROPS)
             + ("drop_rdma_range", "drop_data_unsolicited", "overflow", "start_rejected"))
 STATUS = (("quiet", 1),) + tuple((name, 32) for name in COUNTERS)
-COUNTER_BITS = 32
 
 
 def _drive_config(m, config, target):

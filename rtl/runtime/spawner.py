@@ -5,10 +5,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import PACKET_BITS, Packet, PacketType, SpawnWrite, TaskId, range_owner
 from ..registration import Param, check_int, register_block
 from .classifier import DEFAULT_KERNELS, check_kernels
 from .common import ConfigSignature
-from .packet import PACKET_BITS, Packet, PacketType, SpawnWrite, TaskId, range_owner
 
 __all__ = ["TaskSpawner", "start_layout"]
 

@@ -4,9 +4,8 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import Packet, sealed
 from ..registration import NO_DROPS, register_block
-from .common import sealed
-from .packet import Packet
 
 __all__ = ["TaskPackager"]
 

@@ -4,9 +4,10 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..lib.streams import any_of_chain
+from ..net.packet import ITEMS, NODE_BITS, Packet, home_owner
 from ..registration import Param, check_int, register_block
 from .common import ConfigSignature, range_lines
-from .packet import ITEMS, NODE_BITS, Packet, home_owner
 
 __all__ = ["TaskResponder", "RESPONDER_DROPS", "responded_layout"]
 
@@ -96,12 +97,12 @@ class TaskResponder(wiring.Component):
         m.d.comb += [
             reasons[0].eq(task.mask == 0),
             reasons[1].eq(header.range >= config.ranges),
-            reasons[2].eq(_any(row_flags)),
-            reasons[3].eq(_any(col_flags)),
+            reasons[2].eq(any_of_chain(row_flags)),
+            reasons[3].eq(any_of_chain(col_flags)),
             reasons[4].eq((local != task.mask) if from_network else 0),
         ]
         bad = Signal(name=f"{name}_bad")
-        m.d.comb += bad.eq(_any(reasons))
+        m.d.comb += bad.eq(any_of_chain(reasons))
 
         with m.If(out.ready):
             m.d.sync += out.valid.eq(0)
@@ -118,13 +119,6 @@ class TaskResponder(wiring.Component):
                 for slot in range(ITEMS):
                     m.d.sync += out.payload.owners[slot].eq(owners[slot])
         m.d.sync += dropped_port.eq(dropped)
-
-
-def _any(values):
-    result = Const(0, 1)
-    for value in values:
-        result = result | value
-    return result
 
 
 register_block(

@@ -4,9 +4,9 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..net.packet import ITEMS, NODE_BITS, Packet, range_owner
 from ..registration import NO_DROPS, register_block
 from .common import ConfigSignature
-from .packet import ITEMS, NODE_BITS, Packet, range_owner
 from .task_responder import responded_layout
 
 __all__ = ["TaskSplitter"]

@@ -1,6 +1,6 @@
 """A credited queue never overflows while its sender keeps to its credits.
 
-:class:`rtl.runtime.common.Queue` with ``credited=True`` is the input buffer of the runtime
+:class:`rtl.lib.streams.Queue` with ``credited=True`` is the input buffer of the runtime
 switch and the receive queue of the network interface. Its sender writes on a credit, not on
 ``ready``: it starts with ``depth`` credits, spends one per write, and gets one back per entry
 read, a cycle later through a registered pulse (the switch's ``p<i>_in_credit``, the interface's
@@ -30,7 +30,7 @@ def credited_queue_harness(*, depth, lag, width=2):
     width : int
         Payload bits (the payload does not matter to the claim).
     """
-    from rtl.runtime.common import Queue
+    from rtl.lib.streams import Queue
 
     if lag not in (0, 1):
         raise ValueError(f"lag must be 0 or 1, not {lag}")

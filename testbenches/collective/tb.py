@@ -25,7 +25,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, resolved_params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
-from testbenches.runtime.tb import SwitchPort
+from testbenches.net.tb import SwitchPort
 
 VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
 DROPS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")

@@ -19,7 +19,7 @@ from scripts.sim import channel, knobs
 from scripts.sim.runner import resolved_params_from_env, run_cocotb
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
 from testbenches.collective.tb import RING_BENCH_PARAMS, random_words
-from testbenches.runtime.tb import SwitchPort
+from testbenches.net.tb import SwitchPort
 
 COUNTERS = ("sent", "malformed", "unexpected")
 

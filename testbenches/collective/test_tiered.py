@@ -22,7 +22,7 @@ from scripts.sim import knobs
 from scripts.sim.channel import has_job, reply
 from scripts.sim.runner import run_cocotb
 from testbenches.collective.tb import TB, VC, ZERO_COUNTERS, gradient_line
-from testbenches.runtime.tb import SwitchPort
+from testbenches.net.tb import SwitchPort
 
 # What a regional unit counts on its side of the GCU, that a clean all-reduce leaves at zero.
 REGION_ZERO = (*ZERO_COUNTERS, "lost_fetches", "bad_replies", "unexpected_replies", "up_requests",

@@ -18,10 +18,10 @@ to them never does.
 import pytest
 from amaranth.sim import Simulator
 
+from rtl.net.switch import Switch
 from rtl.runtime.axi_lite_decoder import AXILiteDecoder
 from rtl.runtime.node_memory import NodeMemory
 from rtl.runtime.runtime_node import RuntimeNode
-from rtl.runtime.switch import Switch
 from scripts.sim import knobs
 
 

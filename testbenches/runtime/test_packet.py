@@ -1,6 +1,6 @@
 """The packet codec: golden.runtime.packet against an independent byte-level reading of the packet.
 
-No simulation. That ``rtl.runtime.packet`` states the same layout is checked in
+No simulation. That ``rtl.net.packet`` states the same layout is checked in
 ``testbenches/test_design_constants.py`` (section ``# runtime``).
 """
 

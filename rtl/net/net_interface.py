@@ -4,8 +4,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..lib.streams import Queue
 from ..registration import Param, check_int, register_block
-from .common import Queue
 from .packet import VC, Flit, Packet
 
 __all__ = ["NetInterface", "CHANNELS"]
@@ -134,7 +134,7 @@ class NetInterface(wiring.Component):
 
 
 register_block(
-    "runtime_net_interface", NetInterface, family="runtime",
+    "runtime_net_interface", NetInterface, family="net",
     summary="FCsN network interface: per-channel receive/send queues and credit flow control on one link.",
     params=[
         Param("rx_depth", int, 8, "receive queue entries per channel (credits granted)",

@@ -139,7 +139,7 @@ async def overflow_is_counted(dut):
     extra = 3
     tb.switch.outbound += [(1, index) for index in range(depth + extra)] + [(3, 99)]
     await tb.cycles(depth + extra + 20)
-    # A receive queue holds its credits plus one spare entry (see rtl.runtime.common.Queue).
+    # A receive queue holds its credits plus one spare entry (see rtl.lib.streams.Queue).
     assert tb.overflow.counts["overflow"] == extra - 1 + 1, f"{tb.overflow.counts}; {knobs.describe()}"
     tb.sinks["rx_rdma"].set_backpressure_generator(None)
     await tb.cycles(depth + 10)

@@ -35,13 +35,13 @@ Network flits add a 2-bit virtual channel (:class:`VC`) beside the packet; the c
 a packet whose type differs from its channel.
 """
 
-from amaranth.hdl import unsigned
+from amaranth.hdl import Cat, Const, unsigned
 from amaranth.lib import data, enum
 
 __all__ = ["PacketType", "TaskId", "VC", "Header", "TaskItem", "TaskPayload", "RdmaPayload", "DataPayload",
            "Packet", "Flit", "MemWrite", "SpawnWrite", "ITEMS", "PACKET_BITS", "HEADER_BITS", "PAYLOAD_BITS",
            "LINE_BITS", "ROW_BITS", "RANGE_BITS", "NODE_BITS", "MAX_NODES", "MAX_LINES_PER_RANGE",
-           "KERNEL_IDS", "checksum", "home_owner", "range_owner"]
+           "KERNEL_IDS", "checksum", "sealed", "home_owner", "range_owner"]
 
 PACKET_BITS = 512
 HEADER_BITS = 32
@@ -173,6 +173,13 @@ def checksum(value):
     for index in range(1, PACKET_BITS // 8):
         result = result ^ value[8 * index:8 * index + 8]
     return result
+
+
+def sealed(packet):
+    """``packet`` (512 bits) with its ``check`` byte set so that the XOR of its bytes is zero."""
+    value = packet.as_value() if hasattr(packet, "as_value") else packet
+    clear = Cat(value[:24], Const(0, 8), value[32:PACKET_BITS])
+    return Cat(value[:24], checksum(clear), value[32:PACKET_BITS])
 
 
 def home_owner(row, home_shift, node_mask):

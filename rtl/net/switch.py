@@ -4,8 +4,9 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..lib.counters import pulse_count
+from ..lib.streams import Queue, any_of_chain
 from ..registration import Param, check_choice, check_int, register_block
-from .common import Queue, pulse_count
 from .packet import NODE_BITS, VC, Flit
 
 __all__ = ["Switch", "SWITCH_NODES"]
@@ -163,15 +164,12 @@ class Switch(wiring.Component):
                 with m.Elif(returned[vc] & ~sent[vc]):
                     m.d.sync += credits[vc].eq(credits[vc] + 1)
         for key, terms in grants.items():
-            total = Const(0, 1)
-            for term in terms:
-                total = total | term
-            m.d.comb += popped[key].eq(total)
+            m.d.comb += popped[key].eq(any_of_chain(terms))
         return m
 
 
 register_block(
-    "runtime_switch", Switch, family="runtime",
+    "runtime_switch", Switch, family="net",
     summary="FCsN runtime network: N-port switch routing by destination node, three credit-based virtual "
             "channels, never dropping a routable flit.",
     params=[

@@ -16,7 +16,7 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
-from testbenches.runtime.tb import SwitchPort
+from testbenches.net.tb import SwitchPort
 
 MASK = (1 << 512) - 1
 

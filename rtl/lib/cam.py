@@ -1,0 +1,69 @@
+"""A small content-addressable memory: unique keys filled in order, matched in one cycle."""
+
+from amaranth.hdl import Cat, Mux, Signal
+
+__all__ = ["one_hot_index", "KeyLookup"]
+
+
+def one_hot_index(bits):
+    """The index of the set bit of ``bits``, which has at most one (0 when none).
+
+    An OR per index bit, one LUT level per four inputs, where a priority chain would be as deep
+    as ``bits`` is wide: the CAMs' keys are unique, so a match is one-hot.
+    """
+    width = max(1, (len(bits) - 1).bit_length())
+    return Cat(*[Cat(*[bits[k] for k in range(len(bits)) if (k >> b) & 1]).any() for b in range(width)])
+
+
+class KeyLookup:
+    """A CAM of unique keys filled in order, and the lookup register in front of it (builds into ``m``).
+
+    A lookup taken from ``i`` is matched against the keys as it enters the register and used a
+    cycle later, so the compare ends at a register. The key inserted in that cycle is forwarded
+    to it. The block drives ``take`` (the held lookup is used) and ``inserting`` (used as a new
+    key, at entry ``count``), calls :meth:`insert` where a new key is taken and :meth:`clear`
+    where the table is emptied: the clear voids a match made in its own cycle, as its
+    assignment comes later.
+
+    Parameters
+    ----------
+    i : stream interface
+        The lookups (its ``ready`` is driven here).
+    keys : list of Signal
+        The table's entries; ``key_of(keys[k])`` and ``key_of(payload)`` are the compared values.
+    count : Signal
+        Entries in use.
+
+    Attributes
+    ----------
+    held, valid, found, tag
+        The held lookup, whether there is one, whether its key is in the table, and its entry.
+    """
+
+    def __init__(self, m, *, i, keys, key_of, count, take, inserting):
+        self._m, self._keys, self._key_of, self._count = m, keys, key_of, count
+        capacity = len(keys)
+        incoming = i.payload
+        self.held = Signal.like(incoming)
+        self.valid, self.found, self.tag = Signal(), Signal(), Signal(capacity.bit_length() - 1)
+        # Entries below ``count``, as flags: no comparator on the match path.
+        self._used = used = Signal(capacity)
+        match = Cat(*[used[k] & (key_of(keys[k]) == key_of(incoming)) for k in range(capacity)])
+        forwarded = inserting & (key_of(self.held) == key_of(incoming))
+        m.d.comb += i.ready.eq(~self.valid | take)
+        with m.If(i.valid & i.ready):
+            m.d.sync += [self.held.eq(incoming), self.valid.eq(1), self.found.eq(match.any() | forwarded),
+                         self.tag.eq(Mux(forwarded, count[:len(self.tag)], one_hot_index(match)))]
+        with m.Elif(take):
+            m.d.sync += self.valid.eq(0)
+
+    def insert(self):
+        """The held lookup's key goes into entry ``count`` (the block increments ``count``)."""
+        self._m.d.sync += self._used.eq(Cat(1, self._used))
+        for k, key in enumerate(self._keys):  # slot by slot: a variable-index write is an incomplete case
+            with self._m.If(self._count == k):
+                self._m.d.sync += self._key_of(key).eq(self._key_of(self.held))
+
+    def clear(self):
+        """Empty the table (the block resets ``count``)."""
+        self._m.d.sync += [self.found.eq(0), self._used.eq(0)]

@@ -1,0 +1,1 @@
+"""Tests of rtl/lib, the generic primitives."""

@@ -1,0 +1,1 @@
+"""Tests of rtl/net: the network interface and the switch."""
