@@ -16,11 +16,11 @@ import pytest
 
 from golden.compress import keep_count
 from golden.optim.host import STATE_NAMES, reference_update
-from scripts import demo_train, demo_train_session
 from scripts.cli import main
-from scripts.demo_model import MLP, spiral
+from scripts.demo import train as demo_train
+from scripts.demo.model import MLP, spiral
 from scripts.sim import knobs
-from scripts.sim.updater_device import DeviceResult
+from scripts.sim.devices.updater import DeviceResult
 
 STEPS = knobs.vectors(4, limit=40)  # each step is a kernel run per mode; demo_train's 1000 would take hours
 
@@ -83,7 +83,7 @@ class _FakeDevice:
 def test_session_detects_a_wrong_bit(flip_step):
     kernel, hyper, modes = demo_train.check_arguments(optimizer="adamw", steps=3)
     payload = {"kernel": kernel, "hyper": hyper, "steps": 3, "seed": knobs.seed(), "modes": modes}
-    (run,) = asyncio.run(demo_train_session.rtl_session(_FakeDevice(flip_step), payload))
+    (run,) = asyncio.run(demo_train.rtl_session(_FakeDevice(flip_step), payload))
     assert run["bit_exact"] == [step != flip_step for step in (1, 2, 3)]
 
 

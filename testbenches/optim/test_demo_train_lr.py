@@ -8,8 +8,8 @@ take the largest learning rates that fit.
 
 import pytest
 
-from scripts import demo_train
 from scripts.cli import main
+from scripts.demo import train as demo_train
 
 
 @pytest.mark.parametrize("argv", [

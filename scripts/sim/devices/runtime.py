@@ -1,4 +1,4 @@
-"""The FCsN host API (the seed's Table 4.1) driving the simulated cluster, and the demo's cocotb test.
+"""Host device of the runtime family: the FCsN host API (the seed's Table 4.1) driving the simulated cluster.
 
 :class:`FCsNHost` is the host side of ``rtl.runtime.cluster.Cluster`` in a cocotb simulation. Its
 methods are Table 4.1's verbs, with the table's arguments and handles:
@@ -21,8 +21,9 @@ The control path is cocotbext-axi's ``AxiLiteMaster`` on the cluster's AXI4-Lite
 at ``i * 0x1000``, registers as ``rtl.runtime.runtime_node.RuntimeNode.register_map``); the
 memory path is the cluster's host load and read streams.
 
-This module is imported by the cocotb simulation of ``scripts/demo_cluster.py`` (test
-``run_session``) and by the cluster tests; it never imports ``testbenches``.
+:func:`run_cluster` runs one job through it in a simulation (session ``runtime.cluster``), for
+``neartrain demo cluster`` and the runtime bench; the cluster tests drive :class:`FCsNHost`
+directly. This module never imports ``testbenches``.
 """
 
 import logging
@@ -34,7 +35,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from golden.runtime.kernels import line_words, words_line
+from golden.runtime.kernels import AGGREGATION, line_words, words_line
 from golden.runtime.workload import Workload, sparse_dense_workload
 from rtl.runtime.cluster import HOST_COUNTERS, HOST_DATA, HOST_OUT, HOST_SPAWN
 from rtl.runtime.node_kernels import KERNEL_COUNTERS
@@ -42,7 +43,7 @@ from rtl.runtime.runtime_node import COUNTERS, RuntimeNode
 from scripts.sim import channel
 
 __all__ = ["FCsNHost", "HostReadError", "prepare", "run_job", "Overlay", "DataHandler", "TaskData",
-           "KernelStatus", "NODE_STRIDE"]
+           "KernelStatus", "NODE_STRIDE", "SESSIONS", "cluster_params", "run_cluster"]
 
 NODE_STRIDE = 0x1000
 CLOCK_NS = 10
@@ -364,11 +365,41 @@ async def run_job(host, job):
     return {"out": out, "runs": results}
 
 
-@cocotb.test(skip=not channel.has_job())
-async def run_session(dut):
-    """Run the caller's job through the host API; reply with the result."""
-    job = channel.job()
-    params = channel.params()
-    host = FCsNHost(dut, params["nodes"])
-    result = await run_job(host, job)
-    channel.reply(result)
+async def cluster_session(dut, job):
+    """Run ``job`` (see :func:`run_job`) through the host API on the simulated cluster."""
+    return await run_job(FCsNHost(dut, channel.params()["nodes"]), job)
+
+
+SESSIONS = {"cluster": cluster_session}
+
+
+# -------------------------------------------------------------------- synchronous API
+def cluster_params(workload, *, queue_depth=8, switch_depth=8):
+    """``runtime_cluster`` parameters that hold ``workload``."""
+    config = workload.config
+    entries = max(len(entries) for entries in workload.spawn)
+    return {
+        "nodes": config.nodes,
+        "lines": config.rows,
+        "features": workload.features,
+        "spawn_depth": 1 << max(1, (entries - 1).bit_length()),
+        "ranges": max(2, 1 << (config.ranges - 1).bit_length()),
+        "block": config.block,
+        "queue_depth": queue_depth,
+        "switch_depth": switch_depth,
+    }
+
+
+def run_cluster(workload, kernels=(AGGREGATION,), **cluster_options):
+    """Run ``workload`` through the host API on a ``runtime_cluster`` that holds it (built with
+    :func:`cluster_params` and ``cluster_options``); returns :func:`run_job`'s result dict."""
+    from scripts.sim.devices import run_session
+
+    job = {
+        "nodes": workload.config.nodes,
+        "data": workload,
+        "kernels": list(kernels),
+        "timeout": 40 * sum(len(entries) for entries in workload.spawn) * 4 + 50_000,
+    }
+    return run_session("runtime_cluster", "runtime.cluster", job,
+                       params=cluster_params(workload, **cluster_options))
