@@ -30,7 +30,7 @@ from golden.bus import random_words, regroup
 from golden.bus.bursts import PAGE_BYTES
 from scripts.sim import channel, knobs
 from scripts.sim.axi import RAM_SIZE, BurstMonitor, FaultyAxiRam, random_pauses_all
-from scripts.sim.devices.stream import STREAM_TRANSFERS, StreamTB, stream_order
+from scripts.sim.devices.stream import STREAM_TRANSFERS, StreamTB, stream_order, stream_throughput
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
@@ -235,35 +235,7 @@ async def throughput_without_stalls(dut):
     What came out must be the regrouped input, in order, nothing missing and nothing extra, as
     in the stall tests: a rate measured on wrong data would be no rate at all.
     """
-    tb = StreamTB(dut)
-    count = knobs.vectors(4096)
-    await tb.reset()
-    words = random_words(knobs.rng(7), max(1, count * min(tb.input_width, tb.output_width) // tb.input_width),
-                         tb.input_width)
-    expected = regroup(words, input_width=tb.input_width, output_width=tb.output_width,
-                       element_width=tb.element_width())
-    scoreboard = Scoreboard(f"{channel.block()} o (throughput)")
-    scoreboard.expect_many(expected)
-    tb.source.send_many(words)
-
-    async def drain():
-        scoreboard.check(await tb.sink.recv())
-        first = tb.cycle
-        for _ in range(len(expected) - 1):
-            scoreboard.check(await tb.sink.recv())
-        return first
-
-    first = await with_timeout(drain(), 20 * (max(len(words), len(expected)) + 100) * 10, "ns")
-    cycles = tb.cycle - first + 1
-    await tb.cycles(20)
-    while not tb.sink.empty():  # anything beyond the expected stream would be a duplicate
-        scoreboard.check(tb.sink.queue.popleft())
-    scoreboard.check_complete()
-    # Rate over the intervals between output transfers, counted in narrow-side transfers.
-    narrow_per_output = max(1, tb.output_width // tb.input_width)
-    narrow = len(expected) * narrow_per_output
-    rate = (len(expected) - 1) * narrow_per_output / max(1, cycles - 1)
-    result = {"transfers": narrow, "cycles": cycles, "transfers_per_cycle": rate}
+    result = await stream_throughput(StreamTB(dut), knobs.vectors(4096))
     dut._log.info("throughput: %s", result)
     channel.reply(result)
 

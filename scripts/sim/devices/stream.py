@@ -4,9 +4,10 @@ A stream goes in on ``i`` and the regrouped stream comes out on ``o``; the golde
 :func:`golden.bus.regroup` (the identity for the skid buffer and the FIFO). :class:`StreamTB`
 drives both ends, and :func:`stream_order` pushes random payloads through with random idle
 cycles on ``valid`` and random backpressure on ``ready`` and checks that nothing is lost,
-duplicated or reordered. The bus tests run it under each stall pattern;
-:func:`run_stream_check` runs all four patterns in one simulation (session ``stream.order``),
-the smoke check of ``neartrain run``.
+duplicated or reordered, and :func:`stream_throughput` measures the rate without stalls. The
+bus tests run both; :func:`run_stream_check` runs all four stall patterns in one simulation
+(session ``stream.order``), the smoke check of ``neartrain run``, and :func:`run_throughput`
+the rate (session ``stream.throughput``), the bus bench's.
 """
 
 from amaranth.hdl import Shape
@@ -19,7 +20,8 @@ from scripts.sim.runner import component_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
 
-__all__ = ["STREAM_TRANSFERS", "PATTERNS", "StreamTB", "stream_order", "SESSIONS", "run_stream_check"]
+__all__ = ["STREAM_TRANSFERS", "PATTERNS", "StreamTB", "stream_order", "stream_throughput", "SESSIONS",
+           "run_stream_check", "run_throughput"]
 
 STREAM_TRANSFERS = 30000
 # (idle gaps on valid, backpressure on ready)
@@ -81,6 +83,43 @@ async def stream_order(tb, *, idle, backpressure, salt, count):
     scoreboard.check_complete()
 
 
+async def stream_throughput(tb, count):
+    """Reset, then ``count`` narrow-side transfers with neither side stalling; returns the
+    ``transfers``, the ``cycles`` from the first output transfer to the last and the
+    ``transfers_per_cycle`` over the intervals between output transfers.
+
+    What came out must be the regrouped input, in order, nothing missing and nothing extra, as
+    in :func:`stream_order`: a rate measured on wrong data would be no rate at all.
+    """
+    await tb.reset()
+    words = random_words(knobs.rng(7), max(1, count * min(tb.input_width, tb.output_width) // tb.input_width),
+                         tb.input_width)
+    expected = regroup(words, input_width=tb.input_width, output_width=tb.output_width,
+                       element_width=tb.element_width())
+    scoreboard = Scoreboard(f"{channel.block()} o (throughput)")
+    scoreboard.expect_many(expected)
+    tb.source.send_many(words)
+
+    async def drain():
+        scoreboard.check(await tb.sink.recv())
+        first = tb.cycle
+        for _ in range(len(expected) - 1):
+            scoreboard.check(await tb.sink.recv())
+        return first
+
+    first = await with_timeout(drain(), 20 * (max(len(words), len(expected)) + 100) * 10, "ns")
+    cycles = tb.cycle - first + 1
+    await tb.cycles(20)
+    while not tb.sink.empty():  # anything beyond the expected stream would be a duplicate
+        scoreboard.check(tb.sink.queue.popleft())
+    scoreboard.check_complete()
+    # Rate over the intervals between output transfers, counted in narrow-side transfers.
+    narrow_per_output = max(1, tb.output_width // tb.input_width)
+    narrow = len(expected) * narrow_per_output
+    rate = (len(expected) - 1) * narrow_per_output / max(1, cycles - 1)
+    return {"transfers": narrow, "cycles": cycles, "transfers_per_cycle": rate}
+
+
 async def order_session(dut, job):
     """Every stall pattern of :data:`PATTERNS` in turn, ``job["transfers"]`` transfers each."""
     tb = StreamTB(dut)
@@ -90,7 +129,12 @@ async def order_session(dut, job):
     return {"transfers": job["transfers"], "patterns": len(PATTERNS)}
 
 
-SESSIONS = {"order": order_session}
+async def throughput_session(dut, job):
+    """:func:`stream_throughput` of ``job["transfers"]`` transfers."""
+    return await stream_throughput(StreamTB(dut), job["transfers"])
+
+
+SESSIONS = {"order": order_session, "throughput": throughput_session}
 
 
 def run_stream_check(block, transfers, params=None):
@@ -99,3 +143,10 @@ def run_stream_check(block, transfers, params=None):
     from scripts.sim.devices import run_session
 
     return run_session(block, "stream.order", {"transfers": transfers}, params=params)
+
+
+def run_throughput(block, transfers, params=None):
+    """:func:`stream_throughput` of ``block`` in a simulation: its result dict."""
+    from scripts.sim.devices import run_session
+
+    return run_session(block, "stream.throughput", {"transfers": transfers}, params=params)
