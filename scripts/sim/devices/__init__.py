@@ -8,20 +8,24 @@ that the CLI, the simulation tests and the hardware tests all drive):
 * its sessions: coroutines ``session(dut, job)`` that build the driver, do the job and return
   the reply, listed in the module's ``SESSIONS``;
 * a synchronous ``run_*`` API, which runs one session in a simulation through
-  :func:`run_session` and returns NumPy results.
+  :func:`run_session` and returns NumPy results (where a flow outside the block's own tests
+  needs one: the top-k kernel and the all-reduce leaf have none yet).
 
 =====================  ==========================================================================
 :mod:`.updater`        ``*_updater`` kernels: :class:`~.updater.UpdaterDevice`, ``run_jobs``,
                        ``update``, ``statistics``, ``run_program``
-:mod:`.topk`           ``topk_updater``: :class:`~.topk.TopKUpdaterDevice`
+:mod:`.topk`           ``topk_updater``: :class:`~.topk.TopKUpdaterDevice` (tests only)
 :mod:`.aggregate`      ``aggregation_pipeline`` and ``tiled_gemm``: :class:`~.aggregate.AggregationDevice`,
                        :class:`~.aggregate.GemmDevice`, ``run_gemms``, ``run_aggregation``
 :mod:`.runtime`        ``runtime_cluster``: :class:`~.runtime.FCsNHost` (the seed's Table 4.1),
-                       ``run_cluster``
-:mod:`.stream`         stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check`` (``neartrain run``)
+                       ``run_cluster``; a node on a switch port, :class:`~.runtime.SwitchPort`
+:mod:`.collective`     an all-reduce leaf on a switch port, :class:`~.collective.Leaf` (tests only)
+:mod:`.stream`         stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check`` (``neartrain
+                       run``), ``run_throughput``
 =====================  ==========================================================================
 
-Demos, benches and tests drive the simulator through these devices. The one cocotb module
+The demos and ``neartrain run`` drive the simulator only through these devices; tests and
+benches use their drivers inside their own cocotb tests, or their ``run_*``. The one cocotb module
 that every ``run_*`` runs is :mod:`scripts.sim.session`: it dispatches the job to its named
 session. Nothing here imports ``testbenches/`` or the demos.
 """
