@@ -196,10 +196,16 @@ def _test_side_kind(module):
 
 
 def is_demo(module):
-    """A demo or its session: ``scripts/demo/`` and, until they move there, ``scripts/demo_*`` and
-    ``scripts/board_demo``. The host drivers the demos share (``scripts.sim.devices``) are no demo."""
-    return (module == "scripts.demo" or module.startswith(("scripts.demo.", "scripts.demo_"))
-            or module == "scripts.board_demo")
+    """A demo: a module of ``scripts/demo/``. The host drivers the demos share
+    (``scripts.sim.devices``) are no demo."""
+    return module == "scripts.demo" or module.startswith("scripts.demo.")
+
+
+def demo_tested_by(module, target):
+    """``testbenches/<family>/test_demo_<name>`` is the test of the demo ``scripts.demo.<name>``: the one
+    module that may import it (as a block's test imports its block). Nothing else uses a demo as a library."""
+    stem = module.rpartition(".")[2]
+    return stem.startswith("test_demo_") and target == "scripts.demo." + stem.removeprefix("test_demo_")
 
 
 def bad_testbench_imports(edges):
@@ -215,7 +221,7 @@ def bad_testbench_imports(edges):
                 wrong.append(f"{module} -> {target}: a test module is no library")
             elif kind != "bench" and target_kind == "bench":
                 wrong.append(f"{module} -> {target}: a {kind} module imports a bench")
-            elif kind != "bench" and is_demo(target):
+            elif kind != "bench" and is_demo(target) and not demo_tested_by(module, target):
                 wrong.append(f"{module} -> {target}: a {kind} module imports a demo "
                              f"(use the host drivers of scripts/sim/devices/)")
     return sorted(wrong)
@@ -282,7 +288,7 @@ def test_families_import_each_other_only_to_compose(graph):
                        "COMPOSITIONS with the reason):\n" + "\n".join(wrong))
 
 
-def test_the_composition_and_sideways_lists_are_current(graph):
+def test_the_composition_list_is_current(graph):
     edges, _ = graph
     found = sideways_imports(edges)
     stale = sorted(f"{module} -> {target}" for module, target in COMPOSITIONS
@@ -293,18 +299,13 @@ def test_the_composition_and_sideways_lists_are_current(graph):
 # ---- scripts/: a folder for each room, nothing at the top ----
 
 SCRIPTS_TOP = {"__init__.py", "install_verilator.py"}
-# TODO(lead): empty after merging h-devices, which moves the demos and their sessions to scripts/demo/.
-SCRIPTS_TOP_DEMOS = {"board_demo.py", "demo_cluster.py", "demo_cluster_session.py", "demo_gcn.py",
-                     "demo_gcn_session.py", "demo_model.py", "demo_train.py", "demo_train_session.py"}
 
 
 def test_scripts_top_holds_no_flow_or_demo_module():
     found = {path.name for path in (ROOT / "scripts").glob("*.py")}
-    extra = sorted(found - SCRIPTS_TOP - SCRIPTS_TOP_DEMOS)
+    extra = sorted(found - SCRIPTS_TOP)
     assert not extra, ("modules at the top of scripts/ (a flow goes in scripts/flow/, a demo in "
                        "scripts/demo/, a host driver in scripts/sim/devices/):\n" + "\n".join(extra))
-    gone = sorted(SCRIPTS_TOP_DEMOS - found)
-    assert not gone, "SCRIPTS_TOP_DEMOS names modules that left the top of scripts/: " + ", ".join(gone)
 
 
 def test_the_architecture_checkers_see_a_wrong_import():

@@ -204,7 +204,7 @@ def command_vitis(args):
 
 
 def command_board_demo(args):
-    from scripts.board_demo import DemoError, build_board, run_demo
+    from scripts.demo.board import DemoError, build_board, run_demo
 
     if (args.port is None) == (args.build is None):
         raise UsageError("board-demo needs either --port (run the demo) or --build DIR "

@@ -33,7 +33,7 @@ def _run_demo(module, options, banner):
 
 
 def command_demo_train(args):
-    from scripts import demo_train
+    from scripts.demo import train as demo_train
 
     options = {"optimizer": args.optimizer, "steps": args.steps, "lanes": args.lanes, "seed": args.seed,
                "ratio": args.topk, "error_feedback": args.error_feedback, "compare": args.compare,
@@ -48,7 +48,7 @@ def command_demo_train(args):
 
 
 def command_demo_gcn(args):
-    from scripts import demo_gcn
+    from scripts.demo import gcn as demo_gcn
 
     options = {"graph": args.graph, "features": args.features, "hidden": args.hidden, "lanes": args.lanes,
                "seed": args.seed}
@@ -63,12 +63,12 @@ def command_demo_gcn(args):
 
 def register(commands):
     """Add ``demo`` and its sub-commands."""
-    from scripts.demo_train import DEFAULT_STEPS, MAX_STEPS, OPTIMIZERS
+    from scripts.demo.train import DEFAULT_STEPS, MAX_STEPS, OPTIMIZERS
 
     demo = commands.add_parser("demo", help="demonstrations on the simulated kernels")
     demos = demo.add_subparsers(dest="demo", required=True, parser_class=Parser)
     train = demos.add_parser("train", help="train a NumPy MLP with the RTL updater as its optimizer")
-    # Values are checked by scripts.demo_train.check_arguments, whose errors name the allowed range.
+    # Values are checked by scripts.demo.train.check_arguments, whose errors name the allowed range.
     train.add_argument("--optimizer", default="adamw", metavar="|".join(OPTIMIZERS))
     train.add_argument("--steps", type=int, default=DEFAULT_STEPS,
                        help=f"1 to {MAX_STEPS} (default {DEFAULT_STEPS})")
@@ -86,11 +86,11 @@ def register(commands):
 
 
 def _register_gcn(demos):
-    from scripts.demo_gcn import DEFAULT_FEATURES, DEFAULT_HIDDEN, DEMO_GRAPHS
+    from scripts.demo.gcn import DEFAULT_FEATURES, DEFAULT_HIDDEN, DEMO_GRAPHS
 
     gcn = demos.add_parser("gcn", help="a two-layer GCN forward pass on the RTL GEMM and aggregation "
                                        "pipeline")
-    # Values are checked by scripts.demo_gcn.check_arguments, whose errors name the allowed range.
+    # Values are checked by scripts.demo.gcn.check_arguments, whose errors name the allowed range.
     gcn.add_argument("--graph", default="cora", metavar="|".join(DEMO_GRAPHS),
                      help="synthetic graph with this dataset's statistics (default cora)")
     gcn.add_argument("--features", type=int, default=DEFAULT_FEATURES,
@@ -103,7 +103,7 @@ def _register_gcn(demos):
 
 
 def command_demo_cluster(args):
-    from scripts import demo_cluster
+    from scripts.demo import cluster as demo_cluster
 
     options = {"nodes": args.nodes, "graph": args.graph, "features": args.features,
                "placement": args.placement, "seed": args.seed}
@@ -118,11 +118,11 @@ def command_demo_cluster(args):
 
 def _register_cluster(demos):
     from golden.runtime.workload import PLACEMENTS
-    from scripts.demo_cluster import DEFAULT_FEATURES, GRAPHS, NODE_CHOICES
+    from scripts.demo.cluster import DEFAULT_FEATURES, GRAPHS, NODE_CHOICES
 
     cluster = demos.add_parser("cluster", help="a GCN aggregation distributed over N simulated FCsN "
                                                "SmartNIC nodes (runtime and RTL switch), Table 4.1 host API")
-    # Values are checked by scripts.demo_cluster.check_arguments, whose errors name the allowed range.
+    # Values are checked by scripts.demo.cluster.check_arguments, whose errors name the allowed range.
     cluster.add_argument("--nodes", type=int, default=4,
                          help=f"{'|'.join(map(str, NODE_CHOICES))} (default 4)")
     cluster.add_argument("--graph", default="small", metavar="|".join(GRAPHS),

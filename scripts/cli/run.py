@@ -8,9 +8,10 @@ The main job shows the whole flow in a few minutes:
    ``build/verilog/accelerator/``;
 2. short cocotb simulations on Verilator, each checked against its golden model:
 
-   * the stream smoke test (``width_converter`` under stalls, against ``golden.bus``);
-   * one AdamW step through the Adam kernel with one lane (cocotbext-axi ``AxiRam``
-     memory, ``AxiLiteMaster`` host), bit for bit against ``golden.optim``;
+   * the stream smoke check (``width_converter`` under stalls, against ``golden.bus``, through
+     :mod:`scripts.sim.devices.stream`);
+   * one AdamW step through the Adam kernel with one lane (:mod:`scripts.sim.devices.updater`:
+     cocotbext-axi ``AxiRam`` memory, ``AxiLiteMaster`` host), bit for bit against ``golden.optim``;
    * the elements per cycle of the 16-lane kernel with one shared port and with a port
      per tensor, on its timing build (the FP datapath replaced by its timing; the cycle
      counts are identical, see docs/optim.md);
@@ -42,7 +43,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The blocks whose resources the main job reports (default parameters).
 REPORTED_BLOCKS = ("skid_buffer", "width_converter", "stream_fifo")
 SMOKE_BLOCK = "width_converter"
-SMOKE_MODULE = "testbenches.bus.test_width_converter"
 SMOKE_TRANSFERS = 2000
 
 # The default accelerator: Smart-Infinity's configuration (16 lanes on one 512-bit bundle),
@@ -105,20 +105,14 @@ def _quiet_cocotb(function):
 
 
 def _smoke_simulation():
-    from scripts.sim.runner import SimulationError, run_cocotb
+    from scripts.sim.devices.stream import PATTERNS, run_stream_check
+    from scripts.sim.runner import SimulationError
 
-    saved = os.environ.get("NEARTRAIN_VECTORS")
-    os.environ["NEARTRAIN_VECTORS"] = str(SMOKE_TRANSFERS)
     try:
-        _quiet_cocotb(lambda: run_cocotb(SMOKE_BLOCK, SMOKE_MODULE, testcase="stream_order_under_stalls"))
+        _quiet_cocotb(lambda: run_stream_check(SMOKE_BLOCK, SMOKE_TRANSFERS))
     except SimulationError as failure:
         return f"FAILED: {failure}"
-    finally:
-        if saved is None:
-            os.environ.pop("NEARTRAIN_VECTORS")
-        else:
-            os.environ["NEARTRAIN_VECTORS"] = saved
-    return (f"passed: {SMOKE_TRANSFERS} transfers x 4 stall patterns through {SMOKE_BLOCK}, "
+    return (f"passed: {SMOKE_TRANSFERS} transfers x {len(PATTERNS)} stall patterns through {SMOKE_BLOCK}, "
             f"bit-exact with golden.bus.regroup")
 
 
@@ -142,7 +136,7 @@ def _bit_exact_update():
     import numpy as np
 
     from golden.optim.host import reference_update
-    from scripts.sim import updater_device as device
+    from scripts.sim.devices import updater as device
     from scripts.sim.runner import SimulationError
 
     tensors, states, hyper = _adam_inputs(CHECK_ELEMENTS)
@@ -164,7 +158,7 @@ def _bit_exact_update():
 
 def _throughput():
     """Elements per cycle of the 16-lane kernel (timing build), shared and separate ports."""
-    from scripts.sim import updater_device as device
+    from scripts.sim.devices import updater as device
     from scripts.sim.runner import SimulationError
 
     tensors, states, hyper = _adam_inputs(THROUGHPUT_ELEMENTS, seed=2, specials=0.0)

@@ -1,6 +1,6 @@
 """The aggregation pipeline's testbench: clock, reset, the host driver and the golden checks.
 
-The driver is :class:`scripts.demo_gcn_session.AggregationDevice` (the one the GCN demo uses);
+The driver is :class:`scripts.sim.devices.aggregate.AggregationDevice` (the one the GCN demo uses);
 this class adds stall patterns, graphs and packet streams for the tests, and the check of a
 job's OUT bits and counters against :func:`golden.aggregate.execute`.
 """
@@ -8,8 +8,8 @@ job's OUT bits and counters against :func:`golden.aggregate.execute`.
 import numpy as np
 
 from golden.aggregate import GraphSpec, PacketFormat, execute, generate, issue_cycles, live_slots, spawn
-from scripts.demo_gcn_session import AggregationDevice
 from scripts.sim import knobs
+from scripts.sim.devices.aggregate import AggregationDevice
 from scripts.sim.runner import component_from_env, resolved_params_from_env
 from scripts.sim.stream import never, random_pauses
 from scripts.sim.tb import ClockedTB

@@ -8,8 +8,8 @@ the float64 reference.
 
 import pytest
 
-from scripts import demo_gcn
 from scripts.cli.main import main
+from scripts.demo import gcn as demo_gcn
 
 
 @pytest.mark.parametrize("options,message", [

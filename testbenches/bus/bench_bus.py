@@ -1,7 +1,7 @@
 """Throughput of the stream blocks with neither side stalling; writes the table in ``docs/bus.md``.
 
-Run: ``.venv/bin/python -m testbenches.bus.bench_bus [--transfers N]``. Each point runs the cocotb test
-``throughput_without_stalls`` (of the block's ``test_<block>.py``) on Verilator and counts clock
+Run: ``.venv/bin/python -m testbenches.bus.bench_bus [--transfers N]``. Each point runs the stream device's
+throughput session (:func:`scripts.sim.devices.stream.run_throughput`) on Verilator and counts clock
 cycles between the first and the last output transfer (no wall-clock timing is involved). The rows go to
 ``docs/data/bus-throughput.json`` and the table between the ``bus-throughput`` markers
 (:func:`scripts.flow.docs.write_table`).
@@ -9,10 +9,9 @@ cycles between the first and the last output transfer (no wall-clock timing is i
 
 import argparse
 import logging
-import os
 
 from scripts.flow.docs import write_table
-from scripts.sim.runner import run_cocotb
+from scripts.sim.devices.stream import run_throughput
 
 TRANSFERS = 4096
 POINTS = [
@@ -28,9 +27,7 @@ COLALIGN = ("left", "left", "right", "right", "right")
 
 
 def measure(block, params, transfers=TRANSFERS):
-    module = f"testbenches.bus.test_{block}"  # the generic stream tests, imported there by name
-    return run_cocotb(block, module, params=params, testcase="throughput_without_stalls",
-                      extra_env={"NEARTRAIN_VECTORS": str(transfers)}).reply
+    return run_throughput(block, transfers, params)
 
 
 def main(argv=None):
@@ -38,7 +35,6 @@ def main(argv=None):
     parser.add_argument("--transfers", type=int, default=TRANSFERS, help=f"per point (default {TRANSFERS})")
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    os.environ["NEARTRAIN_VECTORS"] = str(args.transfers)
     rows = []
     for block, params in POINTS:
         result = measure(block, params, args.transfers)

@@ -8,8 +8,9 @@ testbenches use the memory model and monitor too):
 * :class:`DmaTB`: clock, reset, RAM, monitor, command source and ``done`` watcher of a
   reader or writer testbench; :data:`DMA_CONFIGS`: the parameters both engines run with.
 
-Stream blocks (``test_skid_buffer.py``, ``test_stream_fifo.py``, ``test_width_converter.py``):
-a stream in on ``i``, the regrouped stream out on ``o``. The golden model is
+Stream blocks (``test_skid_buffer.py``, ``test_stream_fifo.py``, ``test_width_converter.py``),
+driven by the host device :mod:`scripts.sim.devices.stream`: a stream in on ``i``, the
+regrouped stream out on ``o``. The golden model is
 :func:`golden.bus.regroup` (the identity for the skid buffer and the FIFO). The cocotb tests
 :func:`stream_order_under_stalls`, :func:`throughput_without_stalls` and
 :func:`reset_mid_transfer` push random payloads through with random idle cycles on ``valid``
@@ -22,8 +23,6 @@ import logging
 
 import cocotb
 import pytest
-from amaranth.hdl import Shape
-from amaranth.lib import data
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
@@ -31,8 +30,9 @@ from golden.bus import random_words, regroup
 from golden.bus.bursts import PAGE_BYTES
 from scripts.sim import channel, knobs
 from scripts.sim.axi import RAM_SIZE, BurstMonitor, FaultyAxiRam, random_pauses_all
+from scripts.sim.devices.stream import STREAM_TRANSFERS, StreamTB, stream_order, stream_throughput
 from scripts.sim.runner import component_from_env, params_from_env
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 
 __all__ = ["FaultyAxiRam", "BurstMonitor", "DmaTB", "random_pauses_all", "random_commands", "beat_addresses",
@@ -215,70 +215,17 @@ def dma_config_id(params):
 
 # ---------------------------------------------------------------- generic stream tests (stream blocks)
 
-STREAM_TRANSFERS = 30000
 # Reset test: rounds of (traffic, reset in its middle, clean stream), narrow-side transfers per stream.
 STREAM_RESET_ROUNDS = 25
 STREAM_RESET_TRANSFERS = 200
-
-
-class StreamTB(ClockedTB):
-    def __init__(self, dut):
-        super().__init__(dut)
-        self.component = component_from_env()
-        self.input_width = len(dut.i__payload)
-        self.output_width = len(dut.o__payload)
-        self.source = StreamSource(dut, "i", self.clock)
-        self.sink = StreamSink(dut, "o", self.clock)
-
-    def set_idle_generator(self, generator=None):
-        self.source.set_pause_generator(generator)
-
-    def set_backpressure_generator(self, generator=None):
-        self.sink.set_backpressure_generator(generator)
-
-    def element_width(self):
-        # Plain pipeline blocks are one element wide; the converter declares its element width.
-        layout = stream_layout(self.component, "i")
-        if isinstance(layout, data.ArrayLayout):
-            return Shape.cast(layout.elem_shape).width
-        return self.input_width
-
-
-async def run_stream(dut, idle, backpressure, salt):
-    tb = StreamTB(dut)
-    count = knobs.vectors(STREAM_TRANSFERS)
-    data_rng = knobs.rng(salt)
-    tb.set_idle_generator(random_pauses(knobs.rng(salt + 100), 0.4) if idle else never())
-    tb.set_backpressure_generator(random_pauses(knobs.rng(salt + 200), 0.4) if backpressure else never())
-    await tb.reset()
-
-    # The count is of transfers on the narrow side, so a split or gather runs as long as a copy.
-    words = random_words(data_rng, max(1, count * min(tb.input_width, tb.output_width) // tb.input_width),
-                         tb.input_width)
-    expected = regroup(words, input_width=tb.input_width, output_width=tb.output_width,
-                       element_width=tb.element_width())
-    narrow_transfers = max(len(words), len(expected))
-    scoreboard = Scoreboard(f"{channel.block()} o")
-    scoreboard.expect_many(expected)
-    tb.source.send_many(words)
-
-    async def drain():
-        for _ in range(len(expected)):
-            scoreboard.check(await tb.sink.recv())
-
-    await with_timeout(drain(), 20 * (narrow_transfers + 100) * 10, "ns")
-    await tb.cycles(20)
-    # Anything beyond the expected stream would be a duplicate.
-    while not tb.sink.empty():
-        scoreboard.check(tb.sink.queue.popleft())
-    scoreboard.check_complete()
 
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def stream_order_under_stalls(dut, idle, backpressure):
     """Random data with optional random valid gaps and ready backpressure."""
-    await run_stream(dut, idle, backpressure, salt=2 * idle + backpressure)
+    await stream_order(StreamTB(dut), idle=idle, backpressure=backpressure, salt=2 * idle + backpressure,
+                       count=knobs.vectors(STREAM_TRANSFERS))
 
 
 @cocotb.test()
@@ -288,35 +235,7 @@ async def throughput_without_stalls(dut):
     What came out must be the regrouped input, in order, nothing missing and nothing extra, as
     in the stall tests: a rate measured on wrong data would be no rate at all.
     """
-    tb = StreamTB(dut)
-    count = knobs.vectors(4096)
-    await tb.reset()
-    words = random_words(knobs.rng(7), max(1, count * min(tb.input_width, tb.output_width) // tb.input_width),
-                         tb.input_width)
-    expected = regroup(words, input_width=tb.input_width, output_width=tb.output_width,
-                       element_width=tb.element_width())
-    scoreboard = Scoreboard(f"{channel.block()} o (throughput)")
-    scoreboard.expect_many(expected)
-    tb.source.send_many(words)
-
-    async def drain():
-        scoreboard.check(await tb.sink.recv())
-        first = tb.cycle
-        for _ in range(len(expected) - 1):
-            scoreboard.check(await tb.sink.recv())
-        return first
-
-    first = await with_timeout(drain(), 20 * (max(len(words), len(expected)) + 100) * 10, "ns")
-    cycles = tb.cycle - first + 1
-    await tb.cycles(20)
-    while not tb.sink.empty():  # anything beyond the expected stream would be a duplicate
-        scoreboard.check(tb.sink.queue.popleft())
-    scoreboard.check_complete()
-    # Rate over the intervals between output transfers, counted in narrow-side transfers.
-    narrow_per_output = max(1, tb.output_width // tb.input_width)
-    narrow = len(expected) * narrow_per_output
-    rate = (len(expected) - 1) * narrow_per_output / max(1, cycles - 1)
-    result = {"transfers": narrow, "cycles": cycles, "transfers_per_cycle": rate}
+    result = await stream_throughput(StreamTB(dut), knobs.vectors(4096))
     dut._log.info("throughput: %s", result)
     channel.reply(result)
 

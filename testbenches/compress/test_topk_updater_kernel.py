@@ -3,7 +3,7 @@ tests (collected by cocotb) and their pytest runners (at the bottom).
 
 The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port, the pair port
 ``m_axi_pairs`` included (pauses on every channel in the stalled variants), and ``AxiLiteMaster``
-as the host, through :class:`scripts.sim.topk_device.TopKUpdaterDevice`. Each run is one
+as the host, through :class:`scripts.sim.devices.topk.TopKUpdaterDevice`. Each run is one
 optimizer step whose gradient is a chunked Top-K wire stream in device memory. Expected results
 chain the golden models: :func:`golden.compress.scatter_stream` rebuilds the dense f32 gradient and
 the error counters, :func:`golden.optim.host.reference_update` applies the step. Checked on raw
@@ -32,9 +32,9 @@ from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_statisti
 from golden.optim.registers import ERROR_READ
 from golden.optim.vectors import f32_tensor, random_hyper
 from scripts.sim import channel, knobs
+from scripts.sim.devices.topk import TopKUpdaterDevice
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
-from scripts.sim.topk_device import TopKUpdaterDevice
 from testbenches.compress.tb import corrupted_stream, random_size, top_k_stream
 
 MODULE = __name__
@@ -294,7 +294,7 @@ def measure_traffic():
     """Measured bytes per parameter of one Adam step, fused against dense; returns the table rows."""
     from golden.optim.host import STATE_NAMES
     from golden.optim.vectors import f32_tensor, gradient_tensor, random_hyper
-    from scripts.sim import updater_device as device
+    from scripts.sim.devices import updater as device
 
     fused = run_cocotb("topk_updater", MODULE, params={"optimizer": "adam", **TRAFFIC}, testcase="traffic",
                        job=(0.001, 0.01, 0.1)).reply

@@ -62,7 +62,7 @@ def run_point(lanes, ports, stalls, elements, *, arithmetic, data_width=512, see
     """
     from golden.optim.host import reference_update
     from golden.optim.vectors import f32_tensor
-    from scripts.sim import updater_device as device
+    from scripts.sim.devices import updater as device
 
     rng = np.random.default_rng(seed)
     hyper = {"step": 3, "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01,

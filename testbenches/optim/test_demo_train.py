@@ -16,11 +16,10 @@ import pytest
 
 from golden.compress import keep_count
 from golden.optim.host import STATE_NAMES, reference_update
-from scripts import demo_train, demo_train_session
 from scripts.cli import main
-from scripts.demo_model import MLP, spiral
+from scripts.demo import train as demo_train
 from scripts.sim import knobs
-from scripts.sim.updater_device import DeviceResult
+from scripts.sim.devices.updater import DeviceResult
 
 STEPS = knobs.vectors(4, limit=40)  # each step is a kernel run per mode; demo_train's 1000 would take hours
 
@@ -83,7 +82,7 @@ class _FakeDevice:
 def test_session_detects_a_wrong_bit(flip_step):
     kernel, hyper, modes = demo_train.check_arguments(optimizer="adamw", steps=3)
     payload = {"kernel": kernel, "hyper": hyper, "steps": 3, "seed": knobs.seed(), "modes": modes}
-    (run,) = asyncio.run(demo_train_session.rtl_session(_FakeDevice(flip_step), payload))
+    (run,) = asyncio.run(demo_train.rtl_session(_FakeDevice(flip_step), payload))
     assert run["bit_exact"] == [step != flip_step for step in (1, 2, 3)]
 
 
@@ -108,20 +107,6 @@ def test_cli_bad_arguments(capsys, argv, message):
     assert len(lines) == 1 and lines[0].startswith("neartrain: error: ") and message in lines[0], lines
 
 
-def test_model_gradient():
-    """Backpropagation against central differences, in float64."""
-    model = MLP()
-    x, y = spiral(seed=knobs.seed())
-    flat = model.init(knobs.seed(), dtype=np.float64)
-    _, grad = model.loss_and_grad(flat, x, y)
-    rng = knobs.rng(71)
-    for index in rng.choice(model.size, 40, replace=False):
-        step = np.zeros(model.size)
-        step[index] = 1e-6
-        numeric = (model.loss(flat + step, x, y) - model.loss(flat - step, x, y)) / 2e-6
-        assert abs(numeric - grad[index]) <= 1e-6 * max(1.0, np.abs(grad).max()), index
-
-
 @pytest.mark.parametrize("optimizer", list(demo_train.OPTIMIZERS))
 def test_numpy_fallback_matches_torch(optimizer):
     knobs.oracle("torch", "torch is the oracle the NumPy fallback is compared with")
@@ -144,3 +129,26 @@ def test_software_backend_without_torch(monkeypatch):
     assert backend == "numpy" and "torch is not installed" in description
     with pytest.raises(ImportError):
         demo_train.software_backend("torch")
+
+
+# `--lr` whose binary32 step scalars overflow: golden.optim.scalars.step_scalars accepts any finite
+# lr >= 0, but the kernel takes its scalars in binary32 (lr = 1e300 once made Adam's step size -inf).
+# The CLI refuses such a value in one line with exit status 2, and takes the largest that fit.
+@pytest.mark.parametrize("argv", [
+    ["--lr", "1e300"],
+    ["--optimizer", "adam", "--lr", "3.5e38"],
+    ["--optimizer", "sgd", "--lr", "1e39"],
+    ["--optimizer", "adagrad", "--lr", "1e300"],
+])
+def test_lr_that_overflows_binary32_is_refused(capsys, argv):
+    assert main(["demo", "train", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("neartrain: error: lr ") and "too large" in lines[0], lines
+
+
+@pytest.mark.parametrize("optimizer, lr", [("adamw", 1e30), ("sgd", 3e38), ("adagrad", 1e30)])
+def test_large_lr_that_fits_is_taken(optimizer, lr):
+    _kernel, hyper, _modes = demo_train.check_arguments(optimizer=optimizer, lr=lr)
+    assert hyper["lr"] == lr

@@ -3,7 +3,7 @@ by cocotb) and their pytest runners (at the bottom).
 
 The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port (pause
 generators on every channel in the stalled variants) and ``AxiLiteMaster`` as the host,
-through :class:`scripts.sim.updater_driver.UpdaterDevice`. Checked against
+through :class:`scripts.sim.devices.updater.UpdaterDevice`. Checked against
 ``golden.optim`` (via ``golden.optim.host``), on raw bits:
 
 * update mode: random tensors, hyper-parameters, element counts (not multiples of the
@@ -33,10 +33,11 @@ from golden.optim.host import GRAD_FORMAT_CODES, STATE_NAMES, reference_statisti
 from golden.optim.registers import ERROR_READ, ERROR_WRITE
 from golden.optim.vectors import VARIANTS, f32_tensor, gradient_tensor, random_hyper
 from rtl.optim.updater_kernel import AdamUpdater
-from scripts.sim import knobs, updater_device
+from scripts.sim import knobs
+from scripts.sim.devices import updater as updater_device
+from scripts.sim.devices.updater import UpdaterDevice
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
-from scripts.sim.updater_driver import UpdaterDevice
 
 MODULE = __name__
 DEFAULT_VECTORS = 8  # chunks' worth of elements per run, at most

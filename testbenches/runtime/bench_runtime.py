@@ -166,7 +166,8 @@ def flood(args):
 def scaling(args):
     from golden.runtime import kernels as gk
     from golden.runtime.protocol import Cluster
-    from scripts.demo_cluster import TRAFFIC, build_job, run_session
+    from scripts.demo.cluster import TRAFFIC, build_job
+    from scripts.sim.devices.runtime import run_cluster
 
     graphs = ["cora"] + (["pubmed"] if args.pubmed else [])
     data_path = BUILD_ROOT / "bench" / "runtime-scaling-points.json"
@@ -184,7 +185,7 @@ def scaling(args):
             golden = Cluster(config, workload.memory).run(workload.spawn, gk.AGGREGATION)
             out = gk.execute(golden.issued, workload.memory, rows=config.rows, features=workload.features)
             expected = np.array([out[config.home(row)][row] for row in range(config.rows)], dtype=np.uint32)
-            session = run_session(workload)
+            session = run_cluster(workload)
             run = session["runs"][0]
             if not np.array_equal(session["out"], expected):
                 raise AssertionError(f"{key}: the result differs from the golden")

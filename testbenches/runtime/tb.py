@@ -1,4 +1,7 @@
-"""Pieces the runtime testbenches share: configuration, packet generators, pulse counters, drain loops."""
+"""Pieces the runtime testbenches share: configuration, packet generators, pulse counters, drain loops.
+
+(A node on a switch port, :class:`SwitchPort`, is the host device's: :mod:`scripts.sim.devices.runtime`.)
+"""
 
 import cocotb
 from cocotb.triggers import RisingEdge, SimTimeoutError, with_timeout

@@ -35,8 +35,8 @@ from golden.runtime import kernels as gk
 from golden.runtime.protocol import Cluster
 from golden.runtime.tables import HOST_COUNTERS, HOST_TARGETS, KERNEL_COUNTERS, MEMORY_COUNTERS
 from golden.runtime.workload import sparse_dense_workload
-from scripts.demo_cluster_session import FCsNHost, HostReadError, prepare
 from scripts.sim import channel, knobs
+from scripts.sim.devices.runtime import FCsNHost, HostReadError, prepare
 from scripts.sim.runner import params_from_env, run_cocotb
 from testbenches.runtime.tb import CLUSTER_PARAMS
 

@@ -1,7 +1,8 @@
 """The parts of :mod:`testbenches.systolic.bench_systolic` measured on the RTL: ``synth`` and ``rtl``.
 
 ``synth`` synthesises PEs and small arrays with Yosys; ``rtl`` runs large GEMMs through
-:class:`rtl.systolic.tiled_gemm.TiledGemm` in cocotb on Verilator.
+:class:`rtl.systolic.tiled_gemm.TiledGemm` in cocotb on Verilator, with its host device
+(:func:`scripts.sim.devices.aggregate.run_gemms`).
 """
 
 from scripts.flow.docs import write_table
@@ -95,15 +96,42 @@ RESNET50_POINTS = [  # (array, GEMM, pass)
 ]
 
 
-def rtl(args):
-    from scripts.sim.runner import run_cocotb
+def measure_gemm(params, shape, seed=99):
+    """One GEMM of ``shape`` with random operands on a ``tiled_gemm`` of ``params`` (no accumulator)
+    through the host device: its bits must equal :func:`golden.systolic.gemm`; returns the
+    shape, the compute ``cycles``, the cycle ``model`` and the MAC ``utilisation``."""
+    import numpy as np
 
+    from golden.systolic import gemm, gemm_cycle_terms
+    from scripts.sim.devices.aggregate import run_gemms
+    from testbenches.systolic.schedule import array_schedule
+    from testbenches.systolic.tb import random_matrix
+
+    m_size, k_size, n_size = shape
+    rng = np.random.default_rng(seed)
+    a = random_matrix(rng, (m_size, k_size), params["element"])
+    b = random_matrix(rng, (k_size, n_size), params["element"])
+    (result,) = run_gemms(params, [(a, b)])
+    expected = gemm(a, b, element=params["element"]).view(np.uint32)
+    if not np.array_equal(result["c"], expected):
+        wrong = int(np.sum(result["c"] != expected))
+        raise AssertionError(f"tiled_gemm {params} GEMM {m_size}x{k_size}x{n_size}: "
+                             f"{wrong} elements differ from golden.systolic.gemm")
+    dataflow = params.get("dataflow", OS)
+    schedule = array_schedule(params["element"], dataflow, params.get("slots", 1))
+    terms = gemm_cycle_terms(m_size, k_size, n_size, rows=params["rows"], cols=params["cols"],
+                             dataflow=dataflow, **schedule)
+    cycles = result["compute_cycles"]
+    return {"M": m_size, "K": k_size, "N": n_size, "cycles": cycles, "model": terms.total,
+            "utilisation": terms.macs / (params["rows"] * params["cols"] * cycles)}
+
+
+def rtl(args):
     OUT.mkdir(parents=True, exist_ok=True)
     results, rows = [], []
     for params, shape, *gemm_pass in RESNET50_POINTS if args.resnet50 else RTL_POINTS:
         full = {**params, "max_m": shape[0], "max_k": shape[1], "max_n": shape[2]}
-        result = run_cocotb("tiled_gemm", "testbenches.systolic.test_tiled_gemm", params=full,
-                            testcase="large_gemm", job=tuple(shape)).reply
+        result = measure_gemm(full, shape)
         results.append({"params": params, **result})
         name = f"{params['dataflow'][:1].upper()}S {params['rows']}x{params['cols']} {params['element']}" + (
             f" T={params['slots']}" if params["dataflow"] == OS else "")

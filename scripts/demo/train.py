@@ -1,6 +1,6 @@
 """``neartrain demo train``: train a small NumPy model with the Verilated RTL updater as its optimizer.
 
-The model is :class:`scripts.demo_model.MLP` (2-32-32-3, ``tanh``, 1251 parameters) on
+The model is :class:`scripts.demo.model.MLP` (2-32-32-3, ``tanh``, 1251 parameters) on
 spiral data, trained full batch. Every step:
 
 1. NumPy computes the loss and the gradient of the current parameters;
@@ -10,9 +10,10 @@ spiral data, trained full batch. Every step:
    decompressor's exact semantics;
 3. all parameters, flattened into one tensor, are updated by ONE run of the updater kernel
    (``adam_updater`` for Adam and AdamW, ``sgd_updater``, ``adagrad_updater``) through
-   :func:`scripts.sim.updater_device.run_session`; the kernel's new parameters and states are
-   compared bit for bit with :func:`golden.optim.host.reference_update` on the same inputs
-   (the sign-off), and its status, error and guard bytes are checked.
+   :func:`scripts.sim.devices.updater.run_program` (:func:`rtl_session`); the kernel's new
+   parameters and states are compared bit for bit with
+   :func:`golden.optim.host.reference_update` on the same inputs (the sign-off), and its status, error
+   and guard bytes are checked.
 
 Beside it, the same model is trained from the same initial parameters by a software
 optimizer: ``torch.optim`` (Adam, AdamW, SGD or Adagrad, ``foreach=False``, the same
@@ -34,11 +35,11 @@ import numpy as np
 
 from golden.compress import ErrorFeedbackCompressor, scatter, topk_compress
 from golden.optim import adagrad_init_state, step_scalars
-from golden.optim.host import STATE_NAMES
-from scripts.demo_model import DEFAULT_SIZES, MLP, spiral
+from golden.optim.host import STATE_NAMES, reference_update
+from scripts.demo.model import DEFAULT_SIZES, MLP, spiral
 
 __all__ = ["OPTIMIZERS", "DEFAULT_STEPS", "MAX_STEPS", "Mode", "DemoResult", "check_arguments", "run_demo",
-           "software_run", "format_report", "LOSS_TOLERANCE"]
+           "rtl_session", "software_run", "format_report", "LOSS_TOLERANCE"]
 
 # Demo optimizer name -> (updater kernel, default hyper-parameters as golden.optim keywords).
 OPTIMIZERS = {
@@ -289,6 +290,49 @@ class DemoResult:
                    for a, b in zip(self.rtl[index]["loss"], self.software[index]["loss"], strict=True))
 
 
+async def rtl_session(device, payload):
+    """Train every mode of ``payload`` on the simulated kernel (inside the simulation).
+
+    The program :func:`run_demo` runs through :func:`scripts.sim.devices.updater.run_program`
+    (``device`` is its :class:`~scripts.sim.devices.updater.UpdaterDevice`). Returns a list (one
+    entry per mode) of dicts: ``loss`` (before each step, then the final),
+    ``params`` (float32 parameters after each step), ``cycles``, ``sent``, ``bit_exact``
+    (new parameters, states and status equal golden.optim), ``clean`` (no error bit, guard
+    bytes intact), ``accuracy`` (final).
+    """
+    kernel, hyper, steps = payload["kernel"], payload["hyper"], payload["steps"]
+    model, x, y, initial = _problem(payload["seed"])
+    runs = []
+    for mode in payload["modes"]:
+        param = initial.copy()
+        states = _initial_states(kernel, model.size)
+        pipeline = _GradientPipeline(mode, model.size)
+        run = {"loss": [], "params": [], "cycles": [], "sent": [], "bit_exact": [], "clean": []}
+        for step in range(1, steps + 1):
+            loss, grad = model.loss_and_grad(param, x, y)
+            dense, sent = pipeline(grad)
+            step_hyper = dict(hyper, step=step)
+            result = await device.update(param, dense, states, step_hyper)
+            expected = reference_update(kernel, param=param.view(np.uint32), grad=dense.view(np.uint32),
+                                        states={k: v.view(np.uint32) for k, v in states.items()},
+                                        hyper=step_hyper)
+            names = ("param",) + STATE_NAMES[kernel]
+            same = all(np.array_equal(result.outputs[name], expected[name]) for name in names)
+            run["bit_exact"].append(same and result.status == int(expected["nonfinite"]))
+            run["clean"].append(result.error == 0 and result.guards_intact)
+            # Training continues from the kernel's outputs, whatever the check said.
+            param = result.outputs["param"].view(np.float32)
+            states = {name: result.outputs[name].view(np.float32) for name in STATE_NAMES[kernel]}
+            run["loss"].append(loss)
+            run["params"].append(param.copy())
+            run["cycles"].append(result.cycles)
+            run["sent"].append(sent)
+        run["loss"].append(model.loss(param, x, y))
+        run["accuracy"] = model.accuracy(param, x, y)
+        runs.append(run)
+    return runs
+
+
 def run_demo(*, optimizer="adamw", steps=DEFAULT_STEPS, lanes=1, seed=1, ratio=None, error_feedback=False,
              compare=False, lr=None, software="auto"):
     """Train with the RTL updater and with the software optimizer; returns a :class:`DemoResult`.
@@ -297,7 +341,7 @@ def run_demo(*, optimizer="adamw", steps=DEFAULT_STEPS, lanes=1, seed=1, ratio=N
     0.01) and Top-K with error feedback. ``software`` is ``"auto"`` (torch if installed),
     ``"torch"`` or ``"numpy"``. Raises ValueError on a bad argument (before any simulation).
     """
-    from scripts.sim import updater_device as device
+    from scripts.sim.devices import updater
 
     kernel, hyper, modes = check_arguments(optimizer=optimizer, steps=steps, lanes=lanes, seed=seed,
                                            ratio=ratio, error_feedback=error_feedback, compare=compare, lr=lr)
@@ -305,7 +349,7 @@ def run_demo(*, optimizer="adamw", steps=DEFAULT_STEPS, lanes=1, seed=1, ratio=N
     start = time.monotonic()
     software_runs = [software_run(optimizer, hyper, mode, steps, seed, backend) for mode in modes]
     payload = {"kernel": kernel, "hyper": hyper, "steps": steps, "seed": seed, "modes": modes}
-    rtl_runs = device.run_session(kernel, "scripts.demo_train_session", payload, **kernel_params(lanes))
+    rtl_runs = updater.run_program(kernel, rtl_session, payload, **kernel_params(lanes))
     return DemoResult(optimizer=optimizer, kernel=kernel, hyper=hyper, steps=steps, seed=seed, lanes=lanes,
                       modes=modes, rtl=rtl_runs, software=software_runs, software_name=software_name,
                       size=MLP(DEFAULT_SIZES).size, seconds=time.monotonic() - start)

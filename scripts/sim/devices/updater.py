@@ -1,8 +1,25 @@
-"""The cocotb side of the updater kernel's device model: :class:`UpdaterDevice` drives the simulated kernel.
+"""Host device of the updater kernels (``adam_updater``, ``sgd_updater``, ``adagrad_updater``).
 
-Device memory (cocotbext-axi ``AxiRam`` on every AXI4 port, one address space) and the host
-(``AxiLiteMaster``) around the kernel, with coroutines that do a driver's work; the synchronous
-host API that runs them in a simulation is :mod:`scripts.sim.updater_device`.
+The kernel is simulated by Verilator under cocotb, with cocotbext-axi's ``AxiRam`` as device
+memory on every AXI4 port (all ports see one address space) and ``AxiLiteMaster`` as the host.
+:class:`UpdaterDevice` does a driver's work inside the simulation: copy the tensors into device
+memory, write the registers (addresses, ``n``, the host scalars of
+:func:`golden.optim.step_scalars`, formats), start the kernel, wait for its interrupt, and read
+back the tensors and the status registers.
+
+From Python (pytest, scripts) use :func:`run_jobs`, or :func:`update` and :func:`statistics` for
+one step; each builds (or reuses) the simulation and returns a :class:`DeviceResult` each.
+:func:`run_program` runs a coroutine of the caller's own on the device, for loops that alternate
+host work and kernel runs (``neartrain demo train``)::
+
+    from scripts.sim.devices import updater
+    result = updater.update("adam", param, grad, {"exp_avg": m, "exp_avg_sq": v},
+                            hyper=dict(step=1, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                       weight_decay=0.0), lanes=2, copy_format="bf16")
+    result.outputs["param"], result.outputs["param16"], result.cycles, result.status
+
+Arrays are raw bits: ``uint32`` for binary32 tensors, ``uint16`` for 16-bit gradients and the
+parameter copy (``np.float32`` arrays may be passed and are viewed as bits).
 """
 
 import dataclasses
@@ -17,11 +34,11 @@ from cocotbext.axi.sparse_memory import SparseMemory
 from golden.optim.host import COPY_FORMAT_CODES, GRAD_FORMAT_CODES, STATE_NAMES, run_flags, scalar_bits
 from rtl.bus.axi import PAGE_BYTES
 from rtl.optim.gradient_statistics import BUCKETS
-from scripts.sim import axi, channel, knobs
+from scripts.sim import axi, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 
-__all__ = ["DeviceResult", "UpdaterDevice", "open_session", "close_session", "MEMORY_SIZE",
-           "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
+__all__ = ["DeviceResult", "UpdaterDevice", "SESSIONS", "run_jobs", "run_program", "update", "statistics",
+           "MEMORY_SIZE", "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
 
 MEMORY_SIZE = 1 << 32
 # Buffers live at ADDRESS_BASE + offset so that the upper address bits are exercised (the
@@ -274,7 +291,7 @@ class UpdaterDevice:
     # ---------------------------------------------------------------- operations
     async def update(self, param, grad, states, hyper, *, grad_format="f32", copy_format="none",
                      timeout_cycles=None, faults=None):
-        """One update step (arguments as :func:`scripts.sim.updater_device.update`); a :class:`DeviceResult`.
+        """One update step (arguments as :func:`update`); a :class:`DeviceResult`.
 
         ``faults`` maps a tensor name (``"param"``, ``"grad"``, a state, ``"param16"``) to
         ``(resp, first_beat, beats)``: those beats of its buffer answer ``resp`` (SLVERR or
@@ -301,7 +318,7 @@ class UpdaterDevice:
                             write_beats=values["write_beats"], status=values["run_status"],
                             error=values["error"], guards_intact=intact)
 
-    # ------------------------------------------------- pieces of a step, shared with topk_device
+    # ------------------------------------------------- pieces of a step, shared with devices.topk
     def _place_tensors(self, tensors, n):
         """Copy each of ``tensors`` into a fresh buffer, and add a zeroed 16-bit ``param16`` buffer
         of ``n`` elements; returns ``{name: address}``."""
@@ -359,7 +376,7 @@ class UpdaterDevice:
                             inf_count=values["inf_count"], accumulator=values["accumulator"])
 
     async def run_job(self, job):
-        """Run one job dict (see :func:`scripts.sim.updater_device.run_jobs`); a :class:`DeviceResult`."""
+        """Run one job dict (see :func:`run_jobs`); a :class:`DeviceResult`."""
         self.set_stall(job.get("stall", 0.0))
         if job["kind"] == "statistics":
             return await self.statistics(job["grad"], grad_format=job.get("grad_format", "f32"))
@@ -373,19 +390,98 @@ def _never():
         yield False
 
 
-async def open_session(dut):
-    """Inside a session's cocotb test: ``(device, payload)``, the device after reset."""
+async def _open(dut):
+    """The device after reset (inside the simulation)."""
     from scripts.sim.runner import component_from_env
     from scripts.sim.tb import ClockedTB
 
-    payload = channel.job()
     tb = ClockedTB(dut)
     device = UpdaterDevice(dut, component_from_env(), tb.clock, rng=knobs.rng(5))
     await tb.reset()
-    return device, payload
+    return device
 
 
-def close_session(device, result):
-    """Inside a session's cocotb test: check the bus monitors, then hand ``result`` back."""
+async def jobs_session(dut, jobs):
+    """Run every job of ``jobs`` in order; a :class:`DeviceResult` each."""
+    device = await _open(dut)
+    results = [await device.run_job(job) for job in jobs]
     assert not device.violations, device.violations[:5]
-    channel.reply(result)
+    return results
+
+
+async def program_session(dut, job):
+    """``await job["program"](device, job["payload"])``, then check the bus monitors."""
+    device = await _open(dut)
+    result = await job["program"](device, job["payload"])
+    assert not device.violations, device.violations[:5]
+    return result
+
+
+SESSIONS = {"jobs": jobs_session, "program": program_session}
+
+
+# -------------------------------------------------------------------- synchronous API
+def run_jobs(optimizer, jobs, **kernel_params):
+    """Run ``jobs`` on the ``<optimizer>_updater`` kernel in one simulation; returns their results.
+
+    Parameters
+    ----------
+    optimizer : {"adam", "sgd", "adagrad"}
+    jobs : list of dict
+        ``{"kind": "update", "param", "grad", "states": {name: array}, "hyper": {...},
+        "grad_format", "copy_format", "stall"}`` or ``{"kind": "statistics", "grad",
+        "grad_format", "stall"}``; ``hyper`` holds the golden model's keywords with
+        ``step``; ``stall`` is the pause probability on every AXI channel.
+    **kernel_params
+        Kernel parameters (``lanes``, ``data_width``, ``ports``, ``chunk_elements``, ...).
+
+    Returns
+    -------
+    list of DeviceResult
+    """
+    from scripts.sim.devices import run_session
+
+    return run_session(f"{optimizer}_updater", "updater.jobs", jobs, params=kernel_params)
+
+
+def run_program(optimizer, program, payload, **kernel_params):
+    """Run ``await program(device, payload)`` on the ``<optimizer>_updater`` kernel; its result.
+
+    For work that must alternate host computation and kernel runs (a training loop: the next
+    gradient depends on the parameters the kernel just wrote), which :func:`run_jobs` cannot
+    express because its jobs are fixed in advance. It shares :func:`run_jobs`'s Verilator build.
+
+    Parameters
+    ----------
+    optimizer : {"adam", "sgd", "adagrad"}
+    program : async function
+        A module-level coroutine function ``program(device, payload)`` (it is pickled by
+        reference into the simulation), with ``device`` an :class:`UpdaterDevice` after reset.
+    payload : object
+        Any picklable argument.
+    **kernel_params
+        Kernel parameters, as for :func:`run_jobs`.
+
+    Raises
+    ------
+    scripts.sim.runner.SimulationError
+        If the program raises, or the AXI burst monitors saw a protocol violation.
+    """
+    from scripts.sim.devices import run_session
+
+    return run_session(f"{optimizer}_updater", "updater.program", {"program": program, "payload": payload},
+                       params=kernel_params)
+
+
+def update(optimizer, param, grad, states, hyper, *, grad_format="f32", copy_format="none", stall=0.0,
+           **kernel_params):
+    """One update step on the simulated kernel; returns a :class:`DeviceResult`."""
+    job = {"kind": "update", "param": param, "grad": grad, "states": states, "hyper": hyper,
+           "grad_format": grad_format, "copy_format": copy_format, "stall": stall}
+    return run_jobs(optimizer, [job], **kernel_params)[0]
+
+
+def statistics(optimizer, grad, *, grad_format="f32", stall=0.0, **kernel_params):
+    """Statistics mode on the simulated kernel; returns a :class:`DeviceResult`."""
+    job = {"kind": "statistics", "grad": grad, "grad_format": grad_format, "stall": stall}
+    return run_jobs(optimizer, [job], **kernel_params)[0]

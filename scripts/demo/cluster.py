@@ -3,7 +3,7 @@
 The job is the aggregation ``OUT = Â B`` of a GCN layer: ``Â = D^-1/2 (A + I) D^-1/2`` of a
 synthetic power-law graph (:mod:`golden.aggregate.graphs`; ``cora`` has the published Cora
 statistics, ``small`` is a 400-node graph of the same shape) and ``B`` a random float32 matrix
-(the combination ``X W``, ``features`` wide). The host (:class:`scripts.demo_cluster_session.FCsNHost`,
+(the combination ``X W``, ``features`` wide). The host (:class:`scripts.sim.devices.runtime.FCsNHost`,
 the seed's Table 4.1 verbs over AXI4-Lite and the host memory port) cuts it into tasks
 (``Host_data_preprocess``), distributes B's rows and the tasks (``Board_MEM_init``), starts the
 aggregation kernel (id 6) on every node (``Kernel_Start``), waits (``Check_Kernel``) and reads the
@@ -31,7 +31,6 @@ __all__ = [
     "DEFAULT_FEATURES",
     "check_arguments",
     "build_job",
-    "cluster_params",
     "run_demo",
     "format_report",
     "DemoResult",
@@ -64,22 +63,6 @@ def build_job(*, nodes, graph="small", features=DEFAULT_FEATURES, placement="nex
     return adjacency, dense, workload
 
 
-def cluster_params(workload, *, queue_depth=8, switch_depth=8):
-    """``runtime_cluster`` parameters that hold ``workload``."""
-    config = workload.config
-    entries = max(len(entries) for entries in workload.spawn)
-    return {
-        "nodes": config.nodes,
-        "lines": config.rows,
-        "features": workload.features,
-        "spawn_depth": 1 << max(1, (entries - 1).bit_length()),
-        "ranges": max(2, 1 << (config.ranges - 1).bit_length()),
-        "block": config.block,
-        "queue_depth": queue_depth,
-        "switch_depth": switch_depth,
-    }
-
-
 @dataclasses.dataclass
 class DemoResult:
     nodes: int
@@ -103,26 +86,9 @@ class DemoResult:
         )
 
 
-def run_session(workload, kernels=(gk.AGGREGATION,), **cluster_options):
-    """Run ``workload`` through the host API in a simulation; returns the session's result dict."""
-    from scripts.sim.runner import run_cocotb
-
-    job = {
-        "nodes": workload.config.nodes,
-        "data": workload,
-        "kernels": list(kernels),
-        "timeout": 40 * sum(len(entries) for entries in workload.spawn) * 4 + 50_000,
-    }
-    return run_cocotb(
-        "runtime_cluster",
-        "scripts.demo_cluster_session",
-        params=cluster_params(workload, **cluster_options),
-        testcase="run_session",
-        job=job,
-    ).reply
-
-
 def run_demo(*, nodes=4, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1):
+    from scripts.sim.devices.runtime import run_cluster
+
     adjacency, dense, workload = build_job(
         nodes=nodes, graph=graph, features=features, placement=placement, seed=seed
     )
@@ -130,7 +96,7 @@ def run_demo(*, nodes=4, graph="small", features=DEFAULT_FEATURES, placement="ne
     result = Cluster(config, workload.memory).run(workload.spawn, gk.AGGREGATION)
     out = gk.execute(result.issued, workload.memory, rows=config.rows, features=features)
     expected = np.array([out[config.home(row)][row] for row in range(config.rows)], dtype=np.uint32)
-    session = run_session(workload)
+    session = run_cluster(workload)
     got = session["out"]
     a = sp.csr_matrix(adjacency).astype(np.float64)
     reference = a @ dense.astype(np.float64)

@@ -1,24 +1,22 @@
-"""The cocotb side of ``neartrain demo gcn``: host drivers of the simulated blocks, and the two sessions.
+"""Host devices of the aggregation family and of the GEMM that combines its features.
 
 :class:`AggregationDevice` drives an ``aggregation_pipeline`` (B load, packet stream, drain,
-counters) and :class:`GemmDevice` a ``tiled_gemm`` (one GEMM: command, A and B element by
-element, result rows placed back); the testbench of the pipeline uses the same driver.
-
-The caller (:func:`scripts.demo_gcn.run_demo`) passes a job through :mod:`scripts.sim.channel`
-and selects ``gemm_session`` or ``aggregate_session``, which replies with its results. Each
-session is skipped when no job is given.
+counters) and :class:`GemmDevice` a ``tiled_gemm`` (one GEMM: command, A, B (and D) element by
+element, result rows placed back in either dataflow's order). Their tests, ``neartrain demo
+gcn`` and the benches use these drivers; :func:`run_gemms` and :func:`run_aggregation` run
+them in a simulation (sessions ``aggregate.gemm`` and ``aggregate.aggregation``).
 """
 
 import cocotb
 import numpy as np
-from cocotb.triggers import RisingEdge, with_timeout
+from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from scripts.sim import channel
 from scripts.sim.runner import component_from_env
 from scripts.sim.stream import StreamSink, StreamSource, stream_layout
 from scripts.sim.tb import ClockedTB
 
-__all__ = ["AggregationDevice", "GemmDevice", "MODE_RUN"]
+__all__ = ["AggregationDevice", "GemmDevice", "MODE_RUN", "SESSIONS", "run_gemms", "run_aggregation"]
 
 MODE_RUN = 1  # rtl.aggregate.aggregation_pipeline.Mode.RUN
 COUNTERS = ("packet_count", "nonzero_count", "stall_cycles", "header_errors", "range_errors", "bank_errors")
@@ -124,23 +122,52 @@ class AggregationDevice:
 
 
 class GemmDevice:
-    """Host driver of a ``tiled_gemm`` (output stationary): one GEMM at a time, binary32 raw bits."""
+    """Host driver of a ``tiled_gemm``: one GEMM at a time, raw bits in and out.
+
+    Parameters
+    ----------
+    dut, component, clock
+        The top level, the component it was built from (for the payload layouts), its clock.
+    params : dict
+        Its parameters (``rows``, ``cols``, and ``slots``, ``dataflow``, ``accumulate`` if set).
+    """
 
     def __init__(self, dut, component, clock, params):
         self.dut, self.component, self.clock = dut, component, clock
         self.rows, self.cols = params["rows"], params["cols"]
         self.tile_m = self.rows * params.get("slots", 1)
+        self.dataflow = params.get("dataflow", "output_stationary")
+        ports = ("cmd", "a", "b", "d") if params.get("accumulate", False) else ("cmd", "a", "b")
         self.sources = {port: StreamSource(dut, port, clock, stream_layout(component, port))
-                        for port in ("cmd", "a", "b")}
+                        for port in ports}
         self.c = StreamSink(dut, "c", clock, stream_layout(component, "c"))
 
-    async def gemm(self, a_bits, b_bits):
-        """``A B`` for uint32 ``A (M x K)`` and ``B (K x N)``; returns uint32 ``(M x N)``."""
+    @property
+    def drivers(self):
+        """Every driver, for :meth:`scripts.sim.tb.ClockedTB.reset_mid_transfer`."""
+        return [*self.sources.values(), self.c]
+
+    def order(self, m_size, n_size):
+        """``(row, first column)`` of each result row, in the order they leave: output stationary,
+        tiles m-outer and n-inner with each tile's rows in order; weight stationary, per n-tile,
+        every row."""
+        if self.dataflow == "output_stationary":
+            return [(m, n0) for m0 in range(0, m_size, self.tile_m) for n0 in range(0, n_size, self.cols)
+                    for m in range(m0, min(m0 + self.tile_m, m_size))]
+        return [(m, n0) for n0 in range(0, n_size, self.cols) for m in range(m_size)]
+
+    async def gemm(self, a_bits, b_bits, d_bits=None):
+        """``A B (+ D)`` for raw bits ``A (M x K)``, ``B (K x N)``, ``D (M x N)``; a uint32 ``(M x N)``.
+
+        Waits until the block is idle again; raises AssertionError on extra, missing or misplaced
+        rows or on a padding lane that is not zero."""
         m_size, k_size = a_bits.shape
         n_size = b_bits.shape[1]
         self.sources["cmd"].send_nowait({"m": m_size, "k": k_size, "n": n_size})
         self.sources["a"].send_many(int(x) for x in a_bits.ravel())
         self.sources["b"].send_many(int(x) for x in b_bits.ravel())
+        if d_bits is not None:
+            self.sources["d"].send_many(int(x) for x in d_bits.ravel())
         rows = []
 
         async def collect():
@@ -154,34 +181,33 @@ class GemmDevice:
         await with_timeout(collect(), budget * _NS_PER_CYCLE, "ns")
         while int(self.dut.busy.value):
             await RisingEdge(self.clock)
-        order = [(m, n0) for m0 in range(0, m_size, self.tile_m) for n0 in range(0, n_size, self.cols)
-                 for m in range(m0, min(m0 + self.tile_m, m_size))]
+        await ClockCycles(self.clock, 2)
+        assert self.c.empty(), "rows after the one marked last"
+        order = self.order(m_size, n_size)
         assert len(order) == len(rows), f"{len(rows)} result rows for {len(order)}"
         out = np.zeros((m_size, -(-n_size // self.cols) * self.cols), np.uint32)
         for (m, n0), row in zip(order, rows, strict=True):
             out[m, n0:n0 + self.cols] = row
+        assert not out[:, n_size:].any(), "padding lanes not zero"
         return out[:, :n_size]
 
 
-@cocotb.test(skip=not channel.has_job())
-async def gemm_session(dut):
-    """Every GEMM of the job (``{"gemms": [(a_bits, b_bits), ...], "params": {...}}``), in order."""
-    job = channel.job()
+async def gemm_session(dut, job):
+    """Every GEMM of ``job`` (``[(a_bits, b_bits), ...]``), in order: ``c``, ``cycles`` (from the
+    command to idle) and ``compute_cycles`` (the block's counter) of each."""
     tb = ClockedTB(dut)
-    device = GemmDevice(dut, component_from_env(), tb.clock, job["params"])
+    device = GemmDevice(dut, component_from_env(), tb.clock, channel.params())
     await tb.reset()
     results = []
-    for a_bits, b_bits in job["gemms"]:
+    for a_bits, b_bits in job:
         start = tb.cycle
         results.append({"c": await device.gemm(a_bits, b_bits), "cycles": tb.cycle - start,
                         "compute_cycles": int(dut.cycles.value)})
-    channel.reply(results)
+    return results
 
 
-@cocotb.test(skip=not channel.has_job())
-async def aggregate_session(dut):
+async def aggregate_session(dut, job):
     """One aggregation: load B, stream the packets, drain (``{"b", "words", "n_rows", "relu"}``)."""
-    job = channel.job()
     tb = ClockedTB(dut)
     device = AggregationDevice(dut, component_from_env(), tb.clock)
     await tb.reset()
@@ -192,6 +218,28 @@ async def aggregate_session(dut):
     await device.send(job["words"])
     out = await device.drain(job["n_rows"], relu=job["relu"])
     cycles = device.transfer_cycles
-    result = {"out": out, "counters": device.counters(), "cycles": tb.cycle - start,
-              "stream_cycles": cycles[-1] - cycles[0] + 1 if cycles else 0}
-    channel.reply(result)
+    return {"out": out, "counters": device.counters(), "cycles": tb.cycle - start,
+            "stream_cycles": cycles[-1] - cycles[0] + 1 if cycles else 0}
+
+
+SESSIONS = {"gemm": gemm_session, "aggregation": aggregate_session}
+
+
+# -------------------------------------------------------------------- synchronous API
+def run_gemms(params, gemms):
+    """Run ``gemms`` (``[(a_bits, b_bits), ...]``, uint32) on one ``tiled_gemm`` build of ``params``.
+
+    Returns the list of :func:`gemm_session`'s results, one per GEMM."""
+    from scripts.sim.devices import run_session
+
+    return run_session("tiled_gemm", "aggregate.gemm", list(gemms), params=params)
+
+
+def run_aggregation(params, b_bits, words, n_rows, *, relu=False):
+    """One aggregation on an ``aggregation_pipeline`` build of ``params``: B rows ``b_bits``
+    (uint32), the encoded packet ``words``, ``n_rows`` rows drained. Returns ``out`` (uint32),
+    ``counters``, ``cycles`` and ``stream_cycles`` (first to last packet transfer)."""
+    from scripts.sim.devices import run_session
+
+    return run_session("aggregation_pipeline", "aggregate.aggregation",
+                       {"b": b_bits, "words": words, "n_rows": n_rows, "relu": relu}, params=params)

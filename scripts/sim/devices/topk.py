@@ -1,6 +1,6 @@
 """Device API of the fused Top-K updater kernel (``topk_updater``) under cocotb.
 
-:class:`TopKUpdaterDevice` extends :class:`scripts.sim.updater_driver.UpdaterDevice` (device memory
+:class:`TopKUpdaterDevice` extends :class:`scripts.sim.devices.updater.UpdaterDevice` (device memory
 on every AXI4 port, ``AxiLiteMaster`` host) with the pair port ``m_axi_pairs`` and one operation,
 :meth:`TopKUpdaterDevice.step`: place the parameter, states and the chunked Top-K wire stream in
 device memory, write the registers, run the kernel, and return the outputs, the status registers
@@ -17,14 +17,14 @@ import numpy as np
 from golden.optim.host import STATE_NAMES
 from rtl.compress.chunk_parser import ERROR_NAMES
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam
-from scripts.sim.updater_driver import MEMORY_SIZE, DeviceResult, UpdaterDevice, _bits
+from scripts.sim.devices.updater import MEMORY_SIZE, DeviceResult, UpdaterDevice, _bits
 
 __all__ = ["TopKResult", "TopKUpdaterDevice"]
 
 
 @dataclasses.dataclass
 class TopKResult(DeviceResult):
-    """A :class:`~scripts.sim.updater_driver.DeviceResult` plus the pair stream's results.
+    """A :class:`~scripts.sim.devices.updater.DeviceResult` plus the pair stream's results.
 
     Attributes
     ----------

@@ -1,4 +1,4 @@
-"""The FCsN host API (the seed's Table 4.1) driving the simulated cluster, and the demo's cocotb test.
+"""Host device of the runtime family: the FCsN host API (the seed's Table 4.1) driving the simulated cluster.
 
 :class:`FCsNHost` is the host side of ``rtl.runtime.cluster.Cluster`` in a cocotb simulation. Its
 methods are Table 4.1's verbs, with the table's arguments and handles:
@@ -21,8 +21,12 @@ The control path is cocotbext-axi's ``AxiLiteMaster`` on the cluster's AXI4-Lite
 at ``i * 0x1000``, registers as ``rtl.runtime.runtime_node.RuntimeNode.register_map``); the
 memory path is the cluster's host load and read streams.
 
-This module is imported by the cocotb simulation of ``scripts/demo_cluster.py`` (test
-``run_session``) and by the cluster tests; it never imports ``testbenches``.
+:class:`SwitchPort` is a node attached to a switch port (a credit-limited sender and a slow
+receiver), the network side the switch, ring and GCU tests drive.
+
+:func:`run_cluster` runs one job through it in a simulation (session ``runtime.cluster``), for
+``neartrain demo cluster`` and the runtime bench; the cluster tests drive :class:`FCsNHost`
+directly. This module never imports ``testbenches``.
 """
 
 import logging
@@ -31,10 +35,10 @@ from dataclasses import dataclass, field
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, Event, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from golden.runtime.kernels import line_words, words_line
+from golden.runtime.kernels import AGGREGATION, line_words, words_line
 from golden.runtime.workload import Workload, sparse_dense_workload
 from rtl.runtime.cluster import HOST_COUNTERS, HOST_DATA, HOST_OUT, HOST_SPAWN
 from rtl.runtime.node_kernels import KERNEL_COUNTERS
@@ -42,7 +46,7 @@ from rtl.runtime.runtime_node import COUNTERS, RuntimeNode
 from scripts.sim import channel
 
 __all__ = ["FCsNHost", "HostReadError", "prepare", "run_job", "Overlay", "DataHandler", "TaskData",
-           "KernelStatus", "NODE_STRIDE"]
+           "KernelStatus", "NODE_STRIDE", "SwitchPort", "SESSIONS", "cluster_params", "run_cluster"]
 
 NODE_STRIDE = 0x1000
 CLOCK_NS = 10
@@ -96,6 +100,75 @@ class KernelStatus:
     counters: list
     done: bool
     cycle: int
+
+
+class SwitchPort:
+    """A node attached to switch port ``p<port>``: a credit-limited sender and a (slow) receiver.
+
+    Flits queued in ``outbound`` as ``(vc, word)`` go out only with a credit for the switch's input
+    buffer of their channel (``depth`` to start with); channel 3 needs none. Every flit the switch
+    sends is appended to ``received`` as ``(vc, word)`` and its credit goes back after a random
+    delay (up to 30 cycles when ``slow``), never more than ``rx_credits`` held at once. ``gaps``
+    idles the sender on 30 % of the cycles. ``arrived`` is set on every received flit.
+    """
+
+    def __init__(self, tb, port, rng, gaps, slow, *, depth, rx_credits):
+        self.tb, self.port, self.rng, self.gaps, self.slow = tb, port, rng, gaps, slow
+        self.dut = tb.dut
+        self.depth, self.rx_credits = depth, rx_credits
+        self.arrived = Event()
+        self.clear()
+        getattr(self.dut, f"p{port}_in__valid").value = 0
+        getattr(self.dut, f"p{port}_out__ready").value = 1
+        getattr(self.dut, f"p{port}_out_credit").value = 0
+        cocotb.start_soon(self._run())
+
+    def clear(self):
+        """Forget everything (reset): the switch's buffers are empty, so every credit is here;
+        credit pulses of the next two cycles were sent before the reset and are ignored."""
+        self.stale = 2
+        self.credits = [self.depth] * 3
+        self.outbound = []  # (vc, word)
+        self.holding = [0] * 3
+        self.returns = []
+        self.received = []  # (vc, word)
+
+    async def _run(self):
+        dut, port = self.dut, self.port
+        while True:
+            await RisingEdge(self.tb.clock)
+            credit = int(getattr(dut, f"p{port}_in_credit").value)
+            if self.stale:
+                self.stale -= 1
+                credit = 0
+            for vc in range(3):
+                self.credits[vc] += credit >> vc & 1
+                assert self.credits[vc] <= self.depth, f"port {port} got too many credits"
+            if int(getattr(dut, f"p{port}_out__valid").value):
+                word = int(getattr(dut, f"p{port}_out__payload").value)
+                vc = word >> 512
+                self.holding[vc] += 1
+                assert self.holding[vc] <= self.rx_credits, f"port {port} channel {vc} overran its credits"
+                self.received.append((vc, word & ((1 << 512) - 1)))
+                self.arrived.set()
+                delay = int(self.rng.integers(1, 30 if self.slow else 3))
+                self.returns.append((self.tb.cycle + delay, vc))
+            pulses = 0
+            for entry in [entry for entry in self.returns if entry[0] <= self.tb.cycle]:
+                if not pulses >> entry[1] & 1:
+                    pulses |= 1 << entry[1]
+                    self.returns.remove(entry)
+                    self.holding[entry[1]] -= 1
+            getattr(dut, f"p{port}_out_credit").value = pulses
+            getattr(dut, f"p{port}_in__valid").value = 0
+            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
+                vc, word = self.outbound[0]
+                if vc == 3 or self.credits[vc]:
+                    self.outbound.pop(0)
+                    if vc < 3:
+                        self.credits[vc] -= 1
+                    getattr(dut, f"p{port}_in__payload").value = word | vc << 512
+                    getattr(dut, f"p{port}_in__valid").value = 1
 
 
 def _register_offsets():
@@ -364,11 +437,41 @@ async def run_job(host, job):
     return {"out": out, "runs": results}
 
 
-@cocotb.test(skip=not channel.has_job())
-async def run_session(dut):
-    """Run the caller's job through the host API; reply with the result."""
-    job = channel.job()
-    params = channel.params()
-    host = FCsNHost(dut, params["nodes"])
-    result = await run_job(host, job)
-    channel.reply(result)
+async def cluster_session(dut, job):
+    """Run ``job`` (see :func:`run_job`) through the host API on the simulated cluster."""
+    return await run_job(FCsNHost(dut, channel.params()["nodes"]), job)
+
+
+SESSIONS = {"cluster": cluster_session}
+
+
+# -------------------------------------------------------------------- synchronous API
+def cluster_params(workload, *, queue_depth=8, switch_depth=8):
+    """``runtime_cluster`` parameters that hold ``workload``."""
+    config = workload.config
+    entries = max(len(entries) for entries in workload.spawn)
+    return {
+        "nodes": config.nodes,
+        "lines": config.rows,
+        "features": workload.features,
+        "spawn_depth": 1 << max(1, (entries - 1).bit_length()),
+        "ranges": max(2, 1 << (config.ranges - 1).bit_length()),
+        "block": config.block,
+        "queue_depth": queue_depth,
+        "switch_depth": switch_depth,
+    }
+
+
+def run_cluster(workload, kernels=(AGGREGATION,), **cluster_options):
+    """Run ``workload`` through the host API on a ``runtime_cluster`` that holds it (built with
+    :func:`cluster_params` and ``cluster_options``); returns :func:`run_job`'s result dict."""
+    from scripts.sim.devices import run_session
+
+    job = {
+        "nodes": workload.config.nodes,
+        "data": workload,
+        "kernels": list(kernels),
+        "timeout": 40 * sum(len(entries) for entries in workload.spawn) * 4 + 50_000,
+    }
+    return run_session("runtime_cluster", "runtime.cluster", job,
+                       params=cluster_params(workload, **cluster_options))

@@ -14,8 +14,8 @@ FCsN runs it (Section 2.4.1, combination before aggregation):
 
 Every intermediate is compared bit for bit with :func:`golden.aggregate.gcn_forward`, and the
 logits with a float64 reference (:func:`golden.aggregate.gcn_reference`) within the rounding
-bound :func:`golden.aggregate.gcn_bound`. Each step is one Verilator run (``run_cocotb``) of
-:mod:`scripts.demo_gcn_session`; the host moves the matrices between them, as the FCsN runtime
+bound :func:`golden.aggregate.gcn_bound`. Each step is one Verilator run through the host
+devices of :mod:`scripts.sim.devices.aggregate`; the host moves the matrices between them, as the FCsN runtime
 moves them through memory.
 
 Cora's 1,433 input features would make the first GEMM's element-by-element fill alone about
@@ -48,7 +48,6 @@ DEFAULT_FEATURES = 32
 DEFAULT_HIDDEN = 16
 MAX_WIDTH = 4096
 DEMO_GRAPHS = ("cora", "citeseer")
-SESSION_MODULE = "scripts.demo_gcn_session"
 # Words per node in Cora's bag-of-words features: about 18 of 1,433.
 WORDS_PER_NODE = 18
 
@@ -115,13 +114,11 @@ def pipeline_params(spawned, lanes, width):
             "row_bits": bits, "col_bits": bits, "weighted": True}
 
 
-def _session(block, params, testcase, job):
-    """Run one cocotb session of :mod:`scripts.demo_gcn_session`; returns its results and wall time."""
-    from scripts.sim.runner import run_cocotb
-
+def _timed(function, *args, **options):
+    """``function(*args, **options)`` and its wall time in seconds."""
     start = time.perf_counter()
-    reply = run_cocotb(block, SESSION_MODULE, params=params, testcase=testcase, job=job).reply
-    return reply, time.perf_counter() - start
+    result = function(*args, **options)
+    return result, time.perf_counter() - start
 
 
 def _bits(array):
@@ -130,6 +127,8 @@ def _bits(array):
 
 def run_demo(*, graph="cora", features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN, lanes=4, seed=1):
     """Run the forward pass on the simulated blocks; returns a :class:`GcnDemoResult`."""
+    from scripts.sim.devices import aggregate as aggregate_device
+
     check_arguments(graph=graph, features=features, hidden=hidden, lanes=lanes, seed=seed)
     spec = GRAPHS[graph]
     adjacency = generate(graph, seed=seed)
@@ -151,8 +150,7 @@ def run_demo(*, graph="cora", features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN, 
     stages = []
 
     def combine(name, left, right, expected):
-        results, seconds = _session("tiled_gemm", combination, "gemm_session",
-                                    {"gemms": [(_bits(left), _bits(right))], "params": combination})
+        results, seconds = _timed(aggregate_device.run_gemms, combination, [(_bits(left), _bits(right))])
         product = results[0]["c"].view(np.float32)
         stages.append(Stage(name, "tiled_gemm", results[0]["cycles"], seconds,
                             np.array_equal(results[0]["c"], _bits(expected)),
@@ -163,8 +161,8 @@ def run_demo(*, graph="cora", features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN, 
     def aggregate(name, dense, relu, expected):
         b = np.zeros((nodes, width), np.float32)
         b[:, :dense.shape[1]] = dense
-        results, seconds = _session("aggregation_pipeline", aggregation, "aggregate_session",
-                                    {"b": _bits(b), "words": words, "n_rows": spawned.n_rows, "relu": relu})
+        results, seconds = _timed(aggregate_device.run_aggregation, aggregation, _bits(b), words,
+                                  spawned.n_rows, relu=relu)
         out = spawned.unpermute(results["out"].view(np.float32))[:, :dense.shape[1]]
         counters = results["counters"]
         stages.append(Stage(name, "aggregation_pipeline", results["cycles"], seconds,

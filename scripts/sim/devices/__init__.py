@@ -1,0 +1,68 @@
+"""The host devices: one module per kernel family, each the one host API of its simulated blocks.
+
+Each module holds three things, after the model of Glasgow's applet interfaces (one host API
+that the CLI, the simulation tests and the hardware tests all drive):
+
+* the cocotb-side driver of its blocks (a class that owns the block's ports, memories and
+  registers and offers a driver's operations as coroutines);
+* its sessions: coroutines ``session(dut, job)`` that build the driver, do the job and return
+  the reply, listed in the module's ``SESSIONS``;
+* a synchronous ``run_*`` API, which runs one session in a simulation through
+  :func:`run_session` and returns NumPy results (where a flow outside the block's own tests
+  needs one: the top-k kernel and the all-reduce leaf have none yet).
+
+=====================  ==========================================================================
+:mod:`.updater`        ``*_updater`` kernels: :class:`~.updater.UpdaterDevice`, ``run_jobs``,
+                       ``update``, ``statistics``, ``run_program``
+:mod:`.topk`           ``topk_updater``: :class:`~.topk.TopKUpdaterDevice` (tests only)
+:mod:`.aggregate`      ``aggregation_pipeline`` and ``tiled_gemm``: :class:`~.aggregate.AggregationDevice`,
+                       :class:`~.aggregate.GemmDevice`, ``run_gemms``, ``run_aggregation``
+:mod:`.runtime`        ``runtime_cluster``: :class:`~.runtime.FCsNHost` (the seed's Table 4.1),
+                       ``run_cluster``; a node on a switch port, :class:`~.runtime.SwitchPort`
+:mod:`.collective`     an all-reduce leaf on a switch port, :class:`~.collective.Leaf` (tests only)
+:mod:`.stream`         stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check`` (``neartrain
+                       run``), ``run_throughput``
+=====================  ==========================================================================
+
+The demos and ``neartrain run`` drive the simulator only through these devices; tests and
+benches use their drivers inside their own cocotb tests, or their ``run_*``. The one cocotb module
+that every ``run_*`` runs is :mod:`scripts.sim.session`: it dispatches the job to its named
+session. Nothing here imports ``testbenches/`` or the demos.
+"""
+
+__all__ = ["SESSION_MODULE", "run_session"]
+
+SESSION_MODULE = "scripts.sim.session"
+
+
+def run_session(block, session, job=None, *, params=None, extra_env=None):
+    """Run the session ``session`` (``"<family>.<name>"``) on ``block`` in one simulation.
+
+    Parameters
+    ----------
+    block : str or type
+        A registered block name (or a component class), as for
+        :func:`scripts.sim.runner.run_cocotb`.
+    session : str
+        A key of :data:`scripts.sim.session.SESSIONS`, e.g. ``"aggregate.gemm"``.
+    job : object, optional
+        Any picklable argument, handed to the session coroutine.
+    params : dict, optional
+        The block's parameters.
+    extra_env : dict, optional
+        Knob overrides (``NEARTRAIN_VECTORS``, ``NEARTRAIN_SEED``) for this run.
+
+    Returns
+    -------
+    object
+        What the session returned (pickled back from the simulation).
+
+    Raises
+    ------
+    scripts.sim.runner.SimulationError
+        If the session raised or failed an assertion.
+    """
+    from scripts.sim.runner import run_cocotb
+
+    return run_cocotb(block, SESSION_MODULE, params=params, testcase="session",
+                      job={"session": session, "job": job}, extra_env=extra_env).reply
