@@ -288,7 +288,8 @@ SLOW_SHAPES = {"16_leaves_2x8", "16_leaves_4x4"}
 @pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
                                    for name in SHAPES])
 def test_tiered(shape):
-    run_cocotb("tiered_cluster", __name__, params=SHAPES[shape])
+    # Two tests read the region units' and the GCU's own counters (dut.block.*).
+    run_cocotb("tiered_cluster", __name__, params=SHAPES[shape], internals=True)
 
 
 @pytest.mark.parametrize("block,params,message", [
