@@ -13,7 +13,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_bool, check_int
-from .format import float_format
+from .format import FloatFormat, float_format
 from .interface import operand_layout, result_layout
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE
 
@@ -24,7 +24,8 @@ MAX_TAG_WIDTH = 1024
 FORMAT_NAMES = ("f32", "f16", "bf16")
 
 # Registry parameters every unit shares.
-FORMAT_PARAM = Param("fmt", str, "f32", "operand and result format", choices=FORMAT_NAMES)
+FORMAT_PARAM = Param("fmt", str, "f32", "operand and result format", choices=FORMAT_NAMES,
+                     accepts=(FloatFormat,))
 FLUSH_PARAM = Param("flush_subnormals", bool, False,
                     "read subnormal inputs as zero and flush subnormal results to zero")
 TAG_PARAM = Param("tag_width", int, 0, "side-band tag bits carried with each operation", minimum=0,

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 from .common import ConfigSignature, sealed
 from .packet import LINE_BITS, Packet, PacketType
 from .rdma_responder import read_layout
@@ -12,7 +12,7 @@ from .rdma_responder import read_layout
 __all__ = ["DataPackager"]
 
 
-class DataPackager(wiring.Component):
+class DataPackager(Parameterized, wiring.Component):
     """Pairs each line from the memory controller with its data-read-queue entry and seals a data packet.
 
     The packet goes to the entry's requester: ``DATA``, the request's kernel id, ``dst`` the
@@ -69,5 +69,5 @@ class DataPackager(wiring.Component):
 register_block(
     "runtime_data_packager", DataPackager, family="runtime",
     summary="FCsN data packager: one sealed data packet per line read for an RDMA request.",
-    drops=NO_DROPS,
+    golden="golden.runtime.packet:encode", drops=NO_DROPS,
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .common import ConfigSignature, range_lines
 from .packet import ITEMS, NODE_BITS, Packet, home_owner
 
@@ -22,7 +22,7 @@ def responded_layout():
     })
 
 
-class TaskResponder(wiring.Component):
+class TaskResponder(Parameterized, wiring.Component):
     """Checks a task's integrity and decides which of its slots are local, remote or both.
 
     Tasks come from the spawner of this node and from the network (the classifier), in two
@@ -57,8 +57,12 @@ class TaskResponder(wiring.Component):
     Latency: 1 cycle. Throughput: one task per cycle in each lane.
     """
 
+    PARAMS = (
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+    )
+
     def __init__(self, *, block=20):
-        self._block = check_int("block", block, 1, 255)
+        self._block = block
         super().__init__({
             "config": In(ConfigSignature()),
             "spawned": In(stream.Signature(Packet)),
@@ -130,7 +134,7 @@ def _any(values):
 register_block(
     "runtime_task_responder", TaskResponder, family="runtime",
     summary="FCsN task responder: task integrity and range checks, local/remote slot decision.",
-    params=[Param("block", int, 20, "lines per data range", minimum=1, maximum=255)],
+    golden="golden.runtime.protocol:respond",
     drops={"dropped": "spawned tasks dropped, bit per reason (RESPONDER_DROPS)",
            "dropped_network": "network tasks dropped, bit per reason (RESPONDER_DROPS)"},
 )
