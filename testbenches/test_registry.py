@@ -30,6 +30,30 @@ def test_every_declared_parameter_is_a_constructor_keyword():
     assert not unknown, f"declared parameters the constructor does not take: {unknown}"
 
 
+# (block, parameter): (constructor default, registered default), where the two differ. They
+# differed before the declaration moved onto the class; aligning them would change either what
+# direct construction builds or the Verilog `neartrain` writes, so they stay listed here.
+REGISTRY_DEFAULTS = {
+    ("width_converter", "output_width"): (512, 128),
+    ("axi_lite_control", "arguments"): ("", "source:64,destination:64,length:32"),
+    ("axi_lite_control", "status"): ("", "error:2,cycles:64"),
+    ("memory_port", "read_tensors"): (1, 4),
+    ("memory_port", "write_tensors"): (1, 4),
+}
+
+
+def test_constructor_defaults_are_the_declared_defaults():
+    """The declaration is the one place a default is stated; the signature only repeats it."""
+    differ = {}
+    for name, block in blocks().items():
+        signature = inspect.signature(block.component.__init__).parameters
+        for param in block.params:
+            default = getattr(signature.get(param.name), "default", inspect.Parameter.empty)
+            if default is not inspect.Parameter.empty and default != param.default:
+                differ[name, param.name] = (default, param.default)
+    assert differ == REGISTRY_DEFAULTS
+
+
 def _bad_values(param):
     """Values the declaration refuses, each with the reason."""
     if param.choices is not None:
