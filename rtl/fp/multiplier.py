@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Mux
 
-from ..registration import NO_DROPS, Parameterized, check_int, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, LUT_BITS_PARAM, TAG_PARAM, FloatUnit
+from .pipeline import PRODUCT_UNIT_PARAMS, FloatUnit, check_lut_bits
 from .product import DEFAULT_TILE, TiledProduct, partial_count
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import count_leading_zeros, normalise_left
@@ -70,18 +70,11 @@ class FloatMultiplier(Parameterized, FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
-    PARAMS = (
-        FORMAT_PARAM,
-        FLUSH_PARAM,
-        DSP_TILE_PARAM,
-        LUT_BITS_PARAM,
-        TAG_PARAM,
-    )
+    PARAMS = PRODUCT_UNIT_PARAMS
 
     @classmethod
     def check_params(cls, values):
-        """``lut_bits`` is at most the format's precision."""
-        check_int("lut_bits", values["lut_bits"], 0, cls._check_common(values["fmt"], False)[0].precision)
+        check_lut_bits(values)
 
     def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
