@@ -1,5 +1,7 @@
 """The fused-mode front end with its memory port: chunked pairs read from DRAM, dense chunks out."""
 
+import dataclasses
+
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -9,8 +11,7 @@ from ..bus.axi_burst_reader import AXIBurstReader
 from ..registration import Param, Parameterized, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
-from .layouts import VALUE_WIDTHS, WORD_WIDTH, dense_layout
-from .scatter_engine import LANE_CHOICES
+from .layouts import WORD_WIDTH, dense_layout
 
 __all__ = ["AXIChunkDecompressor", "transfer_layout"]
 
@@ -81,15 +82,10 @@ class AXIChunkDecompressor(Parameterized, wiring.Component):
     """
 
     PARAMS = (
-        Param("lanes", int, 8, "64-bit wire words per AXI beat (data width 64 * lanes)",
-              choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-        Param("banks", int, 16, "scatter memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
-        Param("out_lanes", int, 16, "f32 elements per output beat", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+        # The decompressor's, but for what a lane is here.
+        dataclasses.replace(ChunkDecompressor.PARAMS[0],
+                            help="64-bit wire words per AXI beat (data width 64 * lanes)"),
+        *ChunkDecompressor.PARAMS[1:],
         Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
         Param("max_burst", int, 64, "longest read burst in beats", minimum=1, maximum=256),
         Param("max_outstanding", int, 4, "read bursts in flight", minimum=2, maximum=64),
