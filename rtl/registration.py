@@ -1,7 +1,7 @@
 """Declaring a block: its parameters, their validation, and its registration.
 
-A registration names the block, the component class that builds it and its
-parameters (name, type, default, range and meaning). The CLI, the Verilog generator,
+A registration names the block, the component class that builds it (whose declaration gives
+the parameters: name, type, default, range and meaning) and its golden model. The CLI, the Verilog generator,
 the synthesis flow and the sweeps all read the registry, so a new block shows up in
 every command without touching them.
 
@@ -20,7 +20,7 @@ spanning several parameters), and :func:`register_block` reads the same declarat
     register_block(
         "skid_buffer", SkidBuffer, family="bus",
         summary="Stream pipeline register with a registered ready path.",
-        golden=None, drops=NO_DROPS,
+        golden=NO_GOLDEN("plumbing: the output stream is the input stream"), drops=NO_DROPS,
     )
 """
 
