@@ -5,7 +5,7 @@ from amaranth.lib import stream
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import Out
 
-from ..registration import NO_GOLDEN, Parameterized, register_block
+from ..registration import NO_GOLDEN, register_block
 from .axi import PAGE_BYTES, drive_address_constants
 from .axi_dma import AXIDMAEngine, beat_layout, dma_params
 
@@ -14,7 +14,7 @@ __all__ = ["AXIBurstReader", "STRAY_COUNTER_BITS"]
 STRAY_COUNTER_BITS = 16
 
 
-class AXIBurstReader(Parameterized, AXIDMAEngine):
+class AXIBurstReader(AXIDMAEngine):
     """Read DMA engine: each command ``(address, length)`` becomes ``length`` beats on ``data``.
 
     Commands are cut into INCR bursts by :class:`AXIBurstPlanner` (at most ``max_burst``

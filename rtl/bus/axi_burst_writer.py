@@ -5,7 +5,7 @@ from amaranth.lib import data, stream
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_GOLDEN, Parameterized, register_block
+from ..registration import NO_GOLDEN, register_block
 from .axi import drive_address_constants
 from .axi_burst_reader import STRAY_COUNTER_BITS
 from .axi_dma import AXIDMAEngine, dma_params
@@ -17,7 +17,7 @@ __all__ = ["AXIBurstWriter"]
 _W_BURST = data.StructLayout({"last_beat": 8, "discard": 1})
 
 
-class AXIBurstWriter(Parameterized, AXIDMAEngine):
+class AXIBurstWriter(AXIDMAEngine):
     """Write DMA engine: each command ``(address, length)`` writes the next ``length`` beats of ``data``.
 
     Commands are cut into INCR bursts by :class:`AXIBurstPlanner` (at most ``max_burst``
