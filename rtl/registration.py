@@ -1,27 +1,36 @@
 """Declaring a block: its parameters, their validation, and its registration.
 
-A registration names the block, the component class that builds it and its
-parameters (name, type, default, range and meaning). The CLI, the Verilog generator,
+A registration names the block, the component class that builds it (whose declaration gives
+the parameters: name, type, default, range and meaning) and its golden model. The CLI, the Verilog generator,
 the synthesis flow and the sweeps all read the registry, so a new block shows up in
 every command without touching them.
 
 Example
 -------
-At the bottom of the block's own file::
+The component declares its parameters once, as ``PARAMS``; :class:`Parameterized` checks the
+constructor's keyword arguments against them (and :meth:`Parameterized.check_params`, for rules
+spanning several parameters), and :func:`register_block` reads the same declaration::
+
+    class SkidBuffer(Parameterized, wiring.Component):
+        PARAMS = (Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096),)
+
+        def __init__(self, *, width=32, payload_shape=None):
+            ...
 
     register_block(
         "skid_buffer", SkidBuffer, family="bus",
         summary="Stream pipeline register with a registered ready path.",
-        params=[Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096)],
-        drops=NO_DROPS,
+        golden=NO_GOLDEN("plumbing: the output stream is the input stream"), drops=NO_DROPS,
     )
 """
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Param", "Block", "register_block", "REGISTERED", "FAMILIES", "check_int", "check_choice",
-           "check_bool", "NO_DROPS"]
+__all__ = ["Param", "Parameterized", "Block", "register_block", "REGISTERED", "FAMILIES", "check_int",
+           "check_choice", "check_bool", "NO_DROPS", "NO_GOLDEN"]
 
 # The block families; each is a package under rtl/ whose `__init__` imports its block modules.
 FAMILIES = ("bus", "fp", "optim", "compress", "systolic", "aggregate", "net", "runtime", "collective", "dlrm")
@@ -56,9 +65,6 @@ def check_bool(name, value):
     return value
 
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
 
 @dataclass(frozen=True)
 class Param:
@@ -78,6 +84,10 @@ class Param:
         Allowed values (for ``str`` and enumerated ``int`` parameters).
     minimum, maximum : int or float, optional
         Inclusive range for numeric parameters.
+    accepts : tuple of type, optional
+        Further Python types the constructor takes for this parameter (for example a
+        ``FloatFormat`` for ``fmt``); such values are the constructor's to check. The registry
+        and the command line only ever pass ``type``.
     """
 
     name: str
@@ -87,6 +97,7 @@ class Param:
     choices: tuple = None
     minimum: Any = None
     maximum: Any = None
+    accepts: tuple = ()
 
     def describe_range(self):
         if self.choices is not None:
@@ -99,33 +110,10 @@ class Param:
             return f"{lo}..{hi}"
         return self.type.__name__
 
-    def parse(self, text):
-        """Convert a command-line string to this parameter's type and validate it."""
-        if self.type is bool:
-            lowered = text.strip().lower()
-            if lowered in _TRUE:
-                value = True
-            elif lowered in _FALSE:
-                value = False
-            else:
-                raise ValueError(f"{self.name} must be true or false, not {text!r}")
-        elif self.type is int:
-            try:
-                value = int(text, 0)
-            except ValueError:
-                raise ValueError(f"{self.name} must be an integer in {self.describe_range()}, "
-                                 f"not {text!r}") from None
-        elif self.type is float:
-            try:
-                value = float(text)
-            except ValueError:
-                raise ValueError(f"{self.name} must be a number, not {text!r}") from None
-        else:
-            value = text
-        return self.validate(value)
-
     def validate(self, value):
         """Check a Python value against the declared type and range, and return it."""
+        if self.accepts and isinstance(value, self.accepts):
+            return value
         if self.choices is not None:
             return check_choice(self.name, value, self.choices)
         if self.type is bool:
@@ -144,6 +132,57 @@ class Param:
         return value
 
 
+class Parameterized:
+    """Mixin for a component whose constructor parameters are declared once, in ``PARAMS``.
+
+    ``PARAMS`` is a tuple of :class:`Param`, each naming a keyword argument of ``__init__``.
+    Before the constructor body runs, every declared argument (given or defaulted) is checked
+    with :meth:`Param.validate`, then all of them together with :meth:`check_params`; so a
+    component built directly in Python is checked exactly as one built from the registry, and
+    a bad value is a ``ValueError`` naming the parameter.
+    """
+
+    PARAMS = ()
+
+    @classmethod
+    def check_params(cls, values):
+        """Check rules that span several parameters; ``values`` maps every declared name to its value.
+
+        Raises
+        ------
+        ValueError
+            Naming the parameter at fault. The default accepts everything.
+        """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A class that declares PARAMS but inherits its constructor checks them around that one.
+        if "__init__" in cls.__dict__ or "PARAMS" in cls.__dict__:
+            cls.__init__ = _checked_init(cls, cls.__init__)
+
+
+def _checked_init(cls, init):
+    """Wrap ``init`` so that it checks ``cls.PARAMS`` and ``cls.check_params`` first."""
+    signature = inspect.signature(init)
+    spread = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+    @functools.wraps(init)
+    def checked(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        given.update(given.pop(spread, {}) if spread else {})
+        values = {}
+        for param in cls.PARAMS:
+            value = given.get(param.name, param.default)
+            param.validate(value)
+            values[param.name] = value
+        cls.check_params(values)
+        init(self, *args, **kwargs)
+
+    return checked
+
+
 @dataclass(frozen=True)
 class Block:
     """A registered block: how to build it and what can be set."""
@@ -158,6 +197,9 @@ class Block:
     #: (an empty mapping) says the block discards nothing: every input is back-pressured or used.
     #: ``None`` means not declared yet, which ``testbenches/test_drop_counters.py`` refuses.
     drops: Any = None
+    #: The golden model's entry point, ``"golden.<module>:<name>"`` (a string: ``rtl`` never
+    #: imports ``golden``), or :data:`NO_GOLDEN` with the reason the block has none.
+    golden: Any = None
 
     def param(self, name):
         for param in self.params:
@@ -185,12 +227,27 @@ REGISTERED = {}
 NO_DROPS = {}
 
 
-def register_block(name, component, *, family, summary, params=(), drops=None):
+@dataclass(frozen=True)
+class NO_GOLDEN:  # noqa: N801 (used like a constant: ``golden=NO_GOLDEN("why")``)
+    """The ``golden`` of a block with no golden model of its own, and why (plumbing, a wrapper...)."""
+
+    reason: str
+
+
+def register_block(name, component, *, family, summary, golden, drops=None):
     """Register ``component`` under ``name``; see the module docstring for an example.
 
+    The parameters are the component's ``PARAMS`` (see :class:`Parameterized`). ``golden`` is
+    the golden model's entry point, ``"golden.<module>:<name>"``, or ``NO_GOLDEN(reason)``.
     ``drops`` maps each output port that counts (or flags) discarded input to what it counts;
     pass ``NO_DROPS`` for a block that discards nothing.
     """
+    params = getattr(component, "PARAMS", None)
+    if params is None or not issubclass(component, Parameterized):
+        raise ValueError(f"component of {name!r} must be Parameterized and declare PARAMS")
+    if not (isinstance(golden, NO_GOLDEN) or (isinstance(golden, str) and golden.startswith("golden.")
+                                               and ":" in golden)):
+        raise ValueError(f"golden of {name!r} must be 'golden.<module>:<name>' or NO_GOLDEN(reason)")
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
     if name in REGISTERED and REGISTERED[name].component is not component:
@@ -198,7 +255,7 @@ def register_block(name, component, *, family, summary, params=(), drops=None):
     if drops is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in drops.items()):
         raise ValueError(f"drops of {name!r} must map port names to what they count")
     REGISTERED[name] = Block(name, component, family, summary, tuple(params),
-                             None if drops is None else dict(drops))
+                             None if drops is None else dict(drops), golden)
     return component
 
 

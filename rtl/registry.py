@@ -10,17 +10,19 @@ shows up in every command without touching them.
 from .registration import (
     FAMILIES,
     NO_DROPS,
+    NO_GOLDEN,
     REGISTERED,
     Block,
     Param,
+    Parameterized,
     check_bool,
     check_choice,
     check_int,
     register_block,
 )
 
-__all__ = ["Param", "Block", "register_block", "blocks", "get_block", "load_all", "FAMILIES",
-           "check_int", "check_choice", "check_bool", "NO_DROPS"]
+__all__ = ["Param", "Parameterized", "Block", "register_block", "blocks", "get_block", "load_all", "FAMILIES",
+           "check_int", "check_choice", "check_bool", "NO_DROPS", "NO_GOLDEN"]
 
 def load_all():
     """Import every family so that all blocks are registered; returns them by name."""

@@ -8,7 +8,7 @@ from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.axi_lite_control import AXILiteControl
 from ..bus.width_converter import StreamWidthConverter
 from ..optim.memory_port import MemoryPort
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .aggregation_pipeline import B_BANK_CHOICES, COUNTERS, LANE_CHOICES, AggregationPipeline, Mode
 from .packet import packet_bits
 
@@ -34,7 +34,7 @@ _STATUS = tuple((name, 32, f"the pipeline's {name} of the last run") for name in
 )
 
 
-class AggregationKernel(wiring.Component):
+class AggregationKernel(Parameterized, wiring.Component):
     """A Vitis-style RTL kernel around :class:`~.aggregation_pipeline.AggregationPipeline`.
 
     **Flow.** The host writes the arguments and starts the kernel (``ap_ctrl_hs``). A run
@@ -72,11 +72,26 @@ class AggregationKernel(wiring.Component):
         The Vitis ``interrupt``.
     """
 
+    PARAMS = (
+        Param("lanes", int, 4, "nonzeros per packet and OUT banks", choices=LANE_CHOICES),
+        Param("features", int, 4, "binary32 elements per row (AXI data width 32 x features)",
+              choices=KERNEL_FEATURES),
+        Param("rows", int, 64, "OUT capacity in rows", minimum=1, maximum=1 << 24),
+        Param("cols", int, 64, "B capacity in rows", minimum=1, maximum=1 << 24),
+        Param("row_bits", int, 16, "packet row id width", minimum=1, maximum=24),
+        Param("col_bits", int, 16, "packet column id width", minimum=1, maximum=24),
+        Param("b_banks", int, 1, "1 (a B read port per lane) or cyclic B banks >= lanes",
+              choices=B_BANK_CHOICES),
+        Param("weighted", bool, False, "weighted packets (row, col, value): OUT += value * B"),
+        Param("max_burst", int, 16, "longest burst in beats", minimum=1, maximum=256),
+        Param("max_outstanding", int, 4, "bursts in flight per direction", minimum=2, maximum=64),
+    )
+
     def __init__(self, *, lanes=4, features=4, rows=64, cols=64, row_bits=16, col_bits=16, b_banks=1,
                  weighted=False, max_burst=16, max_outstanding=4):
-        self._features = check_choice("features", features, KERNEL_FEATURES)
-        self._max_burst = check_int("max_burst", max_burst, 1, 256)
-        self._max_outstanding = check_int("max_outstanding", max_outstanding, 2, 64)
+        self._features = features
+        self._max_burst = max_burst
+        self._max_outstanding = max_outstanding
         self.pipeline = AggregationPipeline(lanes=lanes, features=features, rows=rows, cols=cols,
                                             row_bits=row_bits, col_bits=col_bits, b_banks=b_banks,
                                             weighted=weighted)
@@ -199,20 +214,7 @@ class AggregationKernel(wiring.Component):
 register_block(
     "aggregation_kernel", AggregationKernel, family="aggregate",
     summary="The aggregation pipeline as a Vitis RTL kernel: B, packets and OUT over one AXI4 master.",
-    params=[
-        Param("lanes", int, 4, "nonzeros per packet and OUT banks", choices=LANE_CHOICES),
-        Param("features", int, 4, "binary32 elements per row (AXI data width 32 x features)",
-              choices=KERNEL_FEATURES),
-        Param("rows", int, 64, "OUT capacity in rows", minimum=1, maximum=1 << 24),
-        Param("cols", int, 64, "B capacity in rows", minimum=1, maximum=1 << 24),
-        Param("row_bits", int, 16, "packet row id width", minimum=1, maximum=24),
-        Param("col_bits", int, 16, "packet column id width", minimum=1, maximum=24),
-        Param("b_banks", int, 1, "1 (a B read port per lane) or cyclic B banks >= lanes",
-              choices=B_BANK_CHOICES),
-        Param("weighted", bool, False, "weighted packets (row, col, value): OUT += value * B"),
-        Param("max_burst", int, 16, "longest burst in beats", minimum=1, maximum=256),
-        Param("max_outstanding", int, 4, "bursts in flight per direction", minimum=2, maximum=64),
-    ],
+    golden="golden.aggregate.pipeline:execute",
     drops={"s_axi_control": "status registers header_errors, range_errors, bank_errors (the pipeline's) and "
                              "error (AXI read/write errors: reads return zeros, writes stop)"},
 )

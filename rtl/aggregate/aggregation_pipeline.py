@@ -11,7 +11,7 @@ from ..fp.adder import FloatAdder
 from ..fp.multiplier import FloatMultiplier
 from ..lib.counters import COUNTER_BITS, count_saturating
 from ..lib.streams import any_of
-from ..registration import Param, check_bool, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .packet import TASK_AGGREGATION, packet_layout
 
 __all__ = ["AggregationPipeline", "Mode", "LANE_CHOICES", "B_BANK_CHOICES", "COUNTERS"]
@@ -31,7 +31,7 @@ class Mode(enum.IntEnum):
     DRAIN = 3  # streaming OUT out on ``drain`` (and zeroing it)
 
 
-class AggregationPipeline(wiring.Component):
+class AggregationPipeline(Parameterized, wiring.Component):
     """``OUT[row] += B[col]`` (Boolean) or ``OUT[row] += value * B[col]`` (weighted) for each packet nonzero.
 
     The semantics, the accumulation order and the drop-and-count rules are those of
@@ -114,19 +114,40 @@ class AggregationPipeline(wiring.Component):
     Latency from a packet's transfer to its OUT writes: 11 cycles, 18 weighted.
     """
 
-    def __init__(self, *, lanes=4, features=4, rows=64, cols=64, row_bits=16, col_bits=16, b_banks=1,
-                 weighted=False, counter_bits=COUNTER_BITS):
-        self._lanes = check_choice("lanes", lanes, LANE_CHOICES)
-        self._counter_bits = check_int("counter_bits", counter_bits, 1, COUNTER_BITS)
-        self._features = check_int("features", features, 1, 64)
-        self._rows = check_int("rows", rows, 1, 1 << _MAX_IDS)
-        self._cols = check_int("cols", cols, 1, 1 << _MAX_IDS)
-        self._row_bits = check_int("row_bits", row_bits, max(1, (rows - 1).bit_length()), _MAX_IDS)
-        self._col_bits = check_int("col_bits", col_bits, max(1, (cols - 1).bit_length()), _MAX_IDS)
-        self._b_banks = check_choice("b_banks", b_banks, B_BANK_CHOICES)
+    PARAMS = (
+        Param("lanes", int, 4, "nonzeros per packet and OUT banks", choices=LANE_CHOICES),
+        Param("features", int, 4, "binary32 elements per row of B and OUT", minimum=1, maximum=64),
+        Param("rows", int, 64, "OUT capacity in rows", minimum=1, maximum=1 << _MAX_IDS),
+        Param("cols", int, 64, "B capacity in rows", minimum=1, maximum=1 << _MAX_IDS),
+        Param("row_bits", int, 16, "packet row id width", minimum=1, maximum=_MAX_IDS),
+        Param("col_bits", int, 16, "packet column id width", minimum=1, maximum=_MAX_IDS),
+        Param("b_banks", int, 1, "1 (a B read port per lane) or cyclic B banks >= lanes",
+              choices=B_BANK_CHOICES),
+        Param("weighted", bool, False, "weighted packets (row, col, value): OUT += value * B"),
+        Param("counter_bits", int, COUNTER_BITS, "width of each counter (they saturate)", minimum=1,
+              maximum=COUNTER_BITS),
+    )
+
+    @classmethod
+    def check_params(cls, values):
+        """The ids must fit their widths, and ``b_banks`` is 1 or at least ``lanes``."""
+        for bits, count in (("row_bits", "rows"), ("col_bits", "cols")):
+            check_int(bits, values[bits], max(1, (values[count] - 1).bit_length()), _MAX_IDS)
+        lanes, b_banks = values["lanes"], values["b_banks"]
         if 1 < b_banks < lanes:
             raise ValueError(f"b_banks must be 1 or at least lanes ({lanes}), not {b_banks}")
-        self._weighted = check_bool("weighted", weighted)
+
+    def __init__(self, *, lanes=4, features=4, rows=64, cols=64, row_bits=16, col_bits=16, b_banks=1,
+                 weighted=False, counter_bits=COUNTER_BITS):
+        self._lanes = lanes
+        self._counter_bits = counter_bits
+        self._features = features
+        self._rows = rows
+        self._cols = cols
+        self._row_bits = row_bits
+        self._col_bits = col_bits
+        self._b_banks = b_banks
+        self._weighted = weighted
         # Read, the registered read data, the adder, the write.
         self.hazard_window = 3 + FloatAdder.LATENCY
         addr_bits = max(1, (-(-rows // lanes) - 1).bit_length())
@@ -457,19 +478,7 @@ class AggregationPipeline(wiring.Component):
 register_block(
     "aggregation_pipeline", AggregationPipeline, family="aggregate",
     summary="GNN aggregation OUT += A B from 512-bit task packets, one per cycle, RAW scoreboard (FCsN).",
-    params=[
-        Param("lanes", int, 4, "nonzeros per packet and OUT banks", choices=LANE_CHOICES),
-        Param("features", int, 4, "binary32 elements per row of B and OUT", minimum=1, maximum=64),
-        Param("rows", int, 64, "OUT capacity in rows", minimum=1, maximum=1 << _MAX_IDS),
-        Param("cols", int, 64, "B capacity in rows", minimum=1, maximum=1 << _MAX_IDS),
-        Param("row_bits", int, 16, "packet row id width", minimum=1, maximum=_MAX_IDS),
-        Param("col_bits", int, 16, "packet column id width", minimum=1, maximum=_MAX_IDS),
-        Param("b_banks", int, 1, "1 (a B read port per lane) or cyclic B banks >= lanes",
-              choices=B_BANK_CHOICES),
-        Param("weighted", bool, False, "weighted packets (row, col, value): OUT += value * B"),
-        Param("counter_bits", int, COUNTER_BITS, "width of each counter (they saturate)", minimum=1,
-              maximum=COUNTER_BITS),
-    ],
+    golden="golden.aggregate.pipeline:execute",
     drops={"header_errors": "packets with a bad task, weighted bit or mask bit (dropped)",
            "range_errors": "slots whose row or column is out of range, and b_load writes past cols (ignored)",
            "bank_errors": "slots in the wrong OUT bank or on a B bank a lower slot reads (ignored)"},

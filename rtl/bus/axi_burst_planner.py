@@ -4,7 +4,7 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .axi import PAGE_BYTES, check_data_width
 
 __all__ = ["AXIBurstPlanner", "command_layout", "burst_layout"]
@@ -20,7 +20,7 @@ def burst_layout(address_width, max_burst):
     return data.StructLayout({"address": address_width, "beats": range(max_burst + 1), "final": 1})
 
 
-class AXIBurstPlanner(wiring.Component):
+class AXIBurstPlanner(Parameterized, wiring.Component):
     """Cuts each command into INCR bursts of at most ``max_burst`` beats within one 4 KB page.
 
     A command ``(address, length)`` covers ``length`` beats of ``data_width // 8`` bytes
@@ -60,11 +60,18 @@ class AXIBurstPlanner(wiring.Component):
     arithmetic of a new command is done as it is taken.
     """
 
+    PARAMS = (
+        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
+        Param("data_width", int, 512, "beat width in bits (power of two)", minimum=8, maximum=1024),
+        Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
+        Param("length_width", int, 32, "width of the command beat count", minimum=1, maximum=32),
+    )
+
     def __init__(self, *, address_width=64, data_width=512, max_burst=64, length_width=32):
-        self._address_width = check_int("address_width", address_width, 12, 64)
+        self._address_width = address_width
         self._data_width = check_data_width(data_width, 8)
-        self._max_burst = check_int("max_burst", max_burst, 1, 256)
-        self._length_width = check_int("length_width", length_width, 1, 32)
+        self._max_burst = max_burst
+        self._length_width = length_width
         super().__init__({
             "cmd": In(stream.Signature(command_layout(address_width, length_width))),
             "burst": Out(stream.Signature(burst_layout(address_width, max_burst))),
@@ -174,11 +181,6 @@ class AXIBurstPlanner(wiring.Component):
 register_block(
     "axi_burst_planner", AXIBurstPlanner, family="bus",
     summary="Cuts (address, beats) commands into AXI4 INCR bursts: <= max_burst beats, no 4 KB crossing.",
-    params=[
-        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
-        Param("data_width", int, 512, "beat width in bits (power of two)", minimum=8, maximum=1024),
-        Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
-        Param("length_width", int, 32, "width of the command beat count", minimum=1, maximum=32),
-    ],
+    golden="golden.bus.bursts:cut_commands",
     drops=NO_DROPS,
 )

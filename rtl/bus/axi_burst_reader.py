@@ -5,7 +5,7 @@ from amaranth.lib import stream
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import Out
 
-from ..registration import register_block
+from ..registration import NO_GOLDEN, register_block
 from .axi import PAGE_BYTES, drive_address_constants
 from .axi_dma import AXIDMAEngine, beat_layout, dma_params
 
@@ -111,6 +111,8 @@ class AXIBurstReader(AXIDMAEngine):
     output (ECP5 EBR: about 6 ns of the 8 ns at 125 MHz); and the credit count is updated
     by a choice among sums computed before the handshakes are known.
     """
+
+    PARAMS = tuple(dma_params("read bursts in flight"))
 
     def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
                  length_width=32):
@@ -263,7 +265,7 @@ class AXIBurstReader(AXIDMAEngine):
 register_block(
     "axi_burst_reader", AXIBurstReader, family="bus",
     summary="AXI4 read DMA: commands to INCR bursts, credit-buffered beats out, sticky error, no hang.",
-    params=dma_params("read bursts in flight"),
+    golden=NO_GOLDEN("plumbing: a memory copy over AXI (the burst cut is golden.bus.bursts)"),
     drops={"error": ("sticky: a read answered SLVERR/DECERR; the command's remaining beats are delivered as "
                      "zeros"),
            "stray_beats": "R beats taken while no burst was open, dropped (saturating)",

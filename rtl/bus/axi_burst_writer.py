@@ -5,7 +5,7 @@ from amaranth.lib import data, stream
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from ..registration import register_block
+from ..registration import NO_GOLDEN, register_block
 from .axi import drive_address_constants
 from .axi_burst_reader import STRAY_COUNTER_BITS
 from .axi_dma import AXIDMAEngine, dma_params
@@ -98,6 +98,8 @@ class AXIBurstWriter(AXIDMAEngine):
     W one cycle after it is accepted. Throughput: one beat per cycle when the producer and
     memory keep up and enough bursts are outstanding to cover the B latency.
     """
+
+    PARAMS = tuple(dma_params("write bursts awaiting B"))
 
     def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
                  length_width=32):
@@ -199,7 +201,7 @@ class AXIBurstWriter(AXIDMAEngine):
 register_block(
     "axi_burst_writer", AXIBurstWriter, family="bus",
     summary="AXI4 write DMA: commands plus a data stream to INCR AW/W bursts, B counted, sticky error.",
-    params=dma_params("write bursts awaiting B"),
+    golden=NO_GOLDEN("plumbing: a memory copy over AXI (the burst cut is golden.bus.bursts)"),
     drops={"error": ("sticky: a write answered SLVERR/DECERR; the rest of the data its commands cover is "
                      "consumed and discarded"),
            "stray_responses": "B responses taken while no burst awaited one, dropped (saturating)"},

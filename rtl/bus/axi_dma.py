@@ -4,7 +4,7 @@ from amaranth.hdl import ResetInserter, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int
+from ..registration import Param, Parameterized
 from .axi import AXI4Signature, check_data_width
 from .axi_burst_planner import AXIBurstPlanner, command_layout
 
@@ -28,7 +28,7 @@ def dma_params(outstanding_help):
     ]
 
 
-class AXIDMAEngine(wiring.Component):
+class AXIDMAEngine(Parameterized, wiring.Component):
     """Base of :class:`AXIBurstReader` and :class:`AXIBurstWriter` (not a block by itself).
 
     Validates the shared parameters and declares the shared ports: ``cmd``, ``m_axi``,
@@ -36,16 +36,22 @@ class AXIDMAEngine(wiring.Component):
     engines), plus the engine's own ``ports``.
     """
 
+    PARAMS = tuple(dma_params("bursts in flight"))
     throughput = 1
+
+    @classmethod
+    def check_params(cls, values):
+        """The data width is a power of two."""
+        check_data_width(values["data_width"], 32)
 
     def __init__(self, *, address_width, data_width, id_width, max_burst, max_outstanding, length_width,
                  ports):
-        self._address_width = check_int("address_width", address_width, 12, 64)
-        self._data_width = check_data_width(data_width, 32)
-        self._id_width = check_int("id_width", id_width, 1, 16)
-        self._max_burst = check_int("max_burst", max_burst, 1, 256)
-        self._max_outstanding = check_int("max_outstanding", max_outstanding, 2, 64)
-        self._length_width = check_int("length_width", length_width, 1, 32)
+        self._address_width = address_width
+        self._data_width = data_width
+        self._id_width = id_width
+        self._max_burst = max_burst
+        self._max_outstanding = max_outstanding
+        self._length_width = length_width
         super().__init__({
             "cmd": In(stream.Signature(command_layout(address_width, length_width))),
             "m_axi": Out(AXI4Signature(address_width=address_width, data_width=data_width,

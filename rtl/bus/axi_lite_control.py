@@ -8,7 +8,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, NO_GOLDEN, Param, Parameterized, register_block
 from .axi import AXI4LiteSignature, Resp
 
 __all__ = ["AXILiteControl", "parse_register_list", "ARGUMENT_BASE", "SLOT_BYTES"]
@@ -73,7 +73,7 @@ def parse_register_list(what, spec, widths):
     return tuple(result)
 
 
-class AXILiteControl(wiring.Component):
+class AXILiteControl(Parameterized, wiring.Component):
     """Vitis ``ap_ctrl_hs`` control registers, kernel arguments and status on an AXI4-Lite port.
 
     Register map (byte offsets, 32-bit registers):
@@ -139,10 +139,18 @@ class AXILiteControl(wiring.Component):
     one cycle. Throughput: at best one write and one read every two cycles.
     """
 
+    PARAMS = (
+        Param("arguments", str, "source:64,destination:64,length:32",
+              "argument registers name:width (32 or 64), comma separated", accepts=(list, tuple)),
+        Param("status", str, "error:2,cycles:64", "read-only status inputs name:width (1..64)",
+              accepts=(list, tuple)),
+        Param("address_width", int, 12, "AXI4-Lite address width", minimum=5, maximum=16),
+    )
+
     def __init__(self, *, arguments="", status="", address_width=12):
         self._arguments = parse_register_list("arguments", arguments, (32, 64))
         self._status = parse_register_list("status", status, range(1, 65))
-        self._address_width = check_int("address_width", address_width, 5, 16)
+        self._address_width = address_width
         names = [name for name, *_ in self._arguments + self._status]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -312,11 +320,6 @@ class AXILiteControl(wiring.Component):
 register_block(
     "axi_lite_control", AXILiteControl, family="bus",
     summary="Vitis ap_ctrl_hs AXI4-Lite register file: CTRL/GIE/IER/ISR, argument and status registers.",
-    params=[
-        Param("arguments", str, "source:64,destination:64,length:32",
-              "argument registers name:width (32 or 64), comma separated"),
-        Param("status", str, "error:2,cycles:64", "read-only status inputs name:width (1..64)"),
-        Param("address_width", int, 12, "AXI4-Lite address width", minimum=5, maximum=16),
-    ],
+    golden=NO_GOLDEN("plumbing: a register file over AXI4-Lite"),
     drops=NO_DROPS,
 )

@@ -4,12 +4,12 @@ from amaranth.hdl import Module, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, NO_GOLDEN, Param, Parameterized, register_block
 
 __all__ = ["SkidBuffer"]
 
 
-class SkidBuffer(wiring.Component):
+class SkidBuffer(Parameterized, wiring.Component):
     """Stream pipeline register with a registered ``ready`` (a two-entry skid buffer).
 
     Every output of the block (``o.valid``, ``o.payload`` and ``i.ready``) comes straight
@@ -36,9 +36,13 @@ class SkidBuffer(wiring.Component):
     Latency: 1 cycle. Throughput: 1 transfer per cycle when the output never stalls.
     """
 
+    PARAMS = (
+        Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096),
+    )
+
     def __init__(self, *, width=32, payload_shape=None):
         if payload_shape is None:
-            payload_shape = check_int("width", width, 1, 4096)
+            payload_shape = width
         self._payload_shape = payload_shape
         super().__init__({
             "i": In(stream.Signature(payload_shape)),
@@ -81,6 +85,6 @@ class SkidBuffer(wiring.Component):
 register_block(
     "skid_buffer", SkidBuffer, family="bus",
     summary="Stream pipeline register with registered valid, payload and ready.",
-    params=[Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096)],
+    golden=NO_GOLDEN("plumbing: a pipeline register, the output stream is the input stream"),
     drops=NO_DROPS,
 )

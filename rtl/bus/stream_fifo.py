@@ -4,12 +4,12 @@ from amaranth.hdl import Module
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, NO_GOLDEN, Param, Parameterized, register_block
 
 __all__ = ["StreamFIFO"]
 
 
-class StreamFIFO(wiring.Component):
+class StreamFIFO(Parameterized, wiring.Component):
     """First-in first-out queue between two streams, on :class:`amaranth.lib.fifo.SyncFIFOBuffered`.
 
     Parameters
@@ -34,12 +34,17 @@ class StreamFIFO(wiring.Component):
     Throughput: 1 transfer per cycle, reads and writes in the same cycle.
     """
 
+    PARAMS = (
+        Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096),
+        Param("depth", int, 16, "number of entries", minimum=2, maximum=65536),
+    )
+
     latency = 1
     throughput = 1
 
     def __init__(self, *, width=32, depth=16):
-        self._width = check_int("width", width, 1, 4096)
-        self._depth = check_int("depth", depth, 2, 65536)
+        self._width = width
+        self._depth = depth
         super().__init__({
             "i": In(stream.Signature(width)),
             "o": Out(stream.Signature(width)),
@@ -58,9 +63,6 @@ class StreamFIFO(wiring.Component):
 register_block(
     "stream_fifo", StreamFIFO, family="bus",
     summary="Synchronous stream FIFO (lib.fifo.SyncFIFOBuffered) with an occupancy output.",
-    params=[
-        Param("width", int, 32, "payload width in bits", minimum=1, maximum=4096),
-        Param("depth", int, 16, "number of entries", minimum=2, maximum=65536),
-    ],
+    golden=NO_GOLDEN("plumbing: a FIFO, the output stream is the input stream"),
     drops=NO_DROPS,
 )

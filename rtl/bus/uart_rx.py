@@ -5,13 +5,13 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import NO_GOLDEN, Param, Parameterized, register_block
 from .uart_tx import MAX_DIVISOR, MIN_DIVISOR
 
 __all__ = ["UARTReceiver"]
 
 
-class UARTReceiver(wiring.Component):
+class UARTReceiver(Parameterized, wiring.Component):
     """Receives 8N1 frames on ``rx`` (start bit, 8 data bits LSB first, stop bit) as bytes on ``o``.
 
     ``rx`` goes through a two-flip-flop synchroniser. A falling edge starts a frame (a line
@@ -52,8 +52,12 @@ class UARTReceiver(wiring.Component):
     cycles.
     """
 
+    PARAMS = (
+        Param("divisor", int, 217, "clock cycles per bit", minimum=MIN_DIVISOR, maximum=MAX_DIVISOR),
+    )
+
     def __init__(self, *, divisor=217):
-        self._divisor = check_int("divisor", divisor, MIN_DIVISOR, MAX_DIVISOR)
+        self._divisor = divisor
         super().__init__({
             "rx": In(1, init=1),
             "o": Out(stream.Signature(8)),
@@ -121,7 +125,7 @@ class UARTReceiver(wiring.Component):
 register_block(
     "uart_rx", UARTReceiver, family="bus",
     summary="UART receiver, 8N1: a serial line into a stream of bytes, with overrun and framing flags.",
-    params=[Param("divisor", int, 217, "clock cycles per bit", minimum=MIN_DIVISOR, maximum=MAX_DIVISOR)],
+    golden=NO_GOLDEN("plumbing: serial framing, checked by looping back from uart_tx"),
     drops={
         "overrun": "sticky: a byte arrived while the previous one still waited, dropped",
         "framing_error": "sticky: a byte with a low stop bit, dropped",

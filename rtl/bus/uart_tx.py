@@ -4,14 +4,14 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, NO_GOLDEN, Param, Parameterized, register_block
 
 __all__ = ["UARTTransmitter", "MIN_DIVISOR", "MAX_DIVISOR"]
 
 MIN_DIVISOR, MAX_DIVISOR = 4, 1 << 16
 
 
-class UARTTransmitter(wiring.Component):
+class UARTTransmitter(Parameterized, wiring.Component):
     """Sends each byte of ``i`` on ``tx`` as one 8N1 frame: a start bit, 8 data bits LSB first, a stop bit.
 
     Parameters
@@ -35,8 +35,12 @@ class UARTTransmitter(wiring.Component):
     every ``10 * divisor`` cycles when ``i`` keeps up (frames are back to back).
     """
 
+    PARAMS = (
+        Param("divisor", int, 217, "clock cycles per bit", minimum=MIN_DIVISOR, maximum=MAX_DIVISOR),
+    )
+
     def __init__(self, *, divisor=217):
-        self._divisor = check_int("divisor", divisor, MIN_DIVISOR, MAX_DIVISOR)
+        self._divisor = divisor
         super().__init__({
             "i": In(stream.Signature(8)),
             "tx": Out(1, init=1),
@@ -66,6 +70,6 @@ class UARTTransmitter(wiring.Component):
 register_block(
     "uart_tx", UARTTransmitter, family="bus",
     summary="UART transmitter, 8N1: bytes from a stream onto a serial line.",
-    params=[Param("divisor", int, 217, "clock cycles per bit", minimum=MIN_DIVISOR, maximum=MAX_DIVISOR)],
+    golden=NO_GOLDEN("plumbing: serial framing, checked by looping back through uart_rx"),
     drops=NO_DROPS,
 )

@@ -4,12 +4,12 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, NO_GOLDEN, Param, Parameterized, check_int, register_block
 
 __all__ = ["StreamWidthConverter"]
 
 
-class StreamWidthConverter(wiring.Component):
+class StreamWidthConverter(Parameterized, wiring.Component):
     """Re-packs a stream of ``input_lanes`` elements per transfer into ``output_lanes`` per transfer.
 
     This is how a 512-bit AXI beat feeds 16 FP32 lanes (equal widths: pure wiring), 4 FP32
@@ -41,18 +41,31 @@ class StreamWidthConverter(wiring.Component):
     :class:`SkidBuffer` in front to break that path.
     """
 
-    def __init__(self, *, input_width=512, output_width=512, element_width=32):
-        self._element_width = check_int("element_width", element_width, 1, 1024)
-        self._input_width = check_int("input_width", input_width, element_width, 8192)
-        self._output_width = check_int("output_width", output_width, element_width, 8192)
+    PARAMS = (
+        Param("input_width", int, 512, "input transfer width in bits", minimum=1, maximum=8192),
+        Param("output_width", int, 128, "output transfer width in bits", minimum=1, maximum=8192),
+        Param("element_width", int, 32, "lane width in bits", minimum=1, maximum=1024),
+    )
+
+    @classmethod
+    def check_params(cls, values):
+        """Both widths are multiples of ``element_width``, and one divides the other."""
+        element_width, input_width, output_width = (values[name] for name in
+                                                    ("element_width", "input_width", "output_width"))
         for name, width in (("input_width", input_width), ("output_width", output_width)):
+            check_int(name, width, element_width, 8192)
             if width % element_width:
                 raise ValueError(f"{name} must be a multiple of element_width={element_width}, not {width}")
         wide, narrow = max(input_width, output_width), min(input_width, output_width)
         if wide % narrow:
             raise ValueError(f"output_width must divide or be a multiple of input_width={input_width}, "
                              f"not {output_width}")
-        self._ratio = wide // narrow
+
+    def __init__(self, *, input_width=512, output_width=512, element_width=32):
+        self._element_width = element_width
+        self._input_width = input_width
+        self._output_width = output_width
+        self._ratio = max(input_width, output_width) // min(input_width, output_width)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(element_width, input_width // element_width))),
             "o": Out(stream.Signature(data.ArrayLayout(element_width, output_width // element_width))),
@@ -113,10 +126,6 @@ class StreamWidthConverter(wiring.Component):
 register_block(
     "width_converter", StreamWidthConverter, family="bus",
     summary="Splits or gathers stream transfers between a bus beat and a vector of lanes.",
-    params=[
-        Param("input_width", int, 512, "input transfer width in bits", minimum=1, maximum=8192),
-        Param("output_width", int, 128, "output transfer width in bits", minimum=1, maximum=8192),
-        Param("element_width", int, 32, "lane width in bits", minimum=1, maximum=1024),
-    ],
+    golden=NO_GOLDEN("plumbing: the output bits are the input bits, regrouped"),
     drops=NO_DROPS,
 )

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..lib.counters import saturating_count
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 
 __all__ = ["BarrierTable", "BarrierAck", "ITERATION_BITS"]
@@ -21,7 +21,7 @@ class BarrierAck(data.Struct):
     iteration: ITERATION_BITS
 
 
-class BarrierTable(wiring.Component):
+class BarrierTable(Parameterized, wiring.Component):
     """Tracks each leaf's completed iterations and acknowledges a barrier only within one of the slowest.
 
     The table holds ``base`` (iterations the slowest leaf has completed) and per leaf an ``ahead``
@@ -60,8 +60,12 @@ class BarrierTable(wiring.Component):
     barrier and one acknowledgement per cycle.
     """
 
+    PARAMS = (
+        Param("leaves", int, 4, "leaves", minimum=2, maximum=16),
+    )
+
     def __init__(self, *, leaves=4):
-        self._leaves = check_int("leaves", leaves, 2, 1 << LEAF_BITS)
+        self._leaves = leaves
         super().__init__({
             "barrier": In(stream.Signature(LEAF_BITS)),
             "ack": Out(stream.Signature(BarrierAck)),
@@ -125,5 +129,5 @@ register_block(
     drops={"bad_leaf": "barriers from a leaf id out of range",
            "duplicates": "barriers from a leaf already waiting"},
     summary="Global control unit: barrier table keeping every leaf within one iteration of the slowest.",
-    params=[Param("leaves", int, 4, "leaves", minimum=2, maximum=16)],
+    golden="golden.collective.barrier:BarrierTable",
 )

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..net.net_interface import NetInterface
 from ..net.packet import NODE_BITS, Flit, Packet, PacketType, sealed
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .barrier_table import BarrierTable
 from .fetch_slots import (
     FETCH_COUNTERS,
@@ -73,7 +73,21 @@ def sticky(m, event, name):
     return flag
 
 
-class GlobalControlUnit(wiring.Component):
+# The parameters the GCU and the simulated network around it share.
+GCU_PARAMS = (
+    Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
+    Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
+    Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
+    Param("mode", str, "deterministic", "order of summation", choices=MODES),
+    Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
+    Param("update", str, "none", "a fetch returns the sums, or the parameters after Adam", choices=UPDATES),
+    Param("update_lanes", int, 1, "elements the Adam step updates per cycle", choices=UPDATE_LANES),
+)
+# Those without the parameter update: what the regional control units share with the GCU.
+NETWORK_PARAMS = tuple(param for param in GCU_PARAMS if not param.name.startswith("update"))
+
+
+class GlobalControlUnit(Parameterized, wiring.Component):
     """An all-reduce through one switch port: leaves send gradient lines, then fetch the sums.
 
     Packets (the runtime's 512-bit format, :mod:`rtl.runtime.packet`; ``src`` is the leaf):
@@ -152,18 +166,30 @@ class GlobalControlUnit(wiring.Component):
         ``clear`` and ``bad_loads`` (see :class:`~rtl.collective.parameter_update.ParameterUpdate`).
     """
 
+    PARAMS = (
+        Param("leaves", int, 3, "leaves (node ids 0 .. leaves - 1)", minimum=2, maximum=15),
+        Param("node", int, 3, "the GCU's node id", minimum=2, maximum=15),
+        *GCU_PARAMS,
+        Param("tx_credits", int, 4, "the switch's input buffer entries per channel", minimum=2, maximum=1024),
+    )
+
+    @classmethod
+    def check_params(cls, values):
+        """The GCU's node id comes after the leaves' (``0 .. leaves - 1``)."""
+        check_int("node", values["node"], values["leaves"], (1 << NODE_BITS) - 1)
+
     def __init__(self, *, leaves=3, node=3, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, tx_credits=4, update="none", update_lanes=1):
-        self._leaves = check_int("leaves", leaves, 2, (1 << NODE_BITS) - 1)
-        self._node = check_int("node", node, leaves, (1 << NODE_BITS) - 1)
-        self._partitions = check_int("partitions", partitions, 1, 64)
-        self._chunks = check_int("chunks", chunks, 1, 256)
-        self._slots = check_choice("slots", slots, SLOT_CHOICES)
-        self._mode = check_choice("mode", mode, MODES)
-        self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
-        self._tx_credits = check_int("tx_credits", tx_credits, 2, 1024)
-        self._update = check_choice("update", update, UPDATES)
-        self._update_lanes = check_choice("update_lanes", update_lanes, UPDATE_LANES)
+        self._leaves = leaves
+        self._node = node
+        self._partitions = partitions
+        self._chunks = chunks
+        self._slots = slots
+        self._mode = mode
+        self._queue_depth = queue_depth
+        self._tx_credits = tx_credits
+        self._update = update
+        self._update_lanes = update_lanes
         self._unit = dict(leaves=leaves, partitions=partitions, slots=slots, chunks=chunks, mode=mode)
         members = {"net_in": In(stream.Signature(Flit)), "net_in_credit": Out(3),
                    "net_out": Out(stream.Signature(Flit)), "net_out_credit": In(3)}
@@ -239,28 +265,10 @@ class GlobalControlUnit(wiring.Component):
                           partition=line.partition, chunk=line.chunk, data=line.data, last=line.last)
 
 
-# The parameters the GCU and the simulated network around it share.
-GCU_PARAMS = (
-    Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
-    Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
-    Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
-    Param("mode", str, "deterministic", "order of summation", choices=MODES),
-    Param("queue_depth", int, 8, "network queue entries per channel", minimum=2, maximum=1024),
-    Param("update", str, "none", "a fetch returns the sums, or the parameters after Adam", choices=UPDATES),
-    Param("update_lanes", int, 1, "elements the Adam step updates per cycle", choices=UPDATE_LANES),
-)
-# Those without the parameter update: what the regional control units share with the GCU.
-NETWORK_PARAMS = tuple(param for param in GCU_PARAMS if not param.name.startswith("update"))
-
 register_block(
     "gcu", GlobalControlUnit, family="collective",
     drops=unit_drops(),  # with update="adam" also update_bad_loads (the default build has no update)
     summary="Global control unit on a switch port: reduction table, broadcast of reduced partitions on "
             "request, barrier table.",
-    params=[
-        Param("leaves", int, 3, "leaves (node ids 0 .. leaves - 1)", minimum=2, maximum=15),
-        Param("node", int, 3, "the GCU's node id", minimum=2, maximum=15),
-        *GCU_PARAMS,
-        Param("tx_credits", int, 4, "the switch's input buffer entries per channel", minimum=2, maximum=1024),
-    ],
+    golden="golden.collective.delayed_update:delayed_update_step",
 )

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..net.packet import Flit
 from ..net.switch import SWITCH_NODES, Switch
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .gcu import GCU_PARAMS, GlobalControlUnit, unit_counters, unit_drops, update_members
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 
@@ -51,7 +51,7 @@ def expose_leaves(m, cluster, switch, leaves, first=0):
                      switch.port(leaf, "out_credit").eq(getattr(cluster, f"p{ours}_out_credit"))]
 
 
-class GcuCluster(wiring.Component):
+class GcuCluster(Parameterized, wiring.Component):
     """A :class:`~rtl.runtime.switch.Switch` of ``nodes`` ports with the GCU on port ``nodes - 1``.
 
     Ports ``0 .. leaves - 1`` are the leaves' (their SmartNICs are outside, in the testbench or
@@ -90,15 +90,27 @@ class GcuCluster(wiring.Component):
         The GCU's, with ``update="adam"``.
     """
 
+    PARAMS = (
+        Param("nodes", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
+        Param("leaves", int, 3, "leaves", minimum=2, maximum=15),
+        *GCU_PARAMS,
+        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+    )
+
+    @classmethod
+    def check_params(cls, values):
+        """The leaves and the GCU are the switch's nodes."""
+        check_int("leaves", values["leaves"], 2, values["nodes"] - 1)
+
     def __init__(self, *, nodes=4, leaves=3, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, switch_depth=4, update="none", update_lanes=1):
-        self._nodes = check_choice("nodes", nodes, SWITCH_NODES[1:])
-        self._leaves = check_int("leaves", leaves, 2, nodes - 1)
+        self._nodes = nodes
+        self._leaves = leaves
         # The GCU's send credits are the switch's input buffer at its port (it has no backpressure).
         self._gcu = dict(leaves=leaves, node=nodes - 1, partitions=partitions, chunks=chunks, slots=slots,
                          mode=mode, queue_depth=queue_depth, tx_credits=switch_depth, update=update,
                          update_lanes=update_lanes)
-        self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
+        self._switch_depth = switch_depth
         self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
         members = leaf_members(leaves)
         counters = unit_counters()
@@ -135,10 +147,5 @@ register_block(
     drops={**unit_drops(), "switch_dropped": "flits the switch dropped (channel 3, unroutable)"},
     summary="Simulated all-reduce network: the global control unit on the last port of a runtime switch, "
             "leaves on the others.",
-    params=[
-        Param("nodes", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
-        Param("leaves", int, 3, "leaves", minimum=2, maximum=15),
-        *GCU_PARAMS,
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
-    ],
+    golden="golden.collective.delayed_update:delayed_update_step",
 )

@@ -10,7 +10,7 @@ from ..lib.counters import saturating_count
 from ..net.packet import LINE_BITS
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import UpdaterCore
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .reduction_engine import LINE_WORDS
 from .reduction_table import COLLECTIVE_COUNTER_BITS, PARTITION_BITS, ReducedLine
 
@@ -30,7 +30,7 @@ def scalars_signature():
     return wiring.Signature({name: Out(32) for name in OPTIMIZERS["adam"].scalars})
 
 
-class ParameterUpdate(wiring.Component):
+class ParameterUpdate(Parameterized, wiring.Component):
     """One Adam step per reduced line, on parameters and moments held in lines beside the GCU.
 
     The state of partition ``p``, line ``c`` (parameters, first and second moments, 14 binary32
@@ -82,10 +82,16 @@ class ParameterUpdate(wiring.Component):
     cycles. Throughput: one line per ``14 / lanes`` cycles.
     """
 
+    PARAMS = (
+        Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
+        Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
+        Param("lanes", int, 1, "elements updated per cycle", choices=UPDATE_LANES),
+    )
+
     def __init__(self, *, partitions=8, chunks=4, lanes=1):
-        self._partitions = check_int("partitions", partitions, 1, 64)
-        self._chunks = check_int("chunks", chunks, 1, 256)
-        self._lanes = check_choice("lanes", lanes, UPDATE_LANES)
+        self._partitions = partitions
+        self._chunks = chunks
+        self._lanes = lanes
         self._depth = partitions * chunks
         self._scalar_names = OPTIMIZERS["adam"].scalars
         super().__init__({
@@ -191,9 +197,5 @@ register_block(
     drops={"bad_loads": "host loads of tensor code 3 or of an address past partitions * chunks"},
     summary="The GCU's delayed parameter update: each reduced gradient line through Adam, in place, with "
             "a read port for the broadcast.",
-    params=[
-        Param("partitions", int, 8, "partitions", minimum=1, maximum=64),
-        Param("chunks", int, 4, "448-bit lines per partition", minimum=1, maximum=256),
-        Param("lanes", int, 1, "elements updated per cycle", choices=UPDATE_LANES),
-    ],
+    golden="golden.collective.delayed_update:delayed_update_step",
 )

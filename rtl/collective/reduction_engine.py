@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..fp.adder import FloatAdder
 from ..fp.interface import FLAG_INVALID, FLAG_OVERFLOW
 from ..net.packet import LINE_BITS
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 
 __all__ = ["ReductionEngine", "engine_input_layout", "engine_output_layout", "LINE_WORDS"]
 
@@ -30,7 +30,7 @@ def engine_output_layout(tag_width):
     return data.StructLayout(fields)
 
 
-class ReductionEngine(wiring.Component):
+class ReductionEngine(Parameterized, wiring.Component):
     """``sum[w] = a[w] + b[w]`` for the 14 binary32 words of two lines, rounded to nearest even.
 
     Fourteen :class:`rtl.fp.adder.FloatAdder` lanes share one stream: a whole 512-bit packet's
@@ -57,10 +57,14 @@ class ReductionEngine(wiring.Component):
     output holds the whole pipeline (the ``rtl.fp`` rule), so ``valid`` and the payload hold too.
     """
 
+    PARAMS = (
+        Param("tag_width", int, 0, "side-band bits carried with each line", minimum=0, maximum=64),
+    )
+
     LATENCY = FloatAdder.LATENCY
 
     def __init__(self, *, tag_width=0):
-        self._tag_width = check_int("tag_width", tag_width, 0, 64)
+        self._tag_width = tag_width
         self.latency = self.LATENCY
         super().__init__({
             "i": In(stream.Signature(engine_input_layout(tag_width))),
@@ -97,5 +101,5 @@ register_block(
     "reduction_engine", ReductionEngine, family="collective",
     drops=NO_DROPS,  # a low o.ready holds the whole pipeline: nothing is discarded
     summary="Global control unit: 14-lane binary32 adder, one 448-bit gradient line pair per cycle.",
-    params=[Param("tag_width", int, 0, "side-band bits carried with each line", minimum=0, maximum=64)],
+    golden="golden.collective.reduction:add_lines",
 )

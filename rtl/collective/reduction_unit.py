@@ -7,14 +7,13 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.streams import Queue
 from ..net.packet import LINE_BITS
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .reduction_engine import LINE_WORDS, ReductionEngine
 from .reduction_table import (
     CHUNK_BITS,
     COLLECTIVE_COUNTER_BITS,
     COUNTERS,
     GROUP,
-    LEAF_BITS,
     PARTITION_BITS,
     Contribution,
     ReducedLine,
@@ -54,7 +53,7 @@ class _Phase(enum.Enum, shape=1):
     BUSY = 1
 
 
-class ReductionUnit(wiring.Component):
+class ReductionUnit(Parameterized, wiring.Component):
     """Reduction table of the global control unit: gradient lines of leaves in, reduced partitions out.
 
     Partition ``p`` lives in slot ``p mod slots``; a slot frees once its partition is reduced.
@@ -126,12 +125,20 @@ class ReductionUnit(wiring.Component):
     wait for each other.
     """
 
+    PARAMS = (
+        Param("leaves", int, 4, "contributing leaves", minimum=2, maximum=16),
+        Param("partitions", int, 64, "partition ids", minimum=1, maximum=1024),
+        Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
+        Param("chunks", int, 16, "448-bit lines per partition", minimum=1, maximum=4096),
+        Param("mode", str, "deterministic", "summation order", choices=MODES),
+    )
+
     def __init__(self, *, leaves=4, partitions=64, slots=2, chunks=16, mode="deterministic"):
-        self._leaves = check_int("leaves", leaves, 2, 1 << LEAF_BITS)
-        self._partitions = check_int("partitions", partitions, 1, 1 << PARTITION_BITS)
-        self._slots = check_choice("slots", slots, SLOT_CHOICES)
-        self._chunks = check_int("chunks", chunks, 1, 1 << CHUNK_BITS)
-        self._mode = check_choice("mode", mode, MODES)
+        self._leaves = leaves
+        self._partitions = partitions
+        self._slots = slots
+        self._chunks = chunks
+        self._mode = mode
         members = {"i": In(stream.Signature(Contribution)), "o": Out(stream.Signature(ReducedLine))}
         members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in COUNTERS})
         members.update({"closed": Out(1), "closed_partition": Out(PARTITION_BITS), "overflow": Out(1)})
@@ -303,11 +310,5 @@ register_block(
            "overflow": "a write refused by the output, done or feedback queue (sticky)"},
     summary="Global control unit: reduction table holding leaves' gradient partitions, reduced in leaf-id "
             "order through the 14-lane binary32 engine.",
-    params=[
-        Param("leaves", int, 4, "contributing leaves", minimum=2, maximum=16),
-        Param("partitions", int, 64, "partition ids", minimum=1, maximum=1024),
-        Param("slots", int, 2, "partitions in flight", choices=SLOT_CHOICES),
-        Param("chunks", int, 16, "448-bit lines per partition", minimum=1, maximum=4096),
-        Param("mode", str, "deterministic", "summation order", choices=MODES),
-    ],
+    golden="golden.collective.reduction:ReductionTable",
 )

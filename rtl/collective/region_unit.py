@@ -8,7 +8,7 @@ from ..lib.counters import saturating_count
 from ..lib.streams import Queue
 from ..net.net_interface import NetInterface
 from ..net.packet import NODE_BITS, Flit, Packet, PacketType, sealed
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .fetch_retry import FetchRetry
 from .fetch_slots import (
     CHUNK_FIELD_BITS,
@@ -22,7 +22,7 @@ from .fetch_slots import (
 )
 from .gcu import NETWORK_PARAMS, sticky, unit_counters, unit_drops
 from .reduction_table import COLLECTIVE_COUNTER_BITS
-from .reduction_unit import MODES, SLOT_CHOICES, ReductionUnit
+from .reduction_unit import ReductionUnit
 
 __all__ = ["RegionalControlUnit", "REGION_COUNTERS", "REGION_DROPS"]
 
@@ -46,7 +46,7 @@ def net_members(prefix):
             f"{prefix}_out": Out(stream.Signature(Flit)), f"{prefix}_out_credit": In(3)}
 
 
-class RegionalControlUnit(wiring.Component):
+class RegionalControlUnit(Parameterized, wiring.Component):
     """A sub-region's control unit between its region switch (``down``) and the root switch (``up``).
 
     The dissertation's sub-region switches (Section 7.3.2, Figure 7-9) reduce first per region,
@@ -117,22 +117,43 @@ class RegionalControlUnit(wiring.Component):
         Sticky: a queue refused a write that credits should have made room for.
     """
 
+    PARAMS = (
+        Param("leaves", int, 2, "leaves of the region", minimum=2, maximum=15),
+        Param("node", int, 2, "the unit's id on the region switch", minimum=2, maximum=15),
+        Param("region", int, 0, "the unit's id on the root switch", minimum=0, maximum=14),
+        Param("gcu", int, 2, "the GCU's id on the root switch", minimum=1, maximum=15),
+        *NETWORK_PARAMS,
+        Param("down_credits", int, 4, "the region switch's input buffer entries per channel", minimum=2,
+              maximum=1024),
+        Param("up_credits", int, 4, "the root switch's input buffer entries per channel", minimum=2,
+              maximum=1024),
+        Param("retry_cycles", int, 1024, "cycles without a reply line before a fetch is asked again",
+              minimum=16, maximum=65536),
+        Param("retry_limit", int, 15, "re-asks of one fetch before it is given up", minimum=1, maximum=255),
+    )
+
+    @classmethod
+    def check_params(cls, values):
+        """The unit's node id comes after its leaves', and the GCU's after the regions'."""
+        check_int("node", values["node"], values["leaves"], (1 << NODE_BITS) - 1)
+        check_int("gcu", values["gcu"], values["region"] + 1, (1 << NODE_BITS) - 1)
+
     def __init__(self, *, leaves=2, node=2, region=0, gcu=2, partitions=8, chunks=4, slots=2,
                  mode="deterministic", queue_depth=8, down_credits=4, up_credits=4, retry_cycles=1024,
                  retry_limit=15):
-        self._leaves = check_int("leaves", leaves, 2, (1 << NODE_BITS) - 1)
-        self._node = check_int("node", node, leaves, (1 << NODE_BITS) - 1)
-        self._region = check_int("region", region, 0, (1 << NODE_BITS) - 2)
-        self._gcu = check_int("gcu", gcu, region + 1, (1 << NODE_BITS) - 1)
-        self._partitions = check_int("partitions", partitions, 1, 64)
-        self._chunks = check_int("chunks", chunks, 1, 256)
-        self._slots = check_choice("slots", slots, SLOT_CHOICES)
-        self._mode = check_choice("mode", mode, MODES)
-        self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
-        self._credits = {"down": check_int("down_credits", down_credits, 2, 1024),
-                         "up": check_int("up_credits", up_credits, 2, 1024)}
-        self._retry = dict(cycles=check_int("retry_cycles", retry_cycles, 16, 65536),
-                           limit=check_int("retry_limit", retry_limit, 1, 255))
+        self._leaves = leaves
+        self._node = node
+        self._region = region
+        self._gcu = gcu
+        self._partitions = partitions
+        self._chunks = chunks
+        self._slots = slots
+        self._mode = mode
+        self._queue_depth = queue_depth
+        self._credits = {"down": down_credits,
+                         "up": up_credits}
+        self._retry = dict(cycles=retry_cycles,
+                           limit=retry_limit)
         members = {**net_members("down"), **net_members("up")}
         members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in REGION_COUNTERS})
         members["overflow"] = Out(1)
@@ -273,18 +294,5 @@ register_block(
     drops=REGION_DROPS,
     summary="Regional control unit between a region switch and the root: per-region reduction sent up to "
             "the GCU, a versioned copy of the sums served to the region's leaves, hierarchical barrier.",
-    params=[
-        Param("leaves", int, 2, "leaves of the region", minimum=2, maximum=15),
-        Param("node", int, 2, "the unit's id on the region switch", minimum=2, maximum=15),
-        Param("region", int, 0, "the unit's id on the root switch", minimum=0, maximum=14),
-        Param("gcu", int, 2, "the GCU's id on the root switch", minimum=1, maximum=15),
-        *NETWORK_PARAMS,
-        Param("down_credits", int, 4, "the region switch's input buffer entries per channel", minimum=2,
-              maximum=1024),
-        Param("up_credits", int, 4, "the root switch's input buffer entries per channel", minimum=2,
-              maximum=1024),
-        Param("retry_cycles", int, 1024, "cycles without a reply line before a fetch is asked again",
-              minimum=16, maximum=65536),
-        Param("retry_limit", int, 15, "re-asks of one fetch before it is given up", minimum=1, maximum=255),
-    ],
+    golden="golden.collective:TieredTable",
 )

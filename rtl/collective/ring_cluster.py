@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..net.packet import LINE_BITS, NODE_BITS, Flit
 from ..net.switch import SWITCH_NODES, Switch
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .gcu_cluster import count_switch_drops
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .ring_node import RING_DROPS, RING_PARAMS, SENT_BITS, RingNode, load_layout
@@ -14,7 +14,7 @@ from .ring_node import RING_DROPS, RING_PARAMS, SENT_BITS, RingNode, load_layout
 __all__ = ["RingCluster"]
 
 
-class RingCluster(wiring.Component):
+class RingCluster(Parameterized, wiring.Component):
     """A :class:`~rtl.runtime.switch.Switch` of ``ports`` ports with a :class:`RingNode` on ports
     ``0 .. nodes - 1``.
 
@@ -51,9 +51,20 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected, n<i>_overflow
         The same, added up (saturating): the count the host reads.
     """
 
+    PARAMS = (
+        Param("ports", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
+        Param("nodes", int, 4, "ring nodes (ports 0 .. nodes - 1)", minimum=2, maximum=16),
+        *RING_PARAMS,
+    )
+
+    @classmethod
+    def check_params(cls, values):
+        """Every ring node has a switch port."""
+        check_int("nodes", values["nodes"], 2, values["ports"])
+
     def __init__(self, *, ports=4, nodes=4, depth=64, queue_depth=16, switch_depth=4):
-        self._ports = check_choice("ports", ports, SWITCH_NODES[1:])
-        self._nodes = check_int("nodes", nodes, 2, ports)
+        self._ports = ports
+        self._nodes = nodes
         self._node = dict(depth=depth, queue_depth=queue_depth, switch_depth=switch_depth)
         self._first = RingNode(**self._node)  # validates the rest of the parameters now
         members = {"size": In(NODE_BITS + 1), "lines": In(range(depth + 1)),
@@ -109,9 +120,5 @@ register_block(
            "switch_dropped": "flits the switch dropped (channel 3, unroutable)"},
     summary="Simulated ring all-reduce network: ring nodes on the ports of a runtime switch, the ring's size "
             "and segment length set at run time.",
-    params=[
-        Param("ports", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
-        Param("nodes", int, 4, "ring nodes (ports 0 .. nodes - 1)", minimum=2, maximum=16),
-        *RING_PARAMS,
-    ],
+    golden="golden.collective.ring:ring_all_reduce",
 )

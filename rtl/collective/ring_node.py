@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..lib.counters import add_saturating, pulse_count, saturating_count
 from ..net.net_interface import NetInterface
 from ..net.packet import LINE_BITS, MAX_NODES, NODE_BITS, Flit, Packet, PacketType, checksum, sealed
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .reduction_engine import LINE_WORDS, ReductionEngine
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 
@@ -31,7 +31,15 @@ class _Kind(enum.Enum, shape=2):
     GATHER = 2  # an all-gather line: stored, and passed on unless this is its last hop
 
 
-class RingNode(wiring.Component):
+# The parameters a ring node and the cluster of them share.
+RING_PARAMS = (
+    Param("depth", int, 64, "lines of each node's vector memory", minimum=2, maximum=1 << 20),
+    Param("queue_depth", int, 16, "network queue entries per channel", minimum=2, maximum=1024),
+    Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+)
+
+
+class RingNode(Parameterized, wiring.Component):
     """One node of a ring all-reduce over the runtime switch (dissertation Section 7.2.2).
 
     The node holds its gradient vector, ``size`` segments of ``lines`` lines (segment ``s``, line
@@ -105,10 +113,12 @@ class RingNode(wiring.Component):
         channel 3.
     """
 
+    PARAMS = RING_PARAMS
+
     def __init__(self, *, depth=64, queue_depth=16, switch_depth=4):
-        self._depth = check_int("depth", depth, 2, 1 << 20)
-        self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
-        self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
+        self._depth = depth
+        self._queue_depth = queue_depth
+        self._switch_depth = switch_depth
         super().__init__({
             "net_in": In(stream.Signature(Flit)),
             "net_in_credit": Out(3),
@@ -243,17 +253,11 @@ RING_DROPS = {
                   "phase, or on the task or RDMA channel",
     "overflow": "flits the network interface dropped: beyond its credits or on channel 3 (sticky)",
 }
-# The parameters a ring node and the cluster of them share.
-RING_PARAMS = (
-    Param("depth", int, 64, "lines of each node's vector memory", minimum=2, maximum=1 << 20),
-    Param("queue_depth", int, 16, "network queue entries per channel", minimum=2, maximum=1024),
-    Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
-)
 
 register_block(
     "ring_node", RingNode, family="collective",
     drops=RING_DROPS,
     summary="Ring all-reduce node on a switch port: reduce-scatter through the reduction engine, then "
             "all-gather, one 448-bit line per packet.",
-    params=list(RING_PARAMS),
+    golden="golden.collective.ring:ring_all_reduce",
 )

@@ -4,13 +4,12 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..net.packet import NODE_BITS, VC
+from ..net.packet import VC
 from ..net.switch import SWITCH_NODES, Switch
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .gcu import NETWORK_PARAMS, GlobalControlUnit, unit_counters, unit_drops
 from .gcu_cluster import attach, count_switch_drops, expose_leaves, leaf_members
 from .reduction_table import COLLECTIVE_COUNTER_BITS
-from .reduction_unit import MODES, SLOT_CHOICES
 from .region_unit import REGION_COUNTERS, REGION_DROPS, RegionalControlUnit
 
 __all__ = ["TieredCluster", "switch_size", "DAMAGED_BIT"]
@@ -24,7 +23,7 @@ def switch_size(ports):
     return min(nodes for nodes in SWITCH_NODES if nodes >= ports)
 
 
-class TieredCluster(wiring.Component):
+class TieredCluster(Parameterized, wiring.Component):
     """``regions`` region switches of ``region_leaves`` leaves each, their control units on a root switch.
 
     Each switch is its own 4-bit id space (:data:`rtl.runtime.packet.NODE_BITS`), so two levels
@@ -66,13 +65,18 @@ class TieredCluster(wiring.Component):
         Flits every switch dropped together (on channel 3, or unroutable), saturating.
     """
 
+    PARAMS = (
+        Param("regions", int, 2, "region switches", minimum=2, maximum=15),
+        Param("region_leaves", int, 2, "leaves per region", minimum=2, maximum=15),
+        *NETWORK_PARAMS,
+        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+    )
+
     def __init__(self, *, regions=2, region_leaves=2, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, switch_depth=4):
-        self._regions = check_int("regions", regions, 2, (1 << NODE_BITS) - 1)
-        self._region_leaves = check_int("region_leaves", region_leaves, 2, (1 << NODE_BITS) - 1)
-        check_choice("slots", slots, SLOT_CHOICES)
-        check_choice("mode", mode, MODES)
-        self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
+        self._regions = regions
+        self._region_leaves = region_leaves
+        self._switch_depth = switch_depth
         self._queue_depth = queue_depth
         self._root_nodes, self._region_nodes = switch_size(regions + 1), switch_size(region_leaves + 1)
         shared = dict(partitions=partitions, chunks=chunks, slots=slots, mode=mode, queue_depth=queue_depth)
@@ -137,10 +141,5 @@ register_block(
            "switch_dropped": "flits any switch dropped (channel 3, unroutable)"},
     summary="Simulated two-level all-reduce network: region switches with regional control units on a "
             "root switch with the GCU, leaves on the region switches.",
-    params=[
-        Param("regions", int, 2, "region switches", minimum=2, maximum=15),
-        Param("region_leaves", int, 2, "leaves per region", minimum=2, maximum=15),
-        *NETWORK_PARAMS,
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
-    ],
+    golden="golden.collective:TieredTable",
 )

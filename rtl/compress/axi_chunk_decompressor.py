@@ -1,16 +1,17 @@
 """The fused-mode front end with its memory port: chunked pairs read from DRAM, dense chunks out."""
 
+import dataclasses
+
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
-from .layouts import VALUE_WIDTHS, WORD_WIDTH, dense_layout
-from .scatter_engine import LANE_CHOICES
+from .layouts import WORD_WIDTH, dense_layout
 
 __all__ = ["AXIChunkDecompressor", "transfer_layout"]
 
@@ -20,7 +21,7 @@ def transfer_layout(address_width):
     return data.StructLayout({"address": address_width, "words": 32, "size": 32, "sorted": 1})
 
 
-class AXIChunkDecompressor(wiring.Component):
+class AXIChunkDecompressor(Parameterized, wiring.Component):
     """Reads a chunked Top-K wire stream from memory and streams the dense gradient out.
 
     An :class:`~rtl.bus.axi_burst_reader.AXIBurstReader` reads the ``words`` 64-bit wire words at
@@ -80,13 +81,23 @@ class AXIChunkDecompressor(wiring.Component):
     without a shared reset, reset it only while ``busy`` is low.
     """
 
+    PARAMS = (
+        # The decompressor's, but for what a lane is here.
+        dataclasses.replace(ChunkDecompressor.PARAMS[0],
+                            help="64-bit wire words per AXI beat (data width 64 * lanes)"),
+        *ChunkDecompressor.PARAMS[1:],
+        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
+        Param("max_burst", int, 64, "longest read burst in beats", minimum=1, maximum=256),
+        Param("max_outstanding", int, 4, "read bursts in flight", minimum=2, maximum=64),
+    )
+
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", banks=16, out_lanes=16, bank_writes=3,
                  queue_depth=8, address_width=64, max_burst=64, max_outstanding=4):
         self._decompressor = ChunkDecompressor(lanes=lanes, chunk_size=chunk_size, value_format=value_format,
                                                banks=banks, out_lanes=out_lanes, bank_writes=bank_writes,
                                                queue_depth=queue_depth)
         self._lanes = lanes
-        self._address_width = check_int("address_width", address_width, 12, 64)
+        self._address_width = address_width
         self._reader = AXIBurstReader(address_width=address_width, data_width=WORD_WIDTH * lanes, id_width=1,
                                       max_burst=max_burst, max_outstanding=max_outstanding, length_width=32)
         super().__init__({
@@ -169,20 +180,7 @@ class AXIChunkDecompressor(wiring.Component):
 register_block(
     "topk_axi_decompressor", AXIChunkDecompressor, family="compress",
     summary="Fused-mode Top-K front end with an AXI4 read master: chunked pairs in DRAM -> dense f32 lanes.",
-    params=[
-        Param("lanes", int, 8, "64-bit wire words per AXI beat (data width 64 * lanes)",
-              choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-        Param("banks", int, 16, "scatter memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
-        Param("out_lanes", int, 16, "f32 elements per output beat", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
-        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
-        Param("max_burst", int, 64, "longest read burst in beats", minimum=1, maximum=256),
-        Param("max_outstanding", int, 4, "read bursts in flight", minimum=2, maximum=64),
-    ],
+    golden="golden.compress.scatter:scatter_stream",
     drops={
         "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
                    "chunk_violation, unsorted, excess_pairs, missing)"),

@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, register_block
+from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, ChunkParser, errors_layout
 from .layouts import VALUE_WIDTHS, dense_layout, wire_layout
 from .scatter_engine import LANE_CHOICES, ScatterEngine
@@ -12,7 +12,7 @@ from .scatter_engine import LANE_CHOICES, ScatterEngine
 __all__ = ["ChunkDecompressor"]
 
 
-class ChunkDecompressor(wiring.Component):
+class ChunkDecompressor(Parameterized, wiring.Component):
     """Decompresses a chunked Top-K stream into dense f32 gradient chunks, never touching DRAM.
 
     A :class:`~rtl.compress.chunk_parser.ChunkParser` checks the wire stream and hands the accepted
@@ -66,6 +66,17 @@ class ChunkDecompressor(wiring.Component):
     behind the drain of chunk ``j``.
     """
 
+    PARAMS = (
+        Param("lanes", int, 8, "64-bit wire words per input beat (= scatter lanes)", choices=LANE_CHOICES),
+        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
+              minimum=2, maximum=1 << 24),
+        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        Param("banks", int, 16, "scatter memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
+        Param("out_lanes", int, 16, "f32 elements per output beat", minimum=1, maximum=64),
+        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
+        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+    )
+
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", banks=16, out_lanes=16, bank_writes=3,
                  queue_depth=8):
         self._parser = ChunkParser(lanes=lanes, chunk_size=chunk_size, value_format=value_format)
@@ -106,16 +117,7 @@ class ChunkDecompressor(wiring.Component):
 register_block(
     "topk_chunk_decompressor", ChunkDecompressor, family="compress",
     summary="Fused-mode Top-K decompressor: checked chunked pairs -> banked scatter-add -> dense f32 lanes.",
-    params=[
-        Param("lanes", int, 8, "64-bit wire words per input beat (= scatter lanes)", choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-        Param("banks", int, 16, "scatter memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
-        Param("out_lanes", int, 16, "f32 elements per output beat", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
-    ],
+    golden="golden.compress.scatter:scatter_stream",
     drops={
         "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
                    "chunk_violation, unsorted, excess_pairs, missing)"),

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .layouts import VALUE_WIDTHS, scatter_layout, value_width, wire_layout
 from .scatter_engine import LANE_CHOICES
 
@@ -32,7 +32,7 @@ def _popcount(bits):
     return sum(bits[i] for i in range(len(bits)))
 
 
-class ChunkParser(wiring.Component):
+class ChunkParser(Parameterized, wiring.Component):
     """Turns the chunked wire stream into scatter-stream beats, dropping and counting bad pairs.
 
     A transfer (up to the beat with ``last``, the AXI-Stream TLAST) is the chunked stream of one
@@ -90,13 +90,19 @@ class ChunkParser(wiring.Component):
     of the parser's step.
     """
 
+    PARAMS = (
+        Param("lanes", int, 8, "64-bit words per wire beat", choices=LANE_CHOICES),
+        Param("chunk_size", int, 1024, "elements per chunk (power of two)", minimum=2, maximum=1 << 24),
+        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+    )
+
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", counter_width=COUNTER_WIDTH):
-        self._lanes = check_choice("lanes", lanes, LANE_CHOICES)
+        self._lanes = lanes
         counter_width = check_int("counter_width", counter_width, 1, COUNTER_WIDTH)
-        self._chunk_size = check_int("chunk_size", chunk_size, 2, 1 << 24)
+        self._chunk_size = chunk_size
         if chunk_size & (chunk_size - 1):
             raise ValueError(f"chunk_size must be a power of two, not {chunk_size}")
-        self._value_format = check_choice("value_format", value_format, tuple(VALUE_WIDTHS))
+        self._value_format = value_format
         self._chunk_bits = (chunk_size - 1).bit_length()
         super().__init__({
             "i": In(stream.Signature(wire_layout(lanes))),
@@ -263,11 +269,7 @@ class ChunkParser(wiring.Component):
 register_block(
     "topk_chunk_parser", ChunkParser, family="compress",
     summary="Chunked Top-K wire-stream parser: headers, pair checks and error counters per golden.compress.",
-    params=[
-        Param("lanes", int, 8, "64-bit words per wire beat", choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two)", minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-    ],
+    golden="golden.compress.parse:parse_chunked",
     drops={
         "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
                    "chunk_violation, unsorted, excess_pairs, missing)"),

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature, check_data_width, drive_address_constants
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .dram_rmw import DRAMReadModifyWrite
 from .flat_pair_parser import FlatPairParser
@@ -40,7 +40,7 @@ class _Phase(enum.Enum):
     SCATTER = 3   # read-modify-write of one element per accepted pair
 
 
-class DRAMScatter(wiring.Component):
+class DRAMScatter(Parameterized, wiring.Component):
     """Smart-Infinity's decompressor in DRAM: zero-fill ``size`` f32 elements, scatter-add the pairs.
 
     A run (one ``cmd``) has three phases on the dense port ``m_axi_dense``:
@@ -124,15 +124,27 @@ class DRAMScatter(wiring.Component):
     or wait for its W beats); without a shared reset, reset it only while ``busy`` is low.
     """
 
+    PARAMS = (
+        Param("lanes", int, 8, "pair words per beat of the pair port (data width 64 * lanes)",
+              choices=LANE_CHOICES),
+        Param("data_width", int, 512, "dense port data width in bits (power of two)",
+              minimum=64, maximum=1024),
+        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        Param("rmw_depth", int, 16, "read-modify-writes in flight (power of two)", minimum=2, maximum=64),
+        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
+        Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
+        Param("max_outstanding", int, 4, "bursts in flight per DMA engine", minimum=2, maximum=64),
+    )
+
     def __init__(self, *, lanes=8, data_width=512, value_format="f32", rmw_depth=16, address_width=64,
                  max_burst=64, max_outstanding=4):
-        self._lanes = check_choice("lanes", lanes, LANE_CHOICES)
+        self._lanes = lanes
         self._data_width = check_data_width(data_width, 64)
-        self._value_format = check_choice("value_format", value_format, tuple(VALUE_WIDTHS))
-        self._depth = check_int("rmw_depth", rmw_depth, 2, 64)
+        self._value_format = value_format
+        self._depth = rmw_depth
         if rmw_depth & (rmw_depth - 1):
             raise ValueError(f"rmw_depth must be a power of two, not {rmw_depth}")
-        self._address_width = check_int("address_width", address_width, 12, 64)
+        self._address_width = address_width
         self._reader = AXIBurstReader(address_width=address_width, data_width=WORD_WIDTH * lanes,
                                       max_burst=max_burst, max_outstanding=max_outstanding)
         self._writer = AXIBurstWriter(address_width=address_width, data_width=data_width,
@@ -331,17 +343,7 @@ class DRAMScatter(wiring.Component):
 register_block(
     "topk_dram_scatter", DRAMScatter, family="compress",
     summary="Paper-mode Top-K decompression: zero-fill a dense f32 region in DRAM, RMW scatter-add of pairs.",
-    params=[
-        Param("lanes", int, 8, "pair words per beat of the pair port (data width 64 * lanes)",
-              choices=LANE_CHOICES),
-        Param("data_width", int, 512, "dense port data width in bits (power of two)",
-              minimum=64, maximum=1024),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-        Param("rmw_depth", int, 16, "read-modify-writes in flight (power of two)", minimum=2, maximum=64),
-        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
-        Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
-        Param("max_outstanding", int, 4, "bursts in flight per DMA engine", minimum=2, maximum=64),
-    ],
+    golden="golden.compress.scatter:scatter_stream",
     drops={
         "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
                    "chunk_violation, unsorted, excess_pairs, missing)"),

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import ARITHMETIC_PARAM, UpdaterCore, core_output_layout
-from ..registration import Param, check_choice, register_block
+from ..registration import Param, Parameterized, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import VALUE_WIDTHS, wire_layout
@@ -24,7 +24,7 @@ def state_layout(optimizer, lanes):
     return data.StructLayout({"mask": lanes, "lanes": data.ArrayLayout(element, lanes)})
 
 
-class FusedUpdaterCore(wiring.Component):
+class FusedUpdaterCore(Parameterized, wiring.Component):
     """One optimizer step whose gradient arrives as chunked Top-K pairs, never as a dense tensor.
 
     A :class:`~rtl.compress.chunk_decompressor.ChunkDecompressor` turns the chunked wire stream of
@@ -76,10 +76,24 @@ class FusedUpdaterCore(wiring.Component):
     ``docs/compress.md``); latency: the decompressor's drain plus the core's ``latency``.
     """
 
+    PARAMS = (
+        Param("optimizer", str, "adam", "which optimizer", choices=tuple(OPTIMIZERS)),
+        Param("lanes", int, 1, "updater elements per cycle (decompressor out_lanes)",
+              choices=CORE_LANE_CHOICES),
+        Param("wire_lanes", int, 4, "64-bit wire words per input beat (scatter lanes)", choices=LANE_CHOICES),
+        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
+              minimum=2, maximum=1 << 24),
+        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        Param("banks", int, 16, "scatter memory banks (power of two, >= lanes)", minimum=1, maximum=64),
+        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
+        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+        ARITHMETIC_PARAM,
+    )
+
     def __init__(self, *, optimizer="adam", lanes=1, wire_lanes=4, chunk_size=1024, value_format="f32",
                  banks=16, bank_writes=3, queue_depth=8, arithmetic=True):
-        self._optimizer = check_choice("optimizer", optimizer, tuple(OPTIMIZERS))
-        self._lanes = check_choice("lanes", lanes, CORE_LANE_CHOICES)
+        self._optimizer = optimizer
+        self._lanes = lanes
         self._decompressor = ChunkDecompressor(lanes=wire_lanes, chunk_size=chunk_size,
                                                value_format=value_format, banks=banks, out_lanes=lanes,
                                                bank_writes=bank_writes, queue_depth=queue_depth)
@@ -152,19 +166,7 @@ class FusedUpdaterCore(wiring.Component):
 register_block(
     "topk_fused_updater_core", FusedUpdaterCore, family="compress",
     summary="Fused mode: chunked Top-K pairs -> on-chip scatter -> updater core; no dense gradient in DRAM.",
-    params=[
-        Param("optimizer", str, "adam", "which optimizer", choices=tuple(OPTIMIZERS)),
-        Param("lanes", int, 1, "updater elements per cycle (decompressor out_lanes)",
-              choices=CORE_LANE_CHOICES),
-        Param("wire_lanes", int, 4, "64-bit wire words per input beat (scatter lanes)", choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-        Param("banks", int, 16, "scatter memory banks (power of two, >= lanes)", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
-        ARITHMETIC_PARAM,
-    ],
+    golden="golden.optim.host:reference_update",
     drops={
         "errors": ("pairs dropped by the parser: five 40-bit saturating counters (out_of_range, "
                    "chunk_violation, unsorted, excess_pairs, missing)"),

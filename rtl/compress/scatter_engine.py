@@ -7,7 +7,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .layouts import VALUE_WIDTHS, dense_layout, scatter_layout
 from .scatter_bank import BUFFERS, ScatterBank
 
@@ -16,14 +16,7 @@ __all__ = ["ScatterEngine", "LANE_CHOICES"]
 LANE_CHOICES = (1, 2, 4, 8, 16)
 
 
-def _check_power_of_two(name, value, minimum, maximum):
-    check_int(name, value, minimum, maximum)
-    if value & (value - 1):
-        raise ValueError(f"{name} must be a power of two, not {value}")
-    return value
-
-
-class ScatterEngine(wiring.Component):
+class ScatterEngine(Parameterized, wiring.Component):
     """Scatter-add of ``lanes`` pairs per cycle into a banked, double-buffered chunk buffer.
 
     Element ``i`` of a chunk lives in bank ``i % banks`` at address ``i // banks``; each bank is a
@@ -90,15 +83,38 @@ class ScatterEngine(wiring.Component):
     cycles plus queueing.
     """
 
+    PARAMS = (
+        Param("lanes", int, 8, "pair slots per input beat", choices=LANE_CHOICES),
+        Param("banks", int, 16, "memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
+        Param("chunk_size", int, 1024, "elements per chunk buffer (power of two, >= 2 * banks)",
+              minimum=2, maximum=1 << 24),
+        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        Param("out_lanes", int, 16, "f32 elements per output beat (power of two, <= banks)",
+              minimum=1, maximum=64),
+        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
+        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+    )
+
+    @classmethod
+    def check_params(cls, values):
+        """Banks, chunk size and output lanes are powers of two, ``2 * banks <= chunk_size`` and
+        ``out_lanes <= banks``."""
+        banks = values["banks"]
+        for name, minimum, maximum in (("banks", 1, 64), ("chunk_size", 2 * banks, 1 << 24),
+                                       ("out_lanes", 1, banks)):
+            check_int(name, values[name], minimum, maximum)
+            if values[name] & (values[name] - 1):
+                raise ValueError(f"{name} must be a power of two, not {values[name]}")
+
     def __init__(self, *, lanes=8, banks=16, chunk_size=1024, value_format="f32", out_lanes=16,
                  bank_writes=3, queue_depth=8):
-        self._lanes = check_choice("lanes", lanes, LANE_CHOICES)
-        self._banks = _check_power_of_two("banks", banks, 1, 64)
-        self._chunk_size = _check_power_of_two("chunk_size", chunk_size, 2 * banks, 1 << 24)
-        self._value_format = check_choice("value_format", value_format, tuple(VALUE_WIDTHS))
-        self._out_lanes = _check_power_of_two("out_lanes", out_lanes, 1, banks)
-        self._writes = min(check_int("bank_writes", bank_writes, 1, 16), lanes)
-        self._queue_depth = check_int("queue_depth", queue_depth, 2, 256)
+        self._lanes = lanes
+        self._banks = banks
+        self._chunk_size = chunk_size
+        self._value_format = value_format
+        self._out_lanes = out_lanes
+        self._writes = min(bank_writes, lanes)
+        self._queue_depth = queue_depth
         self._index_width = (chunk_size - 1).bit_length()
         self._bank_bits = (banks - 1).bit_length()
         super().__init__({
@@ -272,16 +288,6 @@ class ScatterEngine(wiring.Component):
 register_block(
     "topk_scatter", ScatterEngine, family="compress",
     summary="Multi-lane banked f32 scatter-add into a double-buffered chunk buffer, streamed out dense.",
-    params=[
-        Param("lanes", int, 8, "pair slots per input beat", choices=LANE_CHOICES),
-        Param("banks", int, 16, "memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
-        Param("chunk_size", int, 1024, "elements per chunk buffer (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-        Param("out_lanes", int, 16, "f32 elements per output beat (power of two, <= banks)",
-              minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
-    ],
+    golden="golden.compress.scatter:scatter",
     drops={"overflow": "sticky: a bank queue (fed on its room count, not a ready) lost an update"},
 )

@@ -8,7 +8,7 @@ from ..bus.axi import AXI4Signature, check_data_width
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import ARITHMETIC_PARAM
 from ..optim.updater_kernel import PORT_MODES, GradientSource, UpdaterKernel
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, check_int, register_block
 from .axi_chunk_decompressor import AXIChunkDecompressor
 from .chunk_parser import COUNTER_WIDTH, ERROR_NAMES
 from .layouts import VALUE_WIDTHS, WORD_WIDTH
@@ -91,13 +91,27 @@ class TopKUpdaterKernel(UpdaterKernel):
     section 4). Latency: the dense kernel's, plus the decompressor's first-chunk scatter.
     """
 
+    PARAMS = (
+        Param("optimizer", str, "adam", "which optimizer", choices=tuple(OPTIMIZERS)),
+        Param("lanes", int, 1, "updater elements per cycle", choices=TOPK_LANE_CHOICES),
+        Param("data_width", int, 512, "AXI data width in bits (power of two; pair words per beat = /64)",
+              minimum=64, maximum=1024),
+        Param("ports", str, "shared", "param/state/copy on one AXI4 master or one per tensor (pairs: own "
+              "master)", choices=PORT_MODES),
+        Param("chunk_elements", int, 1024, "elements per chunk of updater and pair stream (power of two)",
+              minimum=2, maximum=1 << 20),
+        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
+        Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
+        ARITHMETIC_PARAM,
+    )
+
     GRADIENT_TENSORS = ()
 
     def __init__(self, *, optimizer="adam", lanes=1, data_width=512, ports="shared", chunk_elements=1024,
                  value_format="f32", max_burst=64, max_outstanding=4, arithmetic=True):
-        check_choice("lanes", lanes, TOPK_LANE_CHOICES)
         check_data_width(data_width, 64)
-        self._value_format = check_choice("value_format", value_format, tuple(VALUE_WIDTHS))
+        self._value_format = value_format
         self._wire_lanes = data_width // WORD_WIDTH
         # Two banks per wire lane keep the scatter at one pair per lane and cycle (docs/compress.md).
         self._banks = max(lanes, 2 * self._wire_lanes)
@@ -199,20 +213,7 @@ register_block(
     "topk_updater", TopKUpdaterKernel, family="compress",
     summary="Fused Top-K updater kernel: pairs in DRAM -> on-chip scatter -> optimizer step; AXI4-Lite "
             "ap_ctrl_hs, no dense gradient in DRAM.",
-    params=[
-        Param("optimizer", str, "adam", "which optimizer", choices=tuple(OPTIMIZERS)),
-        Param("lanes", int, 1, "updater elements per cycle", choices=TOPK_LANE_CHOICES),
-        Param("data_width", int, 512, "AXI data width in bits (power of two; pair words per beat = /64)",
-              minimum=64, maximum=1024),
-        Param("ports", str, "shared", "param/state/copy on one AXI4 master or one per tensor (pairs: own "
-              "master)", choices=PORT_MODES),
-        Param("chunk_elements", int, 1024, "elements per chunk of updater and pair stream (power of two)",
-              minimum=2, maximum=1 << 20),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
-        Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
-        Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
-        ARITHMETIC_PARAM,
-    ],
+    golden="golden.optim.host:reference_update",
     drops={
         "s_axi_control": ("the error register (bits 0/1: a read/write answered SLVERR/DECERR, after which "
                           "the run's remaining writes are discarded); bit 2 a pair-stream read error; bit 3 "

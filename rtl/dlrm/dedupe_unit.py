@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.cam import KeyLookup
 from ..lib.counters import COUNTER_BITS, saturating_count
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .common import CACHE_LINE_BITS, DIM_CHOICES, log2
 
 __all__ = ["DedupeUnit", "COUNTERS", "CAPACITY_CHOICES"]
@@ -17,7 +17,7 @@ CAPACITY_CHOICES = (2, 4, 8, 16, 32, 64)
 _STATES = ("COLLECT", "FANOUT")
 
 
-class DedupeUnit(wiring.Component):
+class DedupeUnit(Parameterized, wiring.Component):
     """Dedupe of a batch's row lookups (dissertation Section 5.5.1), as :mod:`golden.dlrm.dedupe` states it.
 
     A content-addressed table of ``capacity`` rows (registers compared in parallel) and a
@@ -65,11 +65,18 @@ class DedupeUnit(wiring.Component):
     (or takes its position) a cycle later.
     """
 
+    PARAMS = (
+        Param("capacity", int, 16, "unique rows per segment", choices=CAPACITY_CHOICES),
+        Param("positions", int, 64, "lookups per segment", minimum=2, maximum=1024),
+        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
+        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+    )
+
     def __init__(self, *, capacity=16, positions=64, dim=16, index_bits=24):
-        self._capacity = check_choice("capacity", capacity, CAPACITY_CHOICES)
-        self._positions = check_int("positions", positions, 2, 1024)
-        self._dim = check_choice("dim", dim, DIM_CHOICES)
-        self._index_bits = check_int("index_bits", index_bits, 4, 32)
+        self._capacity = capacity
+        self._positions = positions
+        self._dim = dim
+        self._index_bits = index_bits
         self.lines = dim // 16
         tag_bits, line_bits = log2(capacity), max(log2(self.lines), 1)
         members = {
@@ -175,11 +182,6 @@ class DedupeUnit(wiring.Component):
 register_block(
     "dedupe_unit", DedupeUnit, family="dlrm",
     summary="DLRM: dedupe of a batch's row lookups (CAM, overflow cuts segments), replies fanned out.",
-    params=[
-        Param("capacity", int, 16, "unique rows per segment", choices=CAPACITY_CHOICES),
-        Param("positions", int, 64, "lookups per segment", minimum=2, maximum=1024),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
-    ],
+    golden="golden.dlrm:dedupe",
     drops={"bad_replies": "HBM replies for no request of the batch, or answered twice, dropped (saturating)"},
 )

@@ -9,7 +9,7 @@ from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
 from ..lib.counters import COUNTER_BITS, saturating_count
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .common import CACHE_LINE_BITS, DIM_CHOICES, POW2_WAYS, log2
 
 __all__ = ["EmbeddingCache", "COUNTERS", "lookup_layout", "row_line_layout", "update_layout"]
@@ -34,7 +34,7 @@ def update_layout(index_bits, line_bits):
     return data.StructLayout({"index": index_bits, "line": max(line_bits, 1), "data": CACHE_LINE_BITS})
 
 
-class EmbeddingCache(wiring.Component):
+class EmbeddingCache(Parameterized, wiring.Component):
     """An LRU cache of embedding rows in front of the GPU's HBM (dissertation Section 5.5.1).
 
     Row ``r`` (``dim`` binary32 values, ``dim / 16`` lines of 512 bits, at byte ``base + r * dim *
@@ -109,16 +109,25 @@ class EmbeddingCache(wiring.Component):
     ready; a miss adds the HBM read latency plus about four cycles.
     """
 
+    PARAMS = (
+        Param("sets", int, 64, "sets (power of two)", minimum=1, maximum=4096),
+        Param("ways", int, 4, "ways per set", choices=POW2_WAYS),
+        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
+        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
+        Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
+    )
+
     def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48,
                  counter_width=COUNTER_BITS):
-        self._sets = check_int("sets", sets, 1, 4096)
+        self._sets = sets
         if sets & (sets - 1):
             raise ValueError(f"sets must be a power of two, not {sets}")
-        self._ways = check_choice("ways", ways, POW2_WAYS)
-        self._dim = check_choice("dim", dim, DIM_CHOICES)
-        self._index_bits = check_int("index_bits", index_bits, 4, 32)
-        self._tag_width = check_int("tag_width", tag_width, 0, 32)
-        self._address_width = check_int("address_width", address_width, 32, 64)
+        self._ways = ways
+        self._dim = dim
+        self._index_bits = index_bits
+        self._tag_width = tag_width
+        self._address_width = address_width
         counter_width = check_int("counter_width", counter_width, 1, COUNTER_BITS)
         self.lines = dim // 16
         self._set_bits, self._way_bits, self._line_bits = log2(sets), log2(ways), log2(self.lines)
@@ -327,14 +336,7 @@ class EmbeddingCache(wiring.Component):
 register_block(
     "embedding_cache", EmbeddingCache, family="dlrm",
     summary="DLRM: set-associative exact-LRU embedding cache, write-through to HBM over AXI4.",
-    params=[
-        Param("sets", int, 64, "sets (power of two)", minimum=1, maximum=4096),
-        Param("ways", int, 4, "ways per set", choices=POW2_WAYS),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
-        Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
-        Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
-    ],
+    golden="golden.dlrm.cache:LruCache",
     drops={
         "bad_index": "lookups and updates with an index or line out of range, dropped (saturating)",
         "hbm_error": ("sticky: an HBM read or write answered SLVERR/DECERR, or a stray R/B response "

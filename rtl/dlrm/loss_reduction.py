@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..fp.adder import FloatAdder
 from ..lib.cam import KeyLookup
 from ..lib.counters import COUNTER_BITS, saturating_count
-from ..registration import NO_DROPS, Param, check_choice, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_CHOICES, log2
 from .dedupe_unit import CAPACITY_CHOICES
 
@@ -24,7 +24,7 @@ def gradient_layout(index_bits, line_bits):
                               "data": CACHE_LINE_BITS})
 
 
-class LossReduction(wiring.Component):
+class LossReduction(Parameterized, wiring.Component):
     """Sums a batch's gradients per row line (dissertation Section 5.5.2), as :mod:`golden.dlrm.reduction`.
 
     A table of ``capacity`` keys ``(index, line)`` (registers compared in parallel) and their
@@ -64,10 +64,16 @@ class LossReduction(wiring.Component):
     its cause and then gives one sum per cycle while ``o`` is ready.
     """
 
+    PARAMS = (
+        Param("capacity", int, 16, "row lines in the table", choices=CAPACITY_CHOICES),
+        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
+        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+    )
+
     def __init__(self, *, capacity=16, dim=16, index_bits=24):
-        self._capacity = check_choice("capacity", capacity, CAPACITY_CHOICES)
-        self._dim = check_choice("dim", dim, DIM_CHOICES)
-        self._index_bits = check_int("index_bits", index_bits, 4, 32)
+        self._capacity = capacity
+        self._dim = dim
+        self._index_bits = index_bits
         self.lines = dim // 16
         layout = gradient_layout(index_bits, log2(self.lines))
         members = {"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))}
@@ -156,10 +162,6 @@ class LossReduction(wiring.Component):
 register_block(
     "loss_reduction", LossReduction, family="dlrm",
     summary="DLRM: local loss reduction, binary32 gradients of each row line summed in arrival order.",
-    params=[
-        Param("capacity", int, 16, "row lines in the table", choices=CAPACITY_CHOICES),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
-    ],
+    golden="golden.dlrm.reduction:reduce_gradients",
     drops=NO_DROPS,
 )

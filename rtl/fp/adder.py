@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Param, check_bool, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 from .rounding import round_aligned
@@ -14,7 +14,7 @@ __all__ = ["FloatAdder"]
 _GUARD_BITS = 3
 
 
-class FloatAdder(FloatUnit):
+class FloatAdder(Parameterized, FloatUnit):
     """Pipelined floating-point adder: ``a + b`` (or ``a - b``), rounded to nearest even.
 
     The operands are swapped so the larger magnitude comes first, the smaller is aligned
@@ -48,11 +48,18 @@ class FloatAdder(FloatUnit):
     ``o.ready`` with a valid output holds the whole pipeline.
     """
 
+    PARAMS = (
+        FORMAT_PARAM,
+        FLUSH_PARAM,
+        Param("subtract", bool, False, "compute a - b instead of a + b"),
+        TAG_PARAM,
+    )
+
     LATENCY = 6
 
     def __init__(self, *, fmt="f32", flush_subnormals=False, subtract=False, tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._subtract = check_bool("subtract", subtract)
+        self._subtract = subtract
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a", "b"),
                          tag_width=tag_width, latency=self.LATENCY)
 
@@ -114,7 +121,6 @@ class FloatAdder(FloatUnit):
 register_block(
     "fp_add", FloatAdder, family="fp",
     summary="Pipelined IEEE-754 adder or subtractor (II = 1, round to nearest even, SoftFloat flags).",
-    params=[FORMAT_PARAM, FLUSH_PARAM, Param("subtract", bool, False, "compute a - b instead of a + b"),
-            TAG_PARAM],
+    golden="golden.fp.arith:add",
     drops=NO_DROPS,
 )

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Mux
 
-from ..registration import NO_DROPS, Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import UnpackedFloat
 from .interface import FLAG_INVALID
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
@@ -26,7 +26,7 @@ def ordering(a, b):
     return less, equal
 
 
-class FloatCompare(FloatUnit):
+class FloatCompare(Parameterized, FloatUnit):
     """Pipelined floating-point comparison with a 1-bit result.
 
     Parameters
@@ -55,9 +55,17 @@ class FloatCompare(FloatUnit):
     Throughput is one comparison per cycle (II = 1) while ``o.ready`` is high.
     """
 
+    PARAMS = (
+        FORMAT_PARAM,
+        FLUSH_PARAM,
+        Param("operation", str, "lt", "relation: eq is quiet, lt and le signal on any NaN",
+                  choices=COMPARE_OPERATIONS),
+        TAG_PARAM,
+    )
+
     def __init__(self, *, fmt="f32", flush_subnormals=False, operation="lt", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._operation = check_choice("operation", operation, COMPARE_OPERATIONS)
+        self._operation = operation
         super().__init__(input_width=self._fmt.width, output_width=1, operands=("a", "b"),
                          tag_width=tag_width, latency=1)
 
@@ -75,9 +83,6 @@ class FloatCompare(FloatUnit):
 register_block(
     "fp_compare", FloatCompare, family="fp",
     summary="Pipelined IEEE-754 comparison eq/lt/le with a 1-bit result (SoftFloat flags).",
-    params=[FORMAT_PARAM, FLUSH_PARAM,
-            Param("operation", str, "lt", "relation: eq is quiet, lt and le signal on any NaN",
-                  choices=COMPARE_OPERATIONS),
-            TAG_PARAM],
+    golden="golden.fp.compare:lt",
     drops=NO_DROPS,
 )

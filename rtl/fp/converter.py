@@ -2,8 +2,9 @@
 
 from amaranth.hdl import Cat, Const
 
-from ..registration import NO_DROPS, Param, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
+from .format import FloatFormat
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .rounding import Aligned, denormalise, denormalise_shift, round_aligned
 from .shift import count_leading_zeros, normalise_left
@@ -11,7 +12,7 @@ from .shift import count_leading_zeros, normalise_left
 __all__ = ["FloatConverter"]
 
 
-class FloatConverter(FloatUnit):
+class FloatConverter(Parameterized, FloatUnit):
     """Pipelined conversion of one floating-point format to another, rounded to nearest even.
 
     The source is unpacked, normalised if its subnormals can be normal numbers in the
@@ -46,6 +47,14 @@ class FloatConverter(FloatUnit):
 
     Throughput is one conversion per cycle (II = 1) while ``o.ready`` is high.
     """
+
+    PARAMS = (
+        Param("source", str, "f32", "input format", choices=FORMAT_NAMES, accepts=(FloatFormat,)),
+        Param("target", str, "bf16", "output format (must differ from source)", choices=FORMAT_NAMES,
+              accepts=(FloatFormat,)),
+        FLUSH_PARAM,
+        TAG_PARAM,
+    )
 
     def __init__(self, *, source="f32", target="bf16", flush_subnormals=False, tag_width=0):
         self._source, self._flush = self._check_common(source, flush_subnormals, name="source")
@@ -98,8 +107,6 @@ class FloatConverter(FloatUnit):
 register_block(
     "fp_convert", FloatConverter, family="fp",
     summary="Pipelined conversion between f32, f16 and bf16 (II = 1, round to nearest even).",
-    params=[Param("source", str, "f32", "input format", choices=FORMAT_NAMES),
-            Param("target", str, "bf16", "output format (must differ from source)", choices=FORMAT_NAMES),
-            FLUSH_PARAM, TAG_PARAM],
+    golden="golden.fp.convert:convert",
     drops=NO_DROPS,
 )

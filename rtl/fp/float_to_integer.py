@@ -2,8 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import UnpackedFloat
+from .format import FloatFormat
 from .interface import FLAG_INEXACT, FLAG_INVALID
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .shift import shift_right_sticky
@@ -14,7 +15,7 @@ INTEGER_FORMATS = ("i32", "u32")
 _WIDTH = 32
 
 
-class FloatToInteger(FloatUnit):
+class FloatToInteger(Parameterized, FloatUnit):
     """Pipelined float to ``i32``/``u32`` conversion, rounding to nearest even.
 
     The significand is shifted right onto the integer grid with a guard and a sticky bit;
@@ -49,9 +50,16 @@ class FloatToInteger(FloatUnit):
     Throughput is one conversion per cycle (II = 1) while ``o.ready`` is high.
     """
 
+    PARAMS = (
+        Param("fmt", str, "f32", "input format", choices=FORMAT_NAMES, accepts=(FloatFormat,)),
+        FLUSH_PARAM,
+        Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS),
+        TAG_PARAM,
+    )
+
     def __init__(self, *, fmt="f32", flush_subnormals=False, integer="i32", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._signed = check_choice("integer", integer, INTEGER_FORMATS) == "i32"
+        self._signed = integer == "i32"
         if self._fmt.precision > _WIDTH + 1:
             raise ValueError(f"fmt must have precision at most {_WIDTH + 1}, not {self._fmt.precision}")
         super().__init__(input_width=self._fmt.width, output_width=_WIDTH, operands=("a",),
@@ -92,7 +100,6 @@ class FloatToInteger(FloatUnit):
 register_block(
     "fp_to_int", FloatToInteger, family="fp",
     summary="Pipelined float to i32/u32 conversion (round to nearest even, RISC-V saturation).",
-    params=[Param("fmt", str, "f32", "input format", choices=FORMAT_NAMES), FLUSH_PARAM,
-            Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS), TAG_PARAM],
+    golden="golden.fp.convert:convert",
     drops=NO_DROPS,
 )

@@ -2,10 +2,10 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, check_int, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, LUT_BITS_PARAM, TAG_PARAM, FloatUnit
-from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct
+from .pipeline import PRODUCT_UNIT_PARAMS, FloatUnit, check_lut_bits
+from .product import DEFAULT_TILE, TiledProduct
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import (
     add_or_subtract,
@@ -44,7 +44,7 @@ def _top_offset(fmt):
     return fmt.precision + _GAP_BITS + 1 - fmt.bias
 
 
-class FloatFusedMultiplyAdd(FloatUnit):
+class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
     """Pipelined fused multiply-add: ``a * b + c`` with a single rounding to nearest even.
 
     The exact product (DSP-sized tiles, as in :class:`~rtl.fp.multiplier.FloatMultiplier`)
@@ -89,11 +89,17 @@ class FloatFusedMultiplyAdd(FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
+    PARAMS = PRODUCT_UNIT_PARAMS
+
+    @classmethod
+    def check_params(cls, values):
+        check_lut_bits(values)
+
     def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._tile = check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE)
+        self._tile = dsp_tile
         p = self._fmt.precision
-        self._lut_bits = check_int("lut_bits", lut_bits, 0, p)
+        self._lut_bits = lut_bits
         self._split_shifts = 3 * p + _LOW_BITS + _GAP_BITS + 1 > _ONE_STAGE_SHIFT
         latency = 8 - self._flush + 3 * self._split_shifts
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width,
@@ -218,8 +224,6 @@ class FloatFusedMultiplyAdd(FloatUnit):
 register_block(
     "fp_fma", FloatFusedMultiplyAdd, family="fp",
     summary="Pipelined IEEE-754 fused multiply-add a * b + c (II = 1, single rounding, SoftFloat flags).",
-    params=[FORMAT_PARAM, FLUSH_PARAM,
-            DSP_TILE_PARAM, LUT_BITS_PARAM,
-            TAG_PARAM],
+    golden="golden.fp.arith:fma",
     drops=NO_DROPS,
 )

@@ -2,8 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .float_to_integer import INTEGER_FORMATS
+from .format import FloatFormat
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .rounding import round_aligned
 from .shift import count_leading_zeros, normalise_left
@@ -13,7 +14,7 @@ __all__ = ["IntegerToFloat"]
 _WIDTH = 32
 
 
-class IntegerToFloat(FloatUnit):
+class IntegerToFloat(Parameterized, FloatUnit):
     """Pipelined ``i32``/``u32`` to float conversion, rounding to nearest even.
 
     The magnitude is normalised by a leading-zero count and rounded by the shared
@@ -44,9 +45,16 @@ class IntegerToFloat(FloatUnit):
     Throughput is one conversion per cycle (II = 1) while ``o.ready`` is high.
     """
 
+    PARAMS = (
+        Param("fmt", str, "f32", "output format", choices=FORMAT_NAMES, accepts=(FloatFormat,)),
+        FLUSH_PARAM,
+        Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS),
+        TAG_PARAM,
+    )
+
     def __init__(self, *, fmt="f32", flush_subnormals=False, integer="i32", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._signed = check_choice("integer", integer, INTEGER_FORMATS) == "i32"
+        self._signed = integer == "i32"
         super().__init__(input_width=_WIDTH, output_width=self._fmt.width, operands=("a",),
                          tag_width=tag_width, latency=3 + self._signed)
 
@@ -68,7 +76,6 @@ class IntegerToFloat(FloatUnit):
 register_block(
     "int_to_fp", IntegerToFloat, family="fp",
     summary="Pipelined i32/u32 to float conversion (round to nearest even).",
-    params=[Param("fmt", str, "f32", "output format", choices=FORMAT_NAMES), FLUSH_PARAM,
-            Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS), TAG_PARAM],
+    golden="golden.fp.convert:convert",
     drops=NO_DROPS,
 )

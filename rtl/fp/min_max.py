@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Mux
 
-from ..registration import NO_DROPS, Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import UnpackedFloat, canonical_nan
 from .compare import ordering
 from .interface import FLAG_INVALID
@@ -11,7 +11,7 @@ from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 __all__ = ["FloatMinMax"]
 
 
-class FloatMinMax(FloatUnit):
+class FloatMinMax(Parameterized, FloatUnit):
     """Pipelined minimum or maximum: IEEE 754-2019 minimumNumber/maximumNumber (RISC-V fmin/fmax).
 
     A NaN and a number give the number; two NaNs give the canonical quiet NaN; a
@@ -41,9 +41,16 @@ class FloatMinMax(FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
+    PARAMS = (
+        FORMAT_PARAM,
+        FLUSH_PARAM,
+        Param("operation", str, "min", "min or max", choices=("min", "max")),
+        TAG_PARAM,
+    )
+
     def __init__(self, *, fmt="f32", flush_subnormals=False, operation="min", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._operation = check_choice("operation", operation, ("min", "max"))
+        self._operation = operation
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a", "b"),
                          tag_width=tag_width, latency=1)
 
@@ -66,7 +73,6 @@ class FloatMinMax(FloatUnit):
 register_block(
     "fp_min_max", FloatMinMax, family="fp",
     summary="Pipelined IEEE-754 minimumNumber/maximumNumber (RISC-V fmin/fmax semantics).",
-    params=[FORMAT_PARAM, FLUSH_PARAM, Param("operation", str, "min", "min or max", choices=("min", "max")),
-            TAG_PARAM],
+    golden="golden.fp.compare:min",
     drops=NO_DROPS,
 )

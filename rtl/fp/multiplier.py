@@ -2,10 +2,10 @@
 
 from amaranth.hdl import Cat, Mux
 
-from ..registration import NO_DROPS, check_int, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import DSP_TILE_PARAM, FLUSH_PARAM, FORMAT_PARAM, LUT_BITS_PARAM, TAG_PARAM, FloatUnit
-from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE, TiledProduct, partial_count
+from .pipeline import PRODUCT_UNIT_PARAMS, FloatUnit, check_lut_bits
+from .product import DEFAULT_TILE, TiledProduct, partial_count
 from .rounding import denormalise, denormalise_shift, round_aligned
 from .shift import count_leading_zeros, normalise_left
 
@@ -24,7 +24,7 @@ def _product_top(product, exponent, width):
     return shifted[-width:], exponent - ~top, shifted[:-width].any()
 
 
-class FloatMultiplier(FloatUnit):
+class FloatMultiplier(Parameterized, FloatUnit):
     """Pipelined floating-point multiplier: ``a * b``, rounded to nearest even.
 
     Subnormal operands are normalised first (leading-zero count, then shift), the
@@ -70,11 +70,17 @@ class FloatMultiplier(FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
+    PARAMS = PRODUCT_UNIT_PARAMS
+
+    @classmethod
+    def check_params(cls, values):
+        check_lut_bits(values)
+
     def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._tile = check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE)
+        self._tile = dsp_tile
         p = self._fmt.precision
-        self._lut_bits = check_int("lut_bits", lut_bits, 0, p)
+        self._lut_bits = lut_bits
         tiled = partial_count(p, p, tile=self._tile, lut_bits=self._lut_bits) > 1
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a", "b"),
                          tag_width=tag_width, latency=(4 if self._flush else 6) + tiled)
@@ -133,8 +139,6 @@ class FloatMultiplier(FloatUnit):
 register_block(
     "fp_mul", FloatMultiplier, family="fp",
     summary="Pipelined IEEE-754 multiplier (II = 1, round to nearest even, SoftFloat flags).",
-    params=[FORMAT_PARAM, FLUSH_PARAM,
-            DSP_TILE_PARAM, LUT_BITS_PARAM,
-            TAG_PARAM],
+    golden="golden.fp.arith:mul",
     drops=NO_DROPS,
 )

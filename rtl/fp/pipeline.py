@@ -13,18 +13,20 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, check_bool, check_int
-from .format import float_format
+from .format import FloatFormat, float_format
 from .interface import operand_layout, result_layout
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE
 
 __all__ = ["Pipeline", "FloatUnit", "MAX_TAG_WIDTH", "FORMAT_NAMES", "FORMAT_PARAM", "FLUSH_PARAM",
-           "TAG_PARAM", "DSP_TILE_PARAM", "LUT_BITS_PARAM", "BITS_PER_STAGE_PARAM"]
+           "TAG_PARAM", "DSP_TILE_PARAM", "LUT_BITS_PARAM", "BITS_PER_STAGE_PARAM",
+           "PRODUCT_UNIT_PARAMS", "check_lut_bits"]
 
 MAX_TAG_WIDTH = 1024
 FORMAT_NAMES = ("f32", "f16", "bf16")
 
 # Registry parameters every unit shares.
-FORMAT_PARAM = Param("fmt", str, "f32", "operand and result format", choices=FORMAT_NAMES)
+FORMAT_PARAM = Param("fmt", str, "f32", "operand and result format", choices=FORMAT_NAMES,
+                     accepts=(FloatFormat,))
 FLUSH_PARAM = Param("flush_subnormals", bool, False,
                     "read subnormal inputs as zero and flush subnormal results to zero")
 TAG_PARAM = Param("tag_width", int, 0, "side-band tag bits carried with each operation", minimum=0,
@@ -34,9 +36,16 @@ DSP_TILE_PARAM = Param("dsp_tile", int, DEFAULT_TILE, "widest factor of one DSP 
                        minimum=MIN_TILE, maximum=MAX_TILE)
 LUT_BITS_PARAM = Param("lut_bits", int, 0, "low bits of one significand multiplied in LUTs, not DSPs",
                        minimum=0, maximum=MAX_TILE)
+# All the parameters of those two units.
+PRODUCT_UNIT_PARAMS = (FORMAT_PARAM, FLUSH_PARAM, DSP_TILE_PARAM, LUT_BITS_PARAM, TAG_PARAM)
 # ... and by the digit-recurrence units (divider, square root).
 BITS_PER_STAGE_PARAM = Param("bits_per_stage", int, 1, "recurrence steps per pipeline stage",
                              minimum=1, maximum=4)
+
+
+def check_lut_bits(values):
+    """The ``check_params`` rule of a product unit: ``lut_bits`` is at most the format's precision."""
+    check_int("lut_bits", values["lut_bits"], 0, float_format(values["fmt"]).precision)
 
 
 class Pipeline:

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, check_int, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
 from .pipeline import BITS_PER_STAGE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
@@ -12,7 +12,7 @@ from .shift import count_leading_zeros, normalise_left
 __all__ = ["FloatSquareRoot"]
 
 
-class FloatSquareRoot(FloatUnit):
+class FloatSquareRoot(Parameterized, FloatUnit):
     """IEEE-754 square root of ``a``, rounded to nearest even, one operation per cycle.
 
     Results and flags match Berkeley SoftFloat (RISC-V NaNs) bit for bit: subnormal
@@ -61,9 +61,16 @@ class FloatSquareRoot(FloatUnit):
     is ``~o.valid | o.ready`` and a stalled output freezes the whole pipeline.
     """
 
+    PARAMS = (
+        FORMAT_PARAM,
+        FLUSH_PARAM,
+        TAG_PARAM,
+        BITS_PER_STAGE_PARAM,
+    )
+
     def __init__(self, *, fmt="f32", flush_subnormals=False, tag_width=0, bits_per_stage=1):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._bits_per_stage = check_int("bits_per_stage", bits_per_stage, 1, 4)
+        self._bits_per_stage = bits_per_stage
         steps = self._fmt.precision + 1
         latency = (1 if self._flush else 2) + len(dr.stage_sizes(steps, self._bits_per_stage)) + 2
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a",),
@@ -151,6 +158,6 @@ class FloatSquareRoot(FloatUnit):
 register_block(
     "fp_sqrt", FloatSquareRoot, family="fp",
     summary="Pipelined IEEE-754 square root (II = 1, radix-2 non-restoring recurrence, SoftFloat flags).",
-    params=[FORMAT_PARAM, FLUSH_PARAM, TAG_PARAM, BITS_PER_STAGE_PARAM],
+    golden="golden.fp.arith:sqrt",
     drops=NO_DROPS,
 )

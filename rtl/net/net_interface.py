@@ -5,7 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..lib.streams import Queue
-from ..registration import Param, check_int, register_block
+from ..registration import NO_GOLDEN, Param, Parameterized, register_block
 from .packet import VC, Flit, Packet
 
 __all__ = ["NetInterface", "CHANNELS"]
@@ -13,7 +13,7 @@ __all__ = ["NetInterface", "CHANNELS"]
 CHANNELS = ("task", "rdma", "data")
 
 
-class NetInterface(wiring.Component):
+class NetInterface(Parameterized, wiring.Component):
     """Three virtual channels (task, RDMA, data) over one 512-bit link each way, with credits.
 
     Receive: a flit on ``net_in`` goes to the receive queue of its channel (``rx_depth``
@@ -65,10 +65,17 @@ class NetInterface(wiring.Component):
     queue head to ``net_out``. Throughput: one flit per cycle each way.
     """
 
+    PARAMS = (
+        Param("rx_depth", int, 8, "receive queue entries per channel (credits granted)",
+              minimum=2, maximum=1024),
+        Param("tx_depth", int, 8, "send queue entries per channel", minimum=2, maximum=1024),
+        Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
+    )
+
     def __init__(self, *, rx_depth=8, tx_depth=8, tx_credits=8):
-        self._rx_depth = check_int("rx_depth", rx_depth, 2, 1024)
-        self._tx_depth = check_int("tx_depth", tx_depth, 2, 1024)
-        self._tx_credits = check_int("tx_credits", tx_credits, 1, 1024)
+        self._rx_depth = rx_depth
+        self._tx_depth = tx_depth
+        self._tx_credits = tx_credits
         members = {
             "net_in": In(stream.Signature(Flit)),
             "net_in_credit": Out(3),
@@ -136,11 +143,6 @@ class NetInterface(wiring.Component):
 register_block(
     "runtime_net_interface", NetInterface, family="net",
     summary="FCsN network interface: per-channel receive/send queues and credit flow control on one link.",
-    params=[
-        Param("rx_depth", int, 8, "receive queue entries per channel (credits granted)",
-              minimum=2, maximum=1024),
-        Param("tx_depth", int, 8, "send queue entries per channel", minimum=2, maximum=1024),
-        Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
-    ],
+    golden=NO_GOLDEN("plumbing: queues between a node and its switch port"),
     drops={"overflow": "flits dropped: a full receive queue (a sender ignoring its credits) or channel 3"},
 )

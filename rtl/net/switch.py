@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.counters import pulse_count
 from ..lib.streams import Queue, any_of_chain
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import NO_GOLDEN, Param, Parameterized, register_block
 from .packet import NODE_BITS, VC, Flit
 
 __all__ = ["Switch", "SWITCH_NODES"]
@@ -14,7 +14,7 @@ __all__ = ["Switch", "SWITCH_NODES"]
 SWITCH_NODES = (2, 4, 8, 16)
 
 
-class Switch(wiring.Component):
+class Switch(Parameterized, wiring.Component):
     """Routes each flit to the port of its header's ``dst``, with per-port per-channel input buffers.
 
     Every input port has one buffer of ``depth`` flits per virtual channel (task, RDMA, data);
@@ -64,10 +64,17 @@ class Switch(wiring.Component):
     input port and channel.
     """
 
+    PARAMS = (
+        Param("nodes", int, 4, "ports", choices=SWITCH_NODES),
+        Param("depth", int, 4, "input buffer entries per port and channel", minimum=2, maximum=1024),
+        Param("rx_credits", int, 8, "receive queue entries per channel of each node",
+              minimum=1, maximum=1024),
+    )
+
     def __init__(self, *, nodes=4, depth=4, rx_credits=8):
-        self._nodes = check_choice("nodes", nodes, SWITCH_NODES)
-        self._depth = check_int("depth", depth, 2, 1024)
-        self._rx_credits = check_int("rx_credits", rx_credits, 1, 1024)
+        self._nodes = nodes
+        self._depth = depth
+        self._rx_credits = rx_credits
         members = {}
         for port in range(nodes):
             members.update({
@@ -172,12 +179,7 @@ register_block(
     "runtime_switch", Switch, family="net",
     summary="FCsN runtime network: N-port switch routing by destination node, three credit-based virtual "
             "channels, never dropping a routable flit.",
-    params=[
-        Param("nodes", int, 4, "ports", choices=SWITCH_NODES),
-        Param("depth", int, 4, "input buffer entries per port and channel", minimum=2, maximum=1024),
-        Param("rx_credits", int, 8, "receive queue entries per channel of each node",
-              minimum=1, maximum=1024),
-    ],
+    golden=NO_GOLDEN("plumbing: routes packets by destination, contents unchanged"),
     drops={"dropped": "unroutable flits (dst not a port, or channel 3), per cycle",
            "overflow": "per port, sticky: a flit lost to a full input buffer (its sender ignored credits)"},
 )

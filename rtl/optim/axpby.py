@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..fp.adder import FloatAdder
 from ..fp.fused_multiply_add import FloatFusedMultiplyAdd
 from ..fp.multiplier import FloatMultiplier
-from ..registration import NO_DROPS, Param, check_bool, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow
 
@@ -16,7 +16,7 @@ __all__ = ["AXPBY", "MAX_LANES"]
 MAX_LANES = 32
 
 
-class AXPBY(wiring.Component):
+class AXPBY(Parameterized, wiring.Component):
     """SIMD AXPBY unit: ``y[k] = alpha * a[k] + beta * b[k]`` for ``lanes`` binary32 lanes per transfer.
 
     The paper's general updater builds its moving averages from this unit (Smart-Infinity
@@ -50,9 +50,14 @@ class AXPBY(wiring.Component):
     Throughput is one transfer (``lanes`` results) per cycle while ``o.ready`` is high.
     """
 
+    PARAMS = (
+        Param("lanes", int, 2, "binary32 lanes per transfer", minimum=1, maximum=MAX_LANES),
+        Param("fused", bool, False, "fma(alpha, a, beta*b) instead of alpha*a + beta*b"),
+    )
+
     def __init__(self, *, lanes=2, fused=False):
-        self._lanes = check_int("lanes", lanes, 1, MAX_LANES)
-        self._fused = check_bool("fused", fused)
+        self._lanes = lanes
+        self._fused = fused
         vector = data.ArrayLayout(32, lanes)
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({"a": vector, "b": vector}))),
@@ -87,9 +92,6 @@ class AXPBY(wiring.Component):
 register_block(
     "axpby", AXPBY, family="optim",
     summary="SIMD binary32 y = alpha*a + beta*b (Smart-Infinity Figure 7), II = 1, credit FIFO output.",
-    params=[
-        Param("lanes", int, 2, "binary32 lanes per transfer", minimum=1, maximum=MAX_LANES),
-        Param("fused", bool, False, "fma(alpha, a, beta*b) instead of alpha*a + beta*b"),
-    ],
+    golden="golden.optim.axpby:axpby",
     drops=NO_DROPS,
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .dataflow import select
 
 __all__ = ["ChunkSequencer", "tensor_config_layout", "sequencer_command_layout"]
@@ -25,7 +25,7 @@ def sequencer_command_layout(tensors, address_width, strobe_width):
                               "length": LENGTH_WIDTH, "strobe": strobe_width})
 
 
-class ChunkSequencer(wiring.Component):
+class ChunkSequencer(Parameterized, wiring.Component):
     """Issues the DMA commands of a chunked run: chunk 0 of every tensor, then chunk 1, and so on.
 
     This is the ordering half of Smart-Infinity's transfer handler (Section IV-B) moved
@@ -76,11 +76,18 @@ class ChunkSequencer(wiring.Component):
     command per cycle, plus a cycle for each disabled or finished tensor passed over.
     """
 
+    PARAMS = (
+        Param("tensors", int, 4, "number of tensors", minimum=1, maximum=8),
+        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
+        Param("data_width", int, 512, "bus beat width in bits (power of two)", minimum=8, maximum=1024),
+        Param("counter_width", int, 32, "width of the refused-start counters", minimum=1, maximum=32),
+    )
+
     def __init__(self, *, tensors=4, address_width=64, data_width=512, counter_width=32):
-        self._tensors = check_int("tensors", tensors, 1, 8)
-        self._counter_width = check_int("counter_width", counter_width, 1, 32)
-        self._address_width = check_int("address_width", address_width, 12, 64)
-        self._data_width = check_int("data_width", data_width, 8, 1024)
+        self._tensors = tensors
+        self._counter_width = counter_width
+        self._address_width = address_width
+        self._data_width = data_width
         if data_width & (data_width - 1):
             raise ValueError(f"data_width must be a power of two, not {data_width}")
         strobe = data_width // 8
@@ -151,12 +158,7 @@ class ChunkSequencer(wiring.Component):
 register_block(
     "chunk_sequencer", ChunkSequencer, family="optim",
     summary="Chunked DMA command schedule: chunk j of every tensor in port order, then chunk j+1.",
-    params=[
-        Param("tensors", int, 4, "number of tensors", minimum=1, maximum=8),
-        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
-        Param("data_width", int, 512, "bus beat width in bits (power of two)", minimum=8, maximum=1024),
-        Param("counter_width", int, 32, "width of the refused-start counters", minimum=1, maximum=32),
-    ],
+    golden="golden.optim.transfers:chunk_schedule",
     drops={"ignored_starts": "start pulses while busy, ignored (the run goes on; saturating)",
            "refused_starts": "start pulses refused for an enabled tensor with chunk_beats 0 (saturating)"},
 )

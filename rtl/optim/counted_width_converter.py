@@ -4,14 +4,14 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, NO_GOLDEN, Param, Parameterized, register_block
 
 __all__ = ["CountedWidthConverter", "COUNT_WIDTH"]
 
 COUNT_WIDTH = 32
 
 
-class CountedWidthConverter(wiring.Component):
+class CountedWidthConverter(Parameterized, wiring.Component):
     """Splits or gathers a stream whose length, counted on the narrow side, is known per run.
 
     A tensor of ``n`` elements arrives as ``ceil(n / per_beat)`` bus beats and leaves as
@@ -49,9 +49,14 @@ class CountedWidthConverter(wiring.Component):
     narrow transfer per cycle. When splitting, ``i.ready`` depends on ``o.ready``.
     """
 
+    PARAMS = (
+        Param("input_width", int, 512, "input transfer width in bits", minimum=1, maximum=8192),
+        Param("output_width", int, 128, "output transfer width in bits", minimum=1, maximum=8192),
+    )
+
     def __init__(self, *, input_width=512, output_width=128):
-        self._input_width = check_int("input_width", input_width, 1, 8192)
-        self._output_width = check_int("output_width", output_width, 1, 8192)
+        self._input_width = input_width
+        self._output_width = output_width
         wide, narrow = max(input_width, output_width), min(input_width, output_width)
         if wide % narrow:
             raise ValueError(f"output_width must divide or be a multiple of input_width={input_width}, "
@@ -136,9 +141,6 @@ class CountedWidthConverter(wiring.Component):
 register_block(
     "counted_width_converter", CountedWidthConverter, family="optim",
     summary="Beat <-> lane-vector width converter that trims or pads the last transfer of a counted run.",
-    params=[
-        Param("input_width", int, 512, "input transfer width in bits", minimum=1, maximum=8192),
-        Param("output_width", int, 128, "output transfer width in bits", minimum=1, maximum=8192),
-    ],
+    golden=NO_GOLDEN("plumbing: the output bits are the input bits, regrouped"),
     drops=NO_DROPS,
 )

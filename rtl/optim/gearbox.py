@@ -4,13 +4,13 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, NO_GOLDEN, Param, Parameterized, register_block
 from .counted_width_converter import COUNT_WIDTH
 
 __all__ = ["CountedGearbox"]
 
 
-class CountedGearbox(wiring.Component):
+class CountedGearbox(Parameterized, wiring.Component):
     """Regroups a tensor of known length from ``p``-word transfers into ``q``-word transfers.
 
     The general form of :class:`~rtl.optim.counted_width_converter.CountedWidthConverter`,
@@ -56,10 +56,16 @@ class CountedGearbox(wiring.Component):
     ``i.ready`` depends on ``o.ready`` (an input is taken while an output leaves).
     """
 
+    PARAMS = (
+        Param("input_width", int, 64, "input transfer width in bits", minimum=1, maximum=8192),
+        Param("output_width", int, 96, "output transfer width in bits", minimum=1, maximum=8192),
+        Param("word_width", int, 32, "element width in bits", minimum=1, maximum=64),
+    )
+
     def __init__(self, *, input_width=64, output_width=96, word_width=32):
-        self._word = check_int("word_width", word_width, 1, 64)
-        self._input_width = check_int("input_width", input_width, 1, 8192)
-        self._output_width = check_int("output_width", output_width, 1, 8192)
+        self._word = word_width
+        self._input_width = input_width
+        self._output_width = output_width
         for name, width in (("input_width", input_width), ("output_width", output_width)):
             if width % word_width:
                 raise ValueError(f"{name} must be a multiple of word_width={word_width}, not {width}")
@@ -120,10 +126,6 @@ register_block(
     "counted_gearbox", CountedGearbox, family="optim",
     summary="Beat <-> lane-vector gearbox for any two widths, trimming or padding the last transfer of a "
             "counted run.",
-    params=[
-        Param("input_width", int, 64, "input transfer width in bits", minimum=1, maximum=8192),
-        Param("output_width", int, 96, "output transfer width in bits", minimum=1, maximum=8192),
-        Param("word_width", int, 32, "element width in bits", minimum=1, maximum=64),
-    ],
+    golden=NO_GOLDEN("plumbing: the output bits are the input bits, regrouped"),
     drops=NO_DROPS,
 )

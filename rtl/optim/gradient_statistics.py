@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .updater_core import MAX_LANES, gradient_layout
 
 __all__ = ["GradientStatistics", "BUCKETS", "BUCKET_WIDTH", "COUNT_WIDTH", "ACCUMULATOR_WIDTH"]
@@ -24,7 +24,7 @@ _SEGMENT_WIDTHS = ([SEGMENT_WIDTH] * (ACCUMULATOR_WIDTH // SEGMENT_WIDTH - 1)
                    + [ACCUMULATOR_WIDTH - SEGMENT_WIDTH * (ACCUMULATOR_WIDTH // SEGMENT_WIDTH - 1)])
 
 
-class GradientStatistics(wiring.Component):
+class GradientStatistics(Parameterized, wiring.Component):
     """NaN count, Inf count and the exact sum of squares of binary32 gradient lanes.
 
     This is the statistics mode of the updater (Smart-Infinity Section IV-C: the NaN/Inf
@@ -83,10 +83,14 @@ class GradientStatistics(wiring.Component):
     meanwhile.
     """
 
+    PARAMS = (
+        Param("lanes", int, 1, "elements per transfer", minimum=1, maximum=MAX_LANES),
+    )
+
     throughput = 1
 
     def __init__(self, *, lanes=1):
-        self._lanes = check_int("lanes", lanes, 1, MAX_LANES)
+        self._lanes = lanes
         super().__init__({
             "i": In(stream.Signature(gradient_layout(lanes))),
             "clear": In(1),
@@ -260,6 +264,6 @@ class GradientStatistics(wiring.Component):
 register_block(
     "gradient_statistics", GradientStatistics, family="optim",
     summary="Statistics mode: NaN/Inf counts and the exact 586-bit Kulisch sum of squares of gradient lanes.",
-    params=[Param("lanes", int, 1, "elements per transfer", minimum=1, maximum=MAX_LANES)],
+    golden="golden.optim.host:reference_statistics",
     drops=NO_DROPS,
 )

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .chunk_sequencer import LENGTH_WIDTH, sequencer_command_layout
 from .dataflow import select
 
@@ -28,7 +28,7 @@ def _beat_streams(count, data_width):
     return wiring.Signature({f"t{k}": Out(stream.Signature(data_width)) for k in range(count)})
 
 
-class MemoryPort(wiring.Component):
+class MemoryPort(Parameterized, wiring.Component):
     """An AXI4 manager port carrying the reads of ``read_tensors`` and the writes of ``write_tensors``.
 
     One :class:`~rtl.bus.axi_burst_reader.AXIBurstReader` and one
@@ -92,20 +92,34 @@ class MemoryPort(wiring.Component):
         The first failing response code.
     """
 
+    PARAMS = (
+        Param("read_tensors", int, 4, "tensors read through the port", minimum=0, maximum=8),
+        Param("write_tensors", int, 4, "tensors written through the port", minimum=0, maximum=8),
+        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
+        Param("data_width", int, 512, "AXI data width in bits (power of two)", minimum=32, maximum=1024),
+        Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
+        Param("max_outstanding", int, 4, "bursts in flight per direction", minimum=2, maximum=64),
+        Param("read_buffer", int, 256, "read FIFO beats per tensor", minimum=2, maximum=65536),
+        Param("write_buffer", int, 256, "write FIFO beats per tensor", minimum=2, maximum=65536),
+        Param("queue_depth", int, 4, "queued commands per direction", minimum=2, maximum=64),
+        Param("write_gate", int, 0, "buffered beats that start a write (0: the whole command)", minimum=0,
+              maximum=65536),
+    )
+
     def __init__(self, *, read_tensors=1, write_tensors=1, address_width=64, data_width=512, max_burst=64,
                  max_outstanding=4, read_buffer=256, write_buffer=256, queue_depth=4, write_gate=0):
-        self._reads = check_int("read_tensors", read_tensors, 0, 8)
-        self._writes = check_int("write_tensors", write_tensors, 0, 8)
+        self._reads = read_tensors
+        self._writes = write_tensors
         if not read_tensors and not write_tensors:
             raise ValueError("read_tensors and write_tensors must not both be 0")
-        self._address_width = check_int("address_width", address_width, 12, 64)
-        self._data_width = check_int("data_width", data_width, 32, 1024)
-        self._max_burst = check_int("max_burst", max_burst, 1, 256)
-        self._max_outstanding = check_int("max_outstanding", max_outstanding, 2, 64)
-        self._read_buffer = check_int("read_buffer", read_buffer, 2, 65536)
-        self._write_buffer = check_int("write_buffer", write_buffer, 2, 65536)
-        self._queue_depth = check_int("queue_depth", queue_depth, 2, 64)
-        self._write_gate = check_int("write_gate", write_gate, 0, 65536)
+        self._address_width = address_width
+        self._data_width = data_width
+        self._max_burst = max_burst
+        self._max_outstanding = max_outstanding
+        self._read_buffer = read_buffer
+        self._write_buffer = write_buffer
+        self._queue_depth = queue_depth
+        self._write_gate = write_gate
         strobe = data_width // 8
         members = {
             "m_axi": Out(AXI4Signature(address_width=address_width, data_width=data_width)),
@@ -292,19 +306,7 @@ class MemoryPort(wiring.Component):
 register_block(
     "memory_port", MemoryPort, family="optim",
     summary="AXI4 port of the updater: read and write DMA shared by tensors in command order, strobed tails.",
-    params=[
-        Param("read_tensors", int, 4, "tensors read through the port", minimum=0, maximum=8),
-        Param("write_tensors", int, 4, "tensors written through the port", minimum=0, maximum=8),
-        Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
-        Param("data_width", int, 512, "AXI data width in bits (power of two)", minimum=32, maximum=1024),
-        Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
-        Param("max_outstanding", int, 4, "bursts in flight per direction", minimum=2, maximum=64),
-        Param("read_buffer", int, 256, "read FIFO beats per tensor", minimum=2, maximum=65536),
-        Param("write_buffer", int, 256, "write FIFO beats per tensor", minimum=2, maximum=65536),
-        Param("queue_depth", int, 4, "queued commands per direction", minimum=2, maximum=64),
-        Param("write_gate", int, 0, "buffered beats that start a write (0: the whole command)", minimum=0,
-              maximum=65536),
-    ],
+    golden="golden.optim.transfers:read_beats",
     drops={
         "read_error": "sticky: a read answered SLVERR/DECERR (its beats read as zero)",
         "write_error": ("sticky: a write answered SLVERR/DECERR; the writer then discards the data its "

@@ -7,8 +7,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.pipeline import DSP_TILE_PARAM, LUT_BITS_PARAM
-from ..fp.product import DEFAULT_TILE, MAX_TILE, MIN_TILE
-from ..registration import NO_DROPS, Param, check_bool, check_choice, check_int, register_block
+from ..fp.product import DEFAULT_TILE
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow
 from .optimizers import OPTIMIZERS, param_copy, widen_gradient
@@ -44,7 +44,7 @@ def gradient_layout(lanes):
     return data.StructLayout({"mask": lanes, "lanes": data.ArrayLayout(32, lanes)})
 
 
-class UpdaterCore(wiring.Component):
+class UpdaterCore(Parameterized, wiring.Component):
     """One optimizer step on ``lanes`` elements per cycle: Adam/AdamW, SGD or AdaGrad, bit-exact.
 
     Each lane is a pipeline of :mod:`rtl.fp` units in the operation order of the golden
@@ -106,14 +106,21 @@ class UpdaterCore(wiring.Component):
     flight. Throughput: one transfer per cycle while ``o.ready`` is high.
     """
 
+    PARAMS = (
+        Param("optimizer", str, "adam", "which optimizer", choices=tuple(OPTIMIZERS)),
+        Param("lanes", int, 1, "elements per transfer", minimum=1, maximum=MAX_LANES),
+        ARITHMETIC_PARAM,
+        *PRODUCT_PARAMS,
+    )
+
     throughput = 1
 
     def __init__(self, *, optimizer="adam", lanes=1, arithmetic=True, dsp_tile=DEFAULT_TILE, lut_bits=0):
-        self._spec = OPTIMIZERS[check_choice("optimizer", optimizer, tuple(OPTIMIZERS))]
-        self._lanes = check_int("lanes", lanes, 1, MAX_LANES)
-        self._arithmetic = check_bool("arithmetic", arithmetic)
-        self._products = {"dsp_tile": check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE),
-                          "lut_bits": check_int("lut_bits", lut_bits, 0, 24)}
+        self._spec = OPTIMIZERS[optimizer]
+        self._lanes = lanes
+        self._arithmetic = arithmetic
+        self._products = {"dsp_tile": dsp_tile,
+                          "lut_bits": lut_bits}
         members = {
             "i": In(stream.Signature(core_input_layout(optimizer, lanes))),
             "o": Out(stream.Signature(core_output_layout(optimizer, lanes))),
@@ -190,11 +197,6 @@ class UpdaterCore(wiring.Component):
 register_block(
     "updater_core", UpdaterCore, family="optim",
     summary="Lane-parallel bit-exact Adam/AdamW, SGD or AdaGrad element datapath, II = 1, credit FIFO.",
-    params=[
-        Param("optimizer", str, "adam", "which optimizer", choices=tuple(OPTIMIZERS)),
-        Param("lanes", int, 1, "elements per transfer", minimum=1, maximum=MAX_LANES),
-        ARITHMETIC_PARAM,
-        *PRODUCT_PARAMS,
-    ],
+    golden="golden.optim.host:reference_update",
     drops=NO_DROPS,
 )

@@ -14,8 +14,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature
 from ..bus.axi_lite_control import AXILiteControl
-from ..fp.product import DEFAULT_TILE, MAX_TILE, MIN_TILE
-from ..registration import Param, check_bool, check_choice, check_int, register_block
+from ..fp.product import DEFAULT_TILE
+from ..registration import Param, Parameterized, check_int, register_block
 from .gradient_statistics import GradientStatistics
 from .optimizers import OPTIMIZERS
 from .updater_control import (
@@ -86,7 +86,22 @@ class GradientSource:
     error_flags: Value = dataclasses.field(default_factory=lambda: Const(0, 32))
 
 
-class UpdaterKernel(wiring.Component):
+# The parameters of a registered kernel: all but the optimizer, which each kernel class fixes.
+_KERNEL_PARAMS = (
+    # A small default keeps `make lint` quick; the main job and the benchmarks set 16.
+    Param("lanes", int, 1, "elements per cycle", minimum=1, maximum=32),
+    Param("data_width", int, 512, "AXI data width in bits (power of two)", minimum=64, maximum=1024),
+    Param("ports", str, "shared", "one AXI4 master for all tensors, or one per tensor", choices=PORT_MODES),
+    Param("chunk_elements", int, 1024, "elements per chunk (common multiple of lanes and data_width/16)",
+          minimum=1, maximum=1 << 20),
+    Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
+    Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
+    ARITHMETIC_PARAM,
+    *PRODUCT_PARAMS,
+)
+
+
+class UpdaterKernel(Parameterized, wiring.Component):
     """A Vitis-style RTL kernel that runs one optimizer step over tensors in device memory.
 
     **Flow.** The host writes buffer addresses, the element count ``n``, the step's host
@@ -172,28 +187,31 @@ class UpdaterKernel(wiring.Component):
         Memory ports.
     """
 
+    PARAMS = (Param("optimizer", str, "adam", "the optimizer step", choices=tuple(OPTIMIZERS)),
+              *_KERNEL_PARAMS)
+
     #: Tensors read from memory for the gradient (none when a subclass supplies it otherwise).
     GRADIENT_TENSORS = ("grad",)
 
     def __init__(self, *, optimizer="adam", lanes=1, data_width=512, ports="shared", chunk_elements=1024,
                  max_burst=64, max_outstanding=4, arithmetic=True, dsp_tile=DEFAULT_TILE,
                  lut_bits=0):
-        self._spec = OPTIMIZERS[check_choice("optimizer", optimizer, tuple(OPTIMIZERS))]
-        self._lanes = check_int("lanes", lanes, 1, 32)
-        self._data_width = check_int("data_width", data_width, 64, 1024)
+        self._spec = OPTIMIZERS[optimizer]
+        self._lanes = lanes
+        self._data_width = data_width
         if data_width & (data_width - 1):
             raise ValueError(f"data_width must be a power of two, not {data_width}")
-        self._ports = check_choice("ports", ports, PORT_MODES)
+        self._ports = ports
         granule = math.lcm(lanes, data_width // 16)
         self._chunk = check_int("chunk_elements", chunk_elements, granule, 1 << 20)
         if chunk_elements % granule:
             raise ValueError(f"chunk_elements must be a multiple of {granule} (lanes and 16-bit elements "
                              f"per beat), not {chunk_elements}")
-        self._max_burst = check_int("max_burst", max_burst, 1, 256)
-        self._max_outstanding = check_int("max_outstanding", max_outstanding, 2, 64)
-        self._arithmetic = check_bool("arithmetic", arithmetic)
-        self._products = {"dsp_tile": check_int("dsp_tile", dsp_tile, MIN_TILE, MAX_TILE),
-                          "lut_bits": check_int("lut_bits", lut_bits, 0, 24)}
+        self._max_burst = max_burst
+        self._max_outstanding = max_outstanding
+        self._arithmetic = arithmetic
+        self._products = {"dsp_tile": dsp_tile,
+                          "lut_bits": lut_bits}
         self.parameters = {"lanes": lanes, "data_width": data_width, "ports": ports,
                            "chunk_elements": chunk_elements, "max_burst": max_burst,
                            "max_outstanding": max_outstanding, "arithmetic": arithmetic, **self._products}
@@ -316,6 +334,8 @@ class UpdaterKernel(wiring.Component):
 
 def _kernel(optimizer):
     class Kernel(UpdaterKernel):
+        PARAMS = _KERNEL_PARAMS
+
         def __init__(self, **params):
             super().__init__(optimizer=optimizer, **params)
     return Kernel
@@ -333,21 +353,9 @@ class AdagradUpdater(_kernel("adagrad")):
     """The AdaGrad :class:`UpdaterKernel` (``optimizer="adagrad"``)."""
 
 
-_KERNEL_PARAMS = [
-    # A small default keeps `make lint` quick; the main job and the benchmarks set 16.
-    Param("lanes", int, 1, "elements per cycle", minimum=1, maximum=32),
-    Param("data_width", int, 512, "AXI data width in bits (power of two)", minimum=64, maximum=1024),
-    Param("ports", str, "shared", "one AXI4 master for all tensors, or one per tensor", choices=PORT_MODES),
-    Param("chunk_elements", int, 1024, "elements per chunk (common multiple of lanes and data_width/16)",
-          minimum=1, maximum=1 << 20),
-    Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
-    Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
-    ARITHMETIC_PARAM,
-    *PRODUCT_PARAMS,
-]
 for _name, _cls, _what in (("adam_updater", AdamUpdater, "Adam/AdamW"), ("sgd_updater", SGDUpdater, "SGD"),
                            ("adagrad_updater", AdagradUpdater, "AdaGrad")):
-    register_block(_name, _cls, family="optim", params=_KERNEL_PARAMS,
+    register_block(_name, _cls, family="optim", golden="golden.optim.host:reference_update",
                    summary=f"{_what} updater kernel: AXI4 DMA, AXI4-Lite ap_ctrl_hs, chunked, bit-exact.",
                    drops={"s_axi_control": ("the error register (bits 0/1: a read/write answered "
                                             "SLVERR/DECERR, after which the run's remaining writes are "

@@ -5,12 +5,12 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, Resp
-from ..registration import Param, check_int, register_block
+from ..registration import NO_GOLDEN, Param, Parameterized, register_block
 
 __all__ = ["AXILiteDecoder"]
 
 
-class AXILiteDecoder(wiring.Component):
+class AXILiteDecoder(Parameterized, wiring.Component):
     """Routes AXI4-Lite transactions to ``ports`` subordinates of ``2**address_width`` bytes each.
 
     Subordinate *i* answers addresses ``i << address_width`` to ``((i + 1) << address_width) - 1``
@@ -32,9 +32,14 @@ class AXILiteDecoder(wiring.Component):
     m<i>_axi : Out(AXI4LiteSignature(address_width, 32))
     """
 
+    PARAMS = (
+        Param("ports", int, 4, "subordinate ports", minimum=1, maximum=64),
+        Param("address_width", int, 12, "byte address width per port", minimum=4, maximum=24),
+    )
+
     def __init__(self, *, ports=4, address_width=12):
-        self._ports = check_int("ports", ports, 1, 64)
-        self._address_width = check_int("address_width", address_width, 4, 24)
+        self._ports = ports
+        self._address_width = address_width
         self._select_bits = max(1, (ports - 1).bit_length())
         host_width = address_width + self._select_bits
         members = {"s_axi": In(AXI4LiteSignature(address_width=host_width, data_width=32))}
@@ -120,10 +125,7 @@ class AXILiteDecoder(wiring.Component):
 register_block(
     "runtime_axi_lite_decoder", AXILiteDecoder, family="runtime",
     summary="AXI4-Lite 1-to-N decoder by high address bits (the cluster's per-node control registers).",
-    params=[
-        Param("ports", int, 4, "subordinate ports", minimum=1, maximum=64),
-        Param("address_width", int, 12, "byte address width per port", minimum=4, maximum=24),
-    ],
+    golden=NO_GOLDEN("plumbing: AXI4-Lite address decoding"),
     drops={"s_axi": "an access to an address no port answers (ports not a power of two): the write is "
                      "discarded and the read returns 0, each answered DECERR on bresp / rresp"},
 )

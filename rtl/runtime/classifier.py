@@ -5,7 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import KERNEL_IDS, Packet, PacketType, checksum
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, check_int, register_block
 from .common import ConfigSignature
 
 __all__ = ["TaskClassifier", "CLASSIFIER_DROPS", "DEFAULT_KERNELS", "check_kernels"]
@@ -22,7 +22,7 @@ def check_kernels(kernels):
     return kernels
 
 
-class TaskClassifier(wiring.Component):
+class TaskClassifier(Parameterized, wiring.Component):
     """Checks the packet at the head of each receive queue and routes it to its handler.
 
     The three receive queues are the network's virtual channels (task, RDMA, data). Each
@@ -57,6 +57,11 @@ class TaskClassifier(wiring.Component):
     -----
     Latency: 1 cycle. Throughput: one packet per cycle in total, as the link's.
     """
+
+    PARAMS = (
+        Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids (Table 4.1)",
+                  minimum=0, maximum=127),
+    )
 
     def __init__(self, *, kernels=DEFAULT_KERNELS):
         self._kernels = check_kernels(kernels)
@@ -118,7 +123,6 @@ class TaskClassifier(wiring.Component):
 register_block(
     "runtime_classifier", TaskClassifier, family="runtime",
     summary="FCsN task classifier: checks and routes receive-queue heads to the task/RDMA/data handlers.",
-    params=[Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids (Table 4.1)",
-                  minimum=0, maximum=127)],
+    golden="golden.runtime.protocol:classify",
     drops={"dropped": "packets dropped, bit per reason (CLASSIFIER_DROPS: check, type, node, task_id)"},
 )

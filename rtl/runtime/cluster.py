@@ -8,7 +8,7 @@ from ..bus.axi import AXI4LiteSignature
 from ..lib.counters import COUNTER_BITS, count_saturating, saturating_counter
 from ..net.packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
 from ..net.switch import SWITCH_NODES, Switch
-from ..registration import Param, check_bool, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .axi_lite_decoder import AXILiteDecoder
 from .node_kernels import (
     KERNEL_COUNTERS,
@@ -38,7 +38,7 @@ def host_read_layout():
     return data.StructLayout({"node": NODE_BITS, "address": ROW_BITS})
 
 
-class Cluster(wiring.Component):
+class Cluster(Parameterized, wiring.Component):
     """``nodes`` runtime nodes on one switch, each with its data memory and kernels, in one design.
 
     Node *i* is a :class:`~rtl.runtime.runtime_node.RuntimeNode` whose network link is port *i*
@@ -100,17 +100,29 @@ class Cluster(wiring.Component):
         The switch's sticky per-port overflow flags (a node ignored its send credits).
     """
 
+    PARAMS = (
+        Param("nodes", int, 2, "nodes", choices=SWITCH_NODES),
+        Param("lines", int, 256, "data memory lines and output rows per node", minimum=4, maximum=1 << 24),
+        Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
+        Param("spawn_depth", int, 64, "Spawn_MEM entries per node", minimum=2, maximum=65536),
+        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        Param("queue_depth", int, 8, "runtime queue entries", minimum=2, maximum=1024),
+        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+        Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6) to every node"),
+    )
+
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
                  switch_depth=4, aggregation=True):
-        self._nodes = check_choice("nodes", nodes, SWITCH_NODES)
-        self._lines = check_int("lines", lines, 4, 1 << ROW_BITS)  # the kernels' minimum
-        self._features = check_int("features", features, 1, LINE_BITS // 32)
-        self._spawn_depth = check_int("spawn_depth", spawn_depth, 2, 65536)
-        self._ranges = check_int("ranges", ranges, 2, 1024)
-        self._block = check_int("block", block, 1, 255)
-        self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
-        self._switch_depth = check_int("switch_depth", switch_depth, 2, 1024)
-        self._aggregation = check_bool("aggregation", aggregation)
+        self._nodes = nodes
+        self._lines = lines  # the kernels' minimum
+        self._features = features
+        self._spawn_depth = spawn_depth
+        self._ranges = ranges
+        self._block = block
+        self._queue_depth = queue_depth
+        self._switch_depth = switch_depth
+        self._aggregation = aggregation
         if -(-lines // block) > ranges:
             raise ValueError(f"ranges must cover lines / block = {-(-lines // block)}, not {ranges}")
         self._select_bits = max(1, (nodes - 1).bit_length())
@@ -243,17 +255,7 @@ class Cluster(wiring.Component):
 register_block(
     "runtime_cluster", Cluster, family="runtime",
     summary="Simulated FCsN cluster: N runtime nodes with data memories and kernels on one RTL switch.",
-    params=[
-        Param("nodes", int, 2, "nodes", choices=SWITCH_NODES),
-        Param("lines", int, 256, "data memory lines and output rows per node", minimum=4, maximum=1 << 24),
-        Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
-        Param("spawn_depth", int, 64, "Spawn_MEM entries per node", minimum=2, maximum=65536),
-        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
-        Param("queue_depth", int, 8, "runtime queue entries", minimum=2, maximum=1024),
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
-        Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6) to every node"),
-    ],
+    golden="golden.runtime.protocol:Cluster",
     drops={"s_axi_control": "every node's drop counters (runtime_node's), over AXI4-Lite",
            "switch_dropped": "flits the switch dropped as unroutable",
            "switch_overflow": "per port, sticky: a flit lost to a full switch input buffer",

@@ -5,13 +5,13 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import RANGE_BITS, MemWrite, Packet
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .common import ConfigSignature, range_lines
 
 __all__ = ["DataHandler"]
 
 
-class DataHandler(wiring.Component):
+class DataHandler(Parameterized, wiring.Component):
     """Writes each expected data line to the local data memory; the range's last line makes it present.
 
     A data packet is expected when the RDMA detector has requested its range and the range
@@ -47,8 +47,12 @@ class DataHandler(wiring.Component):
     cycles later. Throughput: one packet per cycle.
     """
 
+    PARAMS = (
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+    )
+
     def __init__(self, *, block=20):
-        self._block = check_int("block", block, 1, 255)
+        self._block = block
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),
@@ -88,6 +92,6 @@ class DataHandler(wiring.Component):
 register_block(
     "runtime_data_handler", DataHandler, family="runtime",
     summary="FCsN data handler: stores expected RDMA data lines, reports a range complete, drops the rest.",
-    params=[Param("block", int, 20, "lines per data range", minimum=1, maximum=255)],
+    golden="golden.runtime.protocol:serve",
     drops={"dropped": "data packets nobody asked for (range not outstanding, line outside it, wrong last)"},
 )

@@ -5,14 +5,14 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import LINE_BITS, Packet, PacketType, sealed
-from ..registration import NO_DROPS, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 from .common import ConfigSignature
 from .rdma_responder import read_layout
 
 __all__ = ["DataPackager"]
 
 
-class DataPackager(wiring.Component):
+class DataPackager(Parameterized, wiring.Component):
     """Pairs each line from the memory controller with its data-read-queue entry and seals a data packet.
 
     The packet goes to the entry's requester: ``DATA``, the request's kernel id, ``dst`` the
@@ -69,5 +69,5 @@ class DataPackager(wiring.Component):
 register_block(
     "runtime_data_packager", DataPackager, family="runtime",
     summary="FCsN data packager: one sealed data packet per line read for an RDMA request.",
-    drops=NO_DROPS,
+    golden="golden.runtime.packet:encode", drops=NO_DROPS,
 )

@@ -9,7 +9,7 @@ from ..aggregate.aggregation_pipeline import AggregationPipeline, Mode
 from ..aggregate.packet import TASK_AGGREGATION, packet_layout
 from ..lib.counters import COUNTER_BITS, count_saturating
 from ..net.packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
-from ..registration import Param, check_bool, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 
 __all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout", "read_answer_layout",
            "KERNEL_COUNTERS"]
@@ -36,7 +36,7 @@ def read_answer_layout():
     return data.StructLayout({"data": LINE_BITS, "error": 1})
 
 
-class NodeKernels(wiring.Component):
+class NodeKernels(Parameterized, wiring.Component):
     """A node's compute units for the runtime's tasks, and its output memory.
 
     With ``B`` = line ``col`` of the node's data memory and ``OUT`` this block's memory of
@@ -97,10 +97,16 @@ class NodeKernels(wiring.Component):
         their bank. Both saturate at 2**32 - 1; reset zeroes them.
     """
 
+    PARAMS = (
+        Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
+        Param("rows", int, 256, "output memory lines", minimum=4, maximum=1 << 24),
+        Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6)"),
+    )
+
     def __init__(self, *, features=4, rows=256, aggregation=True):
-        self._features = check_int("features", features, 1, LINE_BITS // 32)
-        self._rows = check_int("rows", rows, 4, 1 << ROW_BITS)
-        self._aggregation = check_bool("aggregation", aggregation)
+        self._features = features
+        self._rows = rows
+        self._aggregation = aggregation
         self._id_bits = max(2, (rows - 1).bit_length())
         super().__init__({
             "task": In(stream.Signature(Packet)),
@@ -288,11 +294,7 @@ register_block(
     "runtime_node_kernels", NodeKernels, family="runtime",
     summary="Kernels for the runtime cluster: float32 aggregation (6) on the aggregation pipeline, "
             "integer sparse x dense (2) and ReLU (5) one item at a time, with an output memory.",
-    params=[
-        Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
-        Param("rows", int, 256, "output memory lines", minimum=4, maximum=1 << 24),
-        Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6)"),
-    ],
+    golden="golden.runtime.kernels:execute",
     drops={"range_errors": "task slots (row, or column for kernels 2 and 6), host writes, host reads "
                            "and B lines past rows: skipped or refused, reads answered with error",
            "bank_errors": "aggregation slots whose row is outside their bank (row mod 4 != slot)"},

@@ -7,12 +7,12 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.counters import COUNTER_BITS, count_saturating
 from ..net.packet import LINE_BITS, ROW_BITS, MemWrite
-from ..registration import Param, check_int, register_block
+from ..registration import NO_GOLDEN, Param, Parameterized, register_block
 
 __all__ = ["NodeMemory"]
 
 
-class NodeMemory(wiring.Component):
+class NodeMemory(Parameterized, wiring.Component):
     """The local data memory behind a runtime node: one 448-bit line per global line address.
 
     It spans the whole global data space, so that lines fetched by RDMA land at their own
@@ -50,8 +50,12 @@ class NodeMemory(wiring.Component):
     A write is visible to reads issued in the next cycle. Latency: 1 cycle on both read ports.
     """
 
+    PARAMS = (
+        Param("lines", int, 256, "lines held (global line addresses)", minimum=2, maximum=1 << 24),
+    )
+
     def __init__(self, *, lines=256):
-        self._lines = check_int("lines", lines, 2, 1 << ROW_BITS)
+        self._lines = lines
         super().__init__({
             "wr": In(stream.Signature(MemWrite, always_ready=True)),
             "load": In(stream.Signature(MemWrite)),
@@ -115,6 +119,6 @@ class NodeMemory(wiring.Component):
 register_block(
     "runtime_node_memory", NodeMemory, family="runtime",
     summary="A runtime node's local data memory: handler and host writes, RDMA and kernel read ports.",
-    params=[Param("lines", int, 256, "lines held (global line addresses)", minimum=2, maximum=1 << 24)],
+    golden=NO_GOLDEN("plumbing: a line memory, a read returns the last write"),
     drops={"range_errors": "writes (wr or load) at or past lines, ignored; RDMA reads there, answered 0"},
 )

@@ -6,13 +6,13 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.streams import Queue
 from ..net.packet import RANGE_BITS, Packet, PacketType, range_owner, sealed
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .common import ConfigSignature, range_lines
 
 __all__ = ["RDMADetector"]
 
 
-class RDMADetector(wiring.Component):
+class RDMADetector(Parameterized, wiring.Component):
     """Issues tasks whose data range is here, freezes the others and requests their range once.
 
     A task's range is *ready* when this node owns it or has fetched it (``present``). A ready
@@ -65,11 +65,18 @@ class RDMADetector(wiring.Component):
     Throughput: one task per cycle.
     """
 
+    PARAMS = (
+        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        Param("freeze_depth", int, 16, "freeze queue entries", minimum=2, maximum=4096),
+        Param("pending_depth", int, 16, "pending queue entries", minimum=2, maximum=4096),
+    )
+
     def __init__(self, *, ranges=64, block=20, freeze_depth=16, pending_depth=16):
-        self._ranges = check_int("ranges", ranges, 2, 1 << RANGE_BITS)
-        self._block = check_int("block", block, 1, 255)
-        self._freeze_depth = check_int("freeze_depth", freeze_depth, 2, 4096)
-        self._pending_depth = check_int("pending_depth", pending_depth, 2, 4096)
+        self._ranges = ranges
+        self._block = block
+        self._freeze_depth = freeze_depth
+        self._pending_depth = pending_depth
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),
@@ -172,11 +179,6 @@ class RDMADetector(wiring.Component):
 register_block(
     "runtime_rdma_detector", RDMADetector, family="runtime",
     summary="FCsN RDMA detector: freeze and pending queues, one RDMA request per missing data range.",
-    params=[
-        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
-        Param("freeze_depth", int, 16, "freeze queue entries", minimum=2, maximum=4096),
-        Param("pending_depth", int, 16, "pending queue entries", minimum=2, maximum=4096),
-    ],
+    golden="golden.runtime.protocol:detect_request",
     drops=NO_DROPS,
 )

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.streams import Queue
 from ..net.packet import NODE_BITS, RANGE_BITS, ROW_BITS, Packet, TaskId, range_owner
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .common import ConfigSignature, range_lines
 
 __all__ = ["RDMAResponder", "read_layout"]
@@ -18,7 +18,7 @@ def read_layout():
                               "task_id": TaskId})
 
 
-class RDMAResponder(wiring.Component):
+class RDMAResponder(Parameterized, wiring.Component):
     """Serves an RDMA request from local memory: one read command and one read-queue entry per line.
 
     A request is served when its range is below ``config.ranges``, owned by this node, and its
@@ -57,9 +57,14 @@ class RDMAResponder(wiring.Component):
     one line per cycle, back to back across requests.
     """
 
+    PARAMS = (
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        Param("read_depth", int, 16, "data read queue entries", minimum=2, maximum=4096),
+    )
+
     def __init__(self, *, block=20, read_depth=16):
-        self._block = check_int("block", block, 1, 255)
-        self._read_depth = check_int("read_depth", read_depth, 2, 4096)
+        self._block = block
+        self._read_depth = read_depth
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),
@@ -128,9 +133,6 @@ class RDMAResponder(wiring.Component):
 register_block(
     "runtime_rdma_responder", RDMAResponder, family="runtime",
     summary="FCsN RDMA responder: range check, one local-memory read and data-read-queue entry per line.",
-    params=[
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
-        Param("read_depth", int, 16, "data read queue entries", minimum=2, maximum=4096),
-    ],
+    golden="golden.runtime.protocol:serve",
     drops={"dropped": "RDMA requests for a range not here, past ranges, or lines outside it"},
 )

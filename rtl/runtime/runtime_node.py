@@ -10,7 +10,7 @@ from ..lib.counters import COUNTER_BITS, pulse_count, saturating_counter
 from ..lib.streams import merge
 from ..net.net_interface import NetInterface
 from ..net.packet import LINE_BITS, ROW_BITS, Flit, MemWrite, Packet, SpawnWrite, TaskId
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .classifier import CLASSIFIER_DROPS, DEFAULT_KERNELS, TaskClassifier, check_kernels
 from .common import ConfigSignature
 from .data_handler import DataHandler
@@ -51,7 +51,7 @@ def _drive_config(m, config, target):
         m.d.comb += getattr(target, name).eq(getattr(config, name))
 
 
-class RuntimeNode(wiring.Component):
+class RuntimeNode(Parameterized, wiring.Component):
     """The hardware runtime of one node: from the network and the spawner to the kernel, and back.
 
     Data path (Figure 4-5 of the seed): ``net_in`` -> receive queues (one per virtual channel)
@@ -118,15 +118,26 @@ class RuntimeNode(wiring.Component):
     ``net_in`` to ``kernel_task`` for a ready task: see ``docs/runtime.md``.
     """
 
+    PARAMS = (
+        Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
+        Param("spawn_depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
+        Param("queue_depth", int, 8, "entries of every queue", minimum=2, maximum=1024),
+        Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
+        Param("counter_bits", int, COUNTER_BITS, "width of each event counter (they saturate)",
+              minimum=1, maximum=COUNTER_BITS),
+    )
+
     def __init__(self, *, kernels=DEFAULT_KERNELS, block=20, ranges=64, spawn_depth=64, queue_depth=8,
                  tx_credits=8, counter_bits=COUNTER_BITS):
         self._kernels = check_kernels(kernels)
-        self._block = check_int("block", block, 1, 255)
-        self._ranges = check_int("ranges", ranges, 2, 1024)
-        self._spawn_depth = check_int("spawn_depth", spawn_depth, 2, 65536)
-        self._queue_depth = check_int("queue_depth", queue_depth, 2, 1024)
-        self._tx_credits = check_int("tx_credits", tx_credits, 1, 1024)
-        self._counter_bits = check_int("counter_bits", counter_bits, 1, COUNTER_BITS)
+        self._block = block
+        self._ranges = ranges
+        self._spawn_depth = spawn_depth
+        self._queue_depth = queue_depth
+        self._tx_credits = tx_credits
+        self._counter_bits = counter_bits
         self._spawn_bits = max(1, (spawn_depth - 1).bit_length())
         super().__init__({
             "net_in": In(stream.Signature(Flit)),
@@ -281,16 +292,7 @@ register_block(
     "runtime_node", RuntimeNode, family="runtime",
     summary="FCsN hardware runtime node: classifier, task/RDMA/data handlers, spawner, queues, "
             "AXI4-Lite control.",
-    params=[
-        Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
-        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
-        Param("spawn_depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
-        Param("queue_depth", int, 8, "entries of every queue", minimum=2, maximum=1024),
-        Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
-        Param("counter_bits", int, COUNTER_BITS, "width of each event counter (they saturate)",
-              minimum=1, maximum=COUNTER_BITS),
-    ],
+    golden="golden.runtime.protocol:Cluster",
     drops={"s_axi_control": "status counters drop_check, drop_type, drop_node, drop_task_id, "
                              "drop_task_mask, drop_task_range, drop_task_row, drop_task_col, drop_misrouted, "
                              "drop_rdma_range, drop_data_unsolicited, overflow, start_rejected"},

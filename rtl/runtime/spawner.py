@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import PACKET_BITS, Packet, PacketType, SpawnWrite, TaskId, range_owner
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .classifier import DEFAULT_KERNELS, check_kernels
 from .common import ConfigSignature
 
@@ -19,7 +19,7 @@ def start_layout(depth):
     return data.StructLayout({"task_id": TaskId, "first": bits, "count": bits + 1})
 
 
-class TaskSpawner(wiring.Component):
+class TaskSpawner(Parameterized, wiring.Component):
     """Generates the tasks of ``Kernel_start(task_id, argv)`` from ``Spawn_MEM``, one per cycle.
 
     The host fills Spawn_MEM through ``load`` with packet images (``Board_MEM_init`` with the
@@ -63,8 +63,13 @@ class TaskSpawner(wiring.Component):
     Latency: the first task is on ``o`` 2 cycles after the start. Throughput: one task per cycle.
     """
 
+    PARAMS = (
+        Param("depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
+        Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
+    )
+
     def __init__(self, *, depth=64, kernels=DEFAULT_KERNELS):
-        self._depth = check_int("depth", depth, 2, 65536)
+        self._depth = depth
         self._kernels = check_kernels(kernels)
         self._address_bits = max(1, (depth - 1).bit_length())
         super().__init__({
@@ -149,9 +154,6 @@ class TaskSpawner(wiring.Component):
 register_block(
     "runtime_spawner", TaskSpawner, family="runtime",
     summary="FCsN task spawner: Kernel_start(task_id, first, count) streams tasks out of Spawn_MEM.",
-    params=[
-        Param("depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
-        Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
-    ],
+    golden="golden.runtime.protocol:spawn",
     drops={"error": "Kernel_start commands naming a kernel id that is not attached (nothing spawned)"},
 )

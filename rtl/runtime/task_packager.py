@@ -5,12 +5,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import Packet, sealed
-from ..registration import NO_DROPS, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 
 __all__ = ["TaskPackager"]
 
 
-class TaskPackager(wiring.Component):
+class TaskPackager(Parameterized, wiring.Component):
     """Wraps a split-off task for the network: sets its ``check`` byte (the XOR of the 64 bytes is 0).
 
     Attributes
@@ -41,5 +41,5 @@ class TaskPackager(wiring.Component):
 register_block(
     "runtime_task_packager", TaskPackager, family="runtime",
     summary="FCsN task packager: seals split-off tasks (check byte) for the send queue.",
-    drops=NO_DROPS,
+    golden="golden.runtime.packet:encode", drops=NO_DROPS,
 )

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.streams import any_of_chain
 from ..net.packet import ITEMS, NODE_BITS, Packet, home_owner
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .common import ConfigSignature, range_lines
 
 __all__ = ["TaskResponder", "RESPONDER_DROPS", "responded_layout"]
@@ -23,7 +23,7 @@ def responded_layout():
     })
 
 
-class TaskResponder(wiring.Component):
+class TaskResponder(Parameterized, wiring.Component):
     """Checks a task's integrity and decides which of its slots are local, remote or both.
 
     Tasks come from the spawner of this node and from the network (the classifier), in two
@@ -58,8 +58,12 @@ class TaskResponder(wiring.Component):
     Latency: 1 cycle. Throughput: one task per cycle in each lane.
     """
 
+    PARAMS = (
+        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+    )
+
     def __init__(self, *, block=20):
-        self._block = check_int("block", block, 1, 255)
+        self._block = block
         super().__init__({
             "config": In(ConfigSignature()),
             "spawned": In(stream.Signature(Packet)),
@@ -124,7 +128,7 @@ class TaskResponder(wiring.Component):
 register_block(
     "runtime_task_responder", TaskResponder, family="runtime",
     summary="FCsN task responder: task integrity and range checks, local/remote slot decision.",
-    params=[Param("block", int, 20, "lines per data range", minimum=1, maximum=255)],
+    golden="golden.runtime.protocol:respond",
     drops={"dropped": "spawned tasks dropped, bit per reason (RESPONDER_DROPS)",
            "dropped_network": "network tasks dropped, bit per reason (RESPONDER_DROPS)"},
 )

@@ -5,7 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import ITEMS, NODE_BITS, Packet, range_owner
-from ..registration import NO_DROPS, register_block
+from ..registration import NO_DROPS, Parameterized, register_block
 from .common import ConfigSignature
 from .task_responder import responded_layout
 
@@ -21,7 +21,7 @@ def _masked(m, source, target, mask):
         m.d.comb += task_out.items[slot].eq(Mux(mask[slot], task_in.items[slot].as_value(), 0))
 
 
-class TaskSplitter(wiring.Component):
+class TaskSplitter(Parameterized, wiring.Component):
     """Splits a checked task: the local slots become one kernel-bound task, the rest one packet per owner.
 
     The kernel-bound task keeps the header except ``dst`` (this node), ``remote`` (the range is
@@ -128,5 +128,5 @@ class TaskSplitter(wiring.Component):
 register_block(
     "runtime_task_splitter", TaskSplitter, family="runtime",
     summary="FCsN task splitter: local slots to the RDMA detector, remote slots grouped per owner node.",
-    drops=NO_DROPS,
+    golden="golden.runtime.protocol:split", drops=NO_DROPS,
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_bool, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .block_fp_core import BlockFloatCore
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS
@@ -15,7 +15,15 @@ from .os_pe import MAX_SLOTS
 __all__ = ["BlockFloatArray", "block_format_params"]
 
 
-class BlockFloatArray(wiring.Component):
+def block_format_params(*, block):
+    """The registry parameters of a block floating point format: ``block`` (default given) and
+    ``mantissa_bits``."""
+    return [Param("block", int, block, "elements per shared exponent along K (k)", minimum=1,
+                  maximum=MAX_BLOCK),
+            Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=MAX_MANTISSA_BITS)]
+
+
+class BlockFloatArray(Parameterized, wiring.Component):
     """``C = A B (+ D)``, A and B in block floating point along K, as :func:`golden.systolic.block_fp_gemm`.
 
     Operands arrive encoded (:func:`golden.systolic.to_block_fp` along K, e.g. from
@@ -96,17 +104,22 @@ class BlockFloatArray(wiring.Component):
     cols - 2`` cycles after the first ``a`` transfer.
     """
 
+    PARAMS = (
+        Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
+        Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
+        *block_format_params(block=8),
+        Param("slots", int, 1, "outputs per PE (T)", minimum=1, maximum=MAX_SLOTS),
+        Param("accumulate", bool, False, "add an initial accumulator D (binary32)"),
+        Param("max_blocks", int, 256, "largest block count per command", minimum=1, maximum=1 << 20),
+        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
+    )
+
     def __init__(self, *, rows=2, cols=2, block=8, mantissa_bits=8, slots=1, accumulate=False, max_blocks=256,
                  max_tiles=4096):
         # Every parameter is checked before any sub-component exists (a half-built one would warn).
-        check_int("rows", rows, 1, MAX_DIMENSION)
-        check_int("cols", cols, 1, MAX_DIMENSION)
-        self._block = check_int("block", block, 1, MAX_BLOCK)
-        check_int("mantissa_bits", mantissa_bits, 2, MAX_MANTISSA_BITS)
-        check_int("slots", slots, 1, MAX_SLOTS)
-        self._accumulate = check_bool("accumulate", accumulate)
-        self._max_blocks = check_int("max_blocks", max_blocks, 1, 1 << 20)
-        check_int("max_tiles", max_tiles, 1, 1 << 24)
+        self._block = block
+        self._accumulate = accumulate
+        self._max_blocks = max_blocks
         core = BlockFloatCore(rows=rows, cols=cols, block=block, mantissa_bits=mantissa_bits, slots=slots,
                               accumulate=accumulate)
         self._array = OutputStationaryArray(rows=rows, cols=cols, slots=slots, accumulate=accumulate,
@@ -148,27 +161,12 @@ class BlockFloatArray(wiring.Component):
         return m
 
 
-def block_format_params(*, block):
-    """The registry parameters of a block floating point format: ``block`` (default given) and
-    ``mantissa_bits``."""
-    return [Param("block", int, block, "elements per shared exponent along K (k)", minimum=1,
-                  maximum=MAX_BLOCK),
-            Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=MAX_MANTISSA_BITS)]
-
 
 register_block(
     "block_fp_array", BlockFloatArray, family="systolic",
     summary="Block floating point (Block16) systolic array: integer mantissa MACs, f32 block "
             "accumulation (+ D).",
-    params=[
-        Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
-        Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
-        *block_format_params(block=8),
-        Param("slots", int, 1, "outputs per PE (T)", minimum=1, maximum=MAX_SLOTS),
-        Param("accumulate", bool, False, "add an initial accumulator D (binary32)"),
-        Param("max_blocks", int, 256, "largest block count per command", minimum=1, maximum=1 << 20),
-        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
-    ],
+    golden="golden.systolic.block_fp:block_fp_gemm",
     drops={
         "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
                       " sticky: the next accepted command clears it"),

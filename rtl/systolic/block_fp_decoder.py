@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .block_fp_encoder import MAX_BLOCK, encoded_layout
 
 __all__ = ["BlockFloatDecoder"]
@@ -14,7 +14,7 @@ _BIAS = 127
 _MIN_SHARED, _MAX_SHARED = -126, 127
 
 
-class BlockFloatDecoder(wiring.Component):
+class BlockFloatDecoder(Parameterized, wiring.Component):
     """Decode block floating point to binary32, as :func:`golden.systolic.from_block_fp`.
 
     Each element is ``mantissa * 2^scale`` with ``scale = exponent - (mantissa_bits - 2)``, which is
@@ -51,9 +51,14 @@ class BlockFloatDecoder(wiring.Component):
     follows ``o.ready`` combinationally and ``o.valid`` never waits for ``o.ready``.
     """
 
+    PARAMS = (
+        Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
+        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24),
+    )
+
     def __init__(self, *, block=8, mantissa_bits=8):
-        self._block = check_int("block", block, 1, MAX_BLOCK)
-        self._mantissa_bits = check_int("mantissa_bits", mantissa_bits, 2, 24)
+        self._block = block
+        self._mantissa_bits = mantissa_bits
         super().__init__({
             "i": In(stream.Signature(encoded_layout(block, mantissa_bits))),
             "o": Out(stream.Signature(data.StructLayout({"values": data.ArrayLayout(unsigned(32), block),
@@ -124,7 +129,6 @@ class BlockFloatDecoder(wiring.Component):
 register_block(
     "block_fp_decoder", BlockFloatDecoder, family="systolic",
     summary="Block floating point (shared exponent, integer mantissas) back to binary32, as golden.",
-    params=[Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
-            Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24)],
+    golden="golden.systolic.block_fp:from_block_fp",
     drops=NO_DROPS,
 )

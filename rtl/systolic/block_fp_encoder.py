@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import shift_right_sticky
-from ..registration import NO_DROPS, Param, check_int, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 
 __all__ = ["BlockFloatEncoder", "MAX_BLOCK"]
 
@@ -39,7 +39,7 @@ def encoded_layout(block, mantissa_bits):
                               "invalid": 1})
 
 
-class BlockFloatEncoder(wiring.Component):
+class BlockFloatEncoder(Parameterized, wiring.Component):
     """Encode ``block`` binary32 values as block floating point, as :func:`golden.systolic.to_block_fp`.
 
     For the block ``x``: ``shared = max(max biased exponent field, 1) - 127`` (subnormals count at
@@ -75,9 +75,14 @@ class BlockFloatEncoder(wiring.Component):
     waits for ``o.ready``.
     """
 
+    PARAMS = (
+        Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
+        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24),
+    )
+
     def __init__(self, *, block=8, mantissa_bits=8):
-        self._block = check_int("block", block, 1, MAX_BLOCK)
-        self._mantissa_bits = check_int("mantissa_bits", mantissa_bits, 2, 24)
+        self._block = block
+        self._mantissa_bits = mantissa_bits
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(unsigned(32), block))),
             "o": Out(stream.Signature(encoded_layout(block, mantissa_bits))),
@@ -157,7 +162,6 @@ class BlockFloatEncoder(wiring.Component):
 register_block(
     "block_fp_encoder", BlockFloatEncoder, family="systolic",
     summary="binary32 blocks to block floating point (shared exponent, integer mantissas), as golden.",
-    params=[Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
-            Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24)],
+    golden="golden.systolic.block_fp:to_block_fp",
     drops=NO_DROPS,
 )

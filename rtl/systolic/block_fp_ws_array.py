@@ -1,6 +1,6 @@
 """The weight-stationary block floating point systolic array behind streams."""
 
-from ..registration import Param, check_bool, check_int, register_block
+from ..registration import Param, register_block
 from .block_fp_array import block_format_params
 from .block_fp_ws_core import BlockFloatWeightStationaryCore, check_block_parameters
 from .os_core import MAX_DIMENSION
@@ -63,15 +63,20 @@ class BlockFloatWeightStationaryArray(WeightStationaryArray):
     A reaches PE(0, 0).
     """
 
+    PARAMS = (
+        Param("rows", int, 2, "PE rows (a multiple of block)", minimum=1, maximum=MAX_DIMENSION),
+        Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
+        *block_format_params(block=2),
+        Param("accumulate", bool, False, "add an initial accumulator D"),
+        Param("max_m", int, 64, "largest M (partial-sum buffer depth)", minimum=1, maximum=1 << 20),
+        Param("max_k", int, 64, "largest K", minimum=1, maximum=1 << 24),
+        Param("max_tiles", int, 64, "largest n-tile count per command", minimum=1, maximum=1 << 24),
+    )
+
     def __init__(self, *, rows=2, cols=2, block=2, mantissa_bits=8, accumulate=False, max_m=64, max_k=64,
                  max_tiles=64):
         # Every parameter is checked before any sub-component exists (a half-built one would warn).
         check_block_parameters(rows=rows, block=block, mantissa_bits=mantissa_bits)
-        check_int("cols", cols, 1, MAX_DIMENSION)
-        check_bool("accumulate", accumulate)
-        check_int("max_m", max_m, 1, 1 << 20)
-        check_int("max_k", max_k, 1, 1 << 24)
-        check_int("max_tiles", max_tiles, 1, 1 << 24)
         core = BlockFloatWeightStationaryCore(rows=rows, cols=cols, block=block, mantissa_bits=mantissa_bits,
                                               accumulate=accumulate, max_m=max_m)
         core._MustUse__silence = True  # elaborated by this component only
@@ -84,15 +89,7 @@ register_block(
     "block_fp_ws_array", BlockFloatWeightStationaryArray, family="systolic",
     summary="Weight-stationary block floating point (Block16) systolic array: integer column sums, "
             "an f32 adder per block of rows.",
-    params=[
-        Param("rows", int, 2, "PE rows (a multiple of block)", minimum=1, maximum=MAX_DIMENSION),
-        Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
-        *block_format_params(block=2),
-        Param("accumulate", bool, False, "add an initial accumulator D"),
-        Param("max_m", int, 64, "largest M (partial-sum buffer depth)", minimum=1, maximum=1 << 20),
-        Param("max_k", int, 64, "largest K", minimum=1, maximum=1 << 24),
-        Param("max_tiles", int, 64, "largest n-tile count per command", minimum=1, maximum=1 << 24),
-    ],
+    golden="golden.systolic.block_fp:block_fp_gemm",
     drops={
         "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
                       " sticky: the next accepted command clears it"),

@@ -4,7 +4,7 @@ from amaranth.hdl import EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .arithmetic import ELEMENTS
 from .os_core import MAX_DIMENSION, OutputStationaryCore, delayed
 from .os_pe import MAX_SLOTS
@@ -25,7 +25,16 @@ def bad_size(size, limit):
     return (size == 0) | (size > limit)
 
 
-class OutputStationaryArray(wiring.Component):
+ARRAY_PARAMS = [
+    Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
+    Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
+    Param("element", str, "f16", "operand type", choices=ELEMENTS),
+    Param("slots", int, 1, "accumulator slots per PE (T)", minimum=1, maximum=MAX_SLOTS),
+    Param("accumulate", bool, False, "add an initial accumulator D"),
+]
+
+
+class OutputStationaryArray(Parameterized, wiring.Component):
     """``C = A B (+ D)`` on an output-stationary systolic array fed by streams.
 
     A command ``{k, tiles}`` starts a job of ``tiles`` output tiles, each ``rows T x cols`` and
@@ -98,6 +107,11 @@ class OutputStationaryArray(wiring.Component):
     MACs per cycle whenever ``T >= acc_latency``.
     """
 
+    PARAMS = tuple(ARRAY_PARAMS + [
+        Param("max_k", int, 4096, "largest reduction length K", minimum=1, maximum=1 << 24),
+        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
+    ])
+
     def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False, max_k=4096,
                  max_tiles=4096, tensor=1, core=None):
         self._core = core if core is not None else OutputStationaryCore(
@@ -106,8 +120,8 @@ class OutputStationaryArray(wiring.Component):
         self._rows, self._cols = rows * tensor, cols * tensor
         self._slots, self._accumulate = slots, accumulate
         self._tensor = tensor
-        self._max_k = check_int("max_k", max_k, 1, 1 << 24)
-        self._max_tiles = check_int("max_tiles", max_tiles, 1, 1 << 24)
+        self._max_k = max_k
+        self._max_tiles = max_tiles
         core = self._core
         self.mac_latency, self.acc_latency, self.beat_len = core.mac_latency, core.acc_latency, core.beat_len
         self.fill_lead = core.fill_lead
@@ -234,21 +248,10 @@ class OutputStationaryArray(wiring.Component):
         return m
 
 
-ARRAY_PARAMS = [
-    Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
-    Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
-    Param("element", str, "f16", "operand type", choices=ELEMENTS),
-    Param("slots", int, 1, "accumulator slots per PE (T)", minimum=1, maximum=MAX_SLOTS),
-    Param("accumulate", bool, False, "add an initial accumulator D"),
-]
-
 register_block(
     "os_array", OutputStationaryArray, family="systolic",
     summary="Output-stationary systolic array (f32/f16/bf16/int8) behind streams, cycle-exact to the model.",
-    params=ARRAY_PARAMS + [
-        Param("max_k", int, 4096, "largest reduction length K", minimum=1, maximum=1 << 24),
-        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
-    ],
+    golden="golden.systolic.numerics:gemm",
     drops={
         "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
                       " sticky: the next accepted command clears it"),

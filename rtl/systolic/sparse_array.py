@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
 from .os_core import OutputStationaryCore
 from .tensor_array import TENSOR_PARAM
@@ -75,7 +75,7 @@ class GatherCore(wiring.Component):
         return m
 
 
-class SparseTensorArray(wiring.Component):
+class SparseTensorArray(Parameterized, wiring.Component):
     """``C = A B (+ D)`` with A in padded CSR, on ``rows x cols`` tensor PEs that gather B rows.
 
     The sparse PE path of H-GCN (dissertation Section 3.3): A arrives as padded-CSR slots (a value,
@@ -143,10 +143,15 @@ class SparseTensorArray(wiring.Component):
     ports on the B buffer (LUT RAM).
     """
 
+    PARAMS = tuple(ARRAY_PARAMS[:2] + [TENSOR_PARAM] + ARRAY_PARAMS[2:] + [
+        Param("max_k", int, 256, "B buffer depth: largest K and slots per row", minimum=1, maximum=1 << 16),
+        Param("max_tiles", int, 4096, "largest tile count per job", minimum=1, maximum=1 << 24),
+    ])
+
     def __init__(self, *, rows=2, cols=2, tensor=2, element="f16", slots=1, accumulate=False, max_k=256,
                  max_tiles=4096):
-        self._max_k = check_int("max_k", max_k, 1, 1 << 16)
-        self._max_tiles = check_int("max_tiles", max_tiles, 1, 1 << 24)
+        self._max_k = max_k
+        self._max_tiles = max_tiles
         core = GatherCore(rows=rows, cols=cols, tensor=tensor, element=element, slots=slots,
                           accumulate=accumulate, max_k=max_k)
         self._array = OutputStationaryArray(rows=rows, cols=cols, element=element, slots=slots,
@@ -228,10 +233,7 @@ class SparseTensorArray(wiring.Component):
 register_block(
     "sparse_tensor_array", SparseTensorArray, family="systolic",
     summary="Sparse systolic tensor array: padded-CSR A, gathered B rows, skip padding (f32/f16/bf16/int8).",
-    params=ARRAY_PARAMS[:2] + [TENSOR_PARAM] + ARRAY_PARAMS[2:] + [
-        Param("max_k", int, 256, "B buffer depth: largest K and slots per row", minimum=1, maximum=1 << 16),
-        Param("max_tiles", int, 4096, "largest tile count per job", minimum=1, maximum=1 << 24),
-    ],
+    golden="golden.systolic.sparse:sparse_gemm",
     drops={
         "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
                       " sticky: the next accepted command clears it"),

@@ -44,6 +44,11 @@ class TensorArray(OutputStationaryArray):
     1) T)``. Throughput ``rows cols t^2`` MACs per cycle when ``T >= A``.
     """
 
+    PARAMS = tuple(ARRAY_PARAMS[:2] + [TENSOR_PARAM] + ARRAY_PARAMS[2:] + [
+        Param("max_k", int, 4096, "largest reduction length K", minimum=1, maximum=1 << 24),
+        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
+    ])
+
     def __init__(self, *, rows=2, cols=2, tensor=2, element="f16", slots=1, accumulate=False, max_k=4096,
                  max_tiles=4096):
         super().__init__(rows=rows, cols=cols, element=element, slots=slots, accumulate=accumulate,
@@ -53,10 +58,7 @@ class TensorArray(OutputStationaryArray):
 register_block(
     "tensor_array", TensorArray, family="systolic",
     summary="Systolic tensor array: output-stationary, each PE a t x t tile of MACs (f32/f16/bf16/int8).",
-    params=ARRAY_PARAMS[:2] + [TENSOR_PARAM] + ARRAY_PARAMS[2:] + [
-        Param("max_k", int, 4096, "largest reduction length K", minimum=1, maximum=1 << 24),
-        Param("max_tiles", int, 4096, "largest tile count per command", minimum=1, maximum=1 << 24),
-    ],
+    golden="golden.systolic.numerics:gemm",
     drops={
         "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
                       " sticky: the next accepted command clears it"),

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_choice, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
 from .ws_array import WeightStationaryArray
 
@@ -82,7 +82,7 @@ def _reader(m, name, memory, address, count):
     return out
 
 
-class TiledGemm(wiring.Component):
+class TiledGemm(Parameterized, wiring.Component):
     """``C = A B (+ D)`` for any ``M x K x N`` within the buffers, tiled onto a systolic array.
 
     A command ``{m, k, n}`` starts a GEMM in two phases:
@@ -141,12 +141,19 @@ class TiledGemm(wiring.Component):
     stationary, the first tile's D lead, see :class:`~.os_array.OutputStationaryArray`).
     """
 
+    PARAMS = tuple(ARRAY_PARAMS + [
+        Param("dataflow", str, "output_stationary", "systolic dataflow", choices=DATAFLOWS),
+        Param("max_m", int, 64, "buffer capacity: largest M", minimum=1, maximum=1 << 20),
+        Param("max_k", int, 64, "buffer capacity: largest K", minimum=1, maximum=1 << 20),
+        Param("max_n", int, 64, "buffer capacity: largest N", minimum=1, maximum=1 << 20),
+    ])
+
     def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False,
                  dataflow="output_stationary", max_m=64, max_k=64, max_n=64):
-        self._dataflow = check_choice("dataflow", dataflow, DATAFLOWS)
-        self._max_m = check_int("max_m", max_m, 1, 1 << 20)
-        self._max_k = check_int("max_k", max_k, 1, 1 << 20)
-        self._max_n = check_int("max_n", max_n, 1, 1 << 20)
+        self._dataflow = dataflow
+        self._max_m = max_m
+        self._max_k = max_k
+        self._max_n = max_n
         self._tiles_m = _ceil_div(max_m, rows * slots)
         self._tiles_n = _ceil_div(max_n, cols)
         self._tiles_k = _ceil_div(max_k, rows)
@@ -352,12 +359,7 @@ class TiledGemm(wiring.Component):
 register_block(
     "tiled_gemm", TiledGemm, family="systolic",
     summary="Any M x K x N GEMM from on-chip buffers on an OS or WS systolic array (cycle-exact).",
-    params=ARRAY_PARAMS + [
-        Param("dataflow", str, "output_stationary", "systolic dataflow", choices=DATAFLOWS),
-        Param("max_m", int, 64, "buffer capacity: largest M", minimum=1, maximum=1 << 20),
-        Param("max_k", int, 64, "buffer capacity: largest K", minimum=1, maximum=1 << 20),
-        Param("max_n", int, 64, "buffer capacity: largest N", minimum=1, maximum=1 << 20),
-    ],
+    golden="golden.systolic.numerics:gemm",
     drops={
         "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
                       " sticky: the next accepted command clears it"),

@@ -7,14 +7,14 @@ from ..fp.format import F32, float_format
 from ..fp.pipeline import TAG_PARAM, FloatUnit
 from ..fp.rounding import denormalise, denormalise_shift, round_aligned
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registration import NO_DROPS, Param, check_choice, register_block
+from ..registration import NO_DROPS, Param, Parameterized, register_block
 
 __all__ = ["WideningMultiplier", "WIDENING_FORMATS"]
 
 WIDENING_FORMATS = ("f16", "bf16")
 
 
-class WideningMultiplier(FloatUnit):
+class WideningMultiplier(Parameterized, FloatUnit):
     """``f32(a) * f32(b)`` rounded to nearest even, for 16-bit operands.
 
     This is the product :func:`golden.systolic.gemm` defines for f16 and bf16 elements. The
@@ -45,8 +45,12 @@ class WideningMultiplier(FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
+    PARAMS = (
+        Param("fmt", str, "f16", "operand format", choices=WIDENING_FORMATS),
+        TAG_PARAM,
+    )
+
     def __init__(self, *, fmt="f16", tag_width=0):
-        check_choice("fmt", fmt, WIDENING_FORMATS)
         self._fmt = float_format(fmt)
         # Every product of two f16 values is an exact f32 normal or zero; bf16 products are not.
         self._exact = fmt == "f16"
@@ -100,6 +104,6 @@ class WideningMultiplier(FloatUnit):
 register_block(
     "widening_multiplier", WideningMultiplier, family="systolic",
     summary="Pipelined f16/bf16 multiplier with an f32 result (the systolic PE's product).",
-    params=[Param("fmt", str, "f16", "operand format", choices=WIDENING_FORMATS), TAG_PARAM],
+    golden="golden.systolic.numerics:gemm",
     drops=NO_DROPS,
 )

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_int, register_block
+from ..registration import Param, Parameterized, register_block
 from .arithmetic import ELEMENTS
 from .os_array import CYCLE_COUNTER_BITS, bad_size
 from .os_core import MAX_DIMENSION, delayed
@@ -13,7 +13,7 @@ from .ws_core import WeightStationaryCore
 __all__ = ["WeightStationaryArray"]
 
 
-class WeightStationaryArray(wiring.Component):
+class WeightStationaryArray(Parameterized, wiring.Component):
     """``C = A B (+ D)`` on a weight-stationary systolic array fed by streams.
 
     A command ``{m, k, n_tiles}`` runs the weight tiles of B n-tile outer, k-tile inner
@@ -64,13 +64,23 @@ class WeightStationaryArray(wiring.Component):
     ``max(M + cols - 1 + (rows - 1) L, rows L + 1 if K > rows, rows)`` cycles apart.
     """
 
+    PARAMS = (
+        Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
+        Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
+        Param("element", str, "f16", "operand type", choices=ELEMENTS),
+        Param("accumulate", bool, False, "add an initial accumulator D"),
+        Param("max_m", int, 64, "largest M (partial-sum buffer depth)", minimum=1, maximum=1 << 20),
+        Param("max_k", int, 64, "largest K", minimum=1, maximum=1 << 24),
+        Param("max_tiles", int, 64, "largest n-tile count per command", minimum=1, maximum=1 << 24),
+    )
+
     def __init__(self, *, rows=2, cols=2, element="f16", accumulate=False, max_m=64, max_k=64, max_tiles=64,
                  core=None):
         self._core = core if core is not None else WeightStationaryCore(
             rows=rows, cols=cols, element=element, accumulate=accumulate, max_m=max_m)
         self._rows, self._cols, self._accumulate = rows, cols, accumulate
-        self._max_m, self._max_k = max_m, check_int("max_k", max_k, 1, 1 << 24)
-        self._max_tiles = check_int("max_tiles", max_tiles, 1, 1 << 24)
+        self._max_m, self._max_k = max_m, max_k
+        self._max_tiles = max_tiles
         core = self._core
         self.mac_latency = core.mac_latency
         ports = {
@@ -199,15 +209,7 @@ class WeightStationaryArray(wiring.Component):
 register_block(
     "ws_array", WeightStationaryArray, family="systolic",
     summary="Weight-stationary systolic array (f32/f16/bf16/int8) behind streams, cycle-exact to the model.",
-    params=[
-        Param("rows", int, 2, "PE rows", minimum=1, maximum=MAX_DIMENSION),
-        Param("cols", int, 2, "PE columns", minimum=1, maximum=MAX_DIMENSION),
-        Param("element", str, "f16", "operand type", choices=ELEMENTS),
-        Param("accumulate", bool, False, "add an initial accumulator D"),
-        Param("max_m", int, 64, "largest M (partial-sum buffer depth)", minimum=1, maximum=1 << 20),
-        Param("max_k", int, 64, "largest K", minimum=1, maximum=1 << 24),
-        Param("max_tiles", int, 64, "largest n-tile count per command", minimum=1, maximum=1 << 24),
-    ],
+    golden="golden.systolic.numerics:gemm",
     drops={
         "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
                       " sticky: the next accepted command clears it"),

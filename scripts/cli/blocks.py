@@ -9,30 +9,46 @@ import warnings
 
 from .common import build_component, format_resource_table, lookup_block, parse_sets, writable_folder
 
-__all__ = ["register", "generate_verilog"]
+__all__ = ["register", "generate_verilog", "block_files", "TESTED_TOGETHER"]
+
+
+# Blocks tested in another block's file rather than testbenches/<family>/test_<stem>.py, and why.
+TESTED_TOGETHER = {
+    # The loopback top wires the transmitter into the receiver; every test checks both ends.
+    "uart_rx": "testbenches/bus/test_uart.py",
+    "uart_tx": "testbenches/bus/test_uart.py",
+    # The cluster is the global control unit's testbench: the leaves are cocotb models on its ports.
+    "gcu_cluster": "testbenches/collective/test_gcu.py",
+    # The regional units are tested between their region switches and the root, in the two-level cluster.
+    "region_unit": "testbenches/collective/test_tiered.py",
+    "tiered_cluster": "testbenches/collective/test_tiered.py",
+    # The ring nodes are tested on their cluster's switch, which is the ring's only topology.
+    "ring_node": "testbenches/collective/test_ring.py",
+    "ring_cluster": "testbenches/collective/test_ring.py",
+}
 
 
 def block_files(registered):
-    """``{name: (rtl file, [test files])}``, paths relative to the repository.
+    """``{name: {"rtl", "golden", "no_golden", "tests"}}``, paths relative to the repository.
 
-    The tests of a block are the ``testbenches/**/test_*.py`` files that name it in quotes (as
-    ``run_cocotb("name", ...)`` or a parametrization does), its class or its rtl module; they are
-    read as text, never imported.
+    Nothing is searched: the rtl file is the component's module, the golden entry point is the
+    one the block registers (``"golden.<module>:<name>"``, or ``None`` with the reason in
+    ``no_golden``), and the test is ``testbenches/<family>/test_<rtl file stem>.py`` (or the
+    shared file in :data:`TESTED_TOGETHER`).
     """
     import inspect
     import pathlib
-    import re
+
+    from rtl.registration import NO_GOLDEN
 
     root = pathlib.Path(__file__).resolve().parents[2]
-    texts = {path.relative_to(root).as_posix(): path.read_text()
-             for path in sorted((root / "testbenches").rglob("test_*.py"))}
     files = {}
     for name, block in registered.items():
-        source = pathlib.Path(inspect.getsourcefile(block.component)).resolve()
-        module, cls = re.escape(block.component.__module__), block.component.__name__
-        quoted = re.compile(rf"[\"']{re.escape(name)}[\"']|\b{cls}\b|{module}\b")
-        files[name] = (source.relative_to(root).as_posix(),
-                       [path for path, text in texts.items() if quoted.search(text)])
+        rtl = pathlib.Path(inspect.getsourcefile(block.component)).resolve().relative_to(root)
+        test = TESTED_TOGETHER.get(name, f"testbenches/{rtl.parts[1]}/test_{rtl.stem}.py")
+        none = isinstance(block.golden, NO_GOLDEN)
+        files[name] = {"rtl": rtl.as_posix(), "golden": None if none else block.golden,
+                       "no_golden": block.golden.reason if none else None, "tests": [test]}
     return files
 
 
@@ -44,7 +60,7 @@ def command_list(args):
     if args.json:
         print(json.dumps({name: {
             "family": block.family, "summary": block.summary,
-            "rtl": files[name][0], "tests": files[name][1],
+            **files[name],
             "params": [{"name": p.name, "type": p.type.__name__, "default": p.default,
                         "range": p.describe_range(), "help": p.help} for p in block.params],
         } for name, block in registered.items()}, indent=1))
@@ -55,8 +71,9 @@ def command_list(args):
             if block.family != family:
                 continue
             print(f"  {name:<22} {block.summary}")
-            print(f"      {'rtl':<20} {files[name][0]}")
-            print(f"      {'tests':<20} {', '.join(files[name][1]) or 'none'}")
+            print(f"      {'rtl':<20} {files[name]['rtl']}")
+            print(f"      {'golden':<20} {files[name]['golden'] or 'none: ' + files[name]['no_golden']}")
+            print(f"      {'tests':<20} {', '.join(files[name]['tests'])}")
             for p in block.params:
                 print(f"      {p.name:<20} {p.type.__name__:<5} default={p.default!s:<8} "
                       f"range={p.describe_range():<16} {p.help}")

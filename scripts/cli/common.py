@@ -7,6 +7,8 @@ Every error a user can cause (an unknown block, a bad parameter, an unwritable f
 import argparse
 import pathlib
 
+from .param_text import parse_param
+
 __all__ = ["UsageError", "Parser", "parse_sets", "lookup_block", "build_component", "writable_folder",
            "format_resource_table"]
 
@@ -30,7 +32,7 @@ def parse_sets(block, assignments):
             raise UsageError(f"--set expects key=value, not {assignment!r}")
         key, text = assignment.split("=", 1)
         try:
-            overrides[key] = block.param(key).parse(text)
+            overrides[key] = parse_param(block.param(key), text)
         except ValueError as error:
             raise UsageError(str(error)) from None
     return overrides

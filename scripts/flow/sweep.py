@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from scripts.cli.param_text import parse_param
+
 __all__ = ["parse_vary", "sweep_points", "run_sweep", "write_csv", "plot_resources", "fit_report",
            "format_fit_report", "one_line", "synthesise_point", "SweepResult"]
 
@@ -45,7 +47,7 @@ def parse_vary(block, texts):
         if key in (name for name, _ in varied):
             raise ValueError(f"--vary names {key!r} twice")
         param = block.param(key)
-        varied.append((key, [param.parse(value.strip()) for value in values.split(",")]))
+        varied.append((key, [parse_param(param, value.strip()) for value in values.split(",")]))
     if not varied:
         raise ValueError("give at least one --vary key=v1,v2,...")
     return varied
