@@ -98,7 +98,7 @@ def test_list_prints_the_files(capsys):
     assert listed["skid_buffer"]["tests"] == ["testbenches/bus/test_skid_buffer.py"]
     assert listed["skid_buffer"]["golden"] is None and listed["skid_buffer"]["no_golden"]
     assert listed["fp_add"]["golden"] == "golden.fp.arith:add"
-    assert listed["fp_add"]["tests"] == ["testbenches/fp/test_adder.py"]
+    assert listed["fp_add"]["tests"] == ["testbenches/fp/test_fp_add.py"]
 
 
 # A block's name is its rtl file's stem, so that a name leads to its file and its test. Two families

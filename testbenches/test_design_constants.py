@@ -105,8 +105,8 @@ def test_fp_bad_format_is_refused():
 
 def _fp_units():
     """``{latency key: built unit}`` of every configuration the FP tests build (golden.fp.latencies' keys)."""
-    from rtl.fp.divider import FloatDivider
-    from rtl.fp.square_root import FloatSquareRoot
+    from rtl.fp.fp_div import FloatDivider
+    from rtl.fp.fp_sqrt import FloatSquareRoot
     from testbenches.fp.sim_checks import CASES, GENERIC_CASES
 
     units = {case.id: _built(case.build) for case in CASES + GENERIC_CASES}
@@ -198,10 +198,10 @@ def test_compress_traffic_counters():
 
 def test_compress_topk_kernel_error_bits():
     from golden.compress import registers
-    from rtl.compress import topk_updater_kernel
+    from rtl.compress import topk_updater
 
-    assert topk_updater_kernel.ERROR_PAIRS_READ == registers.ERROR_PAIRS_READ
-    assert topk_updater_kernel.ERROR_PAIRS_RESP_SHIFT == registers.ERROR_PAIRS_RESP_SHIFT
+    assert topk_updater.ERROR_PAIRS_READ == registers.ERROR_PAIRS_READ
+    assert topk_updater.ERROR_PAIRS_RESP_SHIFT == registers.ERROR_PAIRS_RESP_SHIFT
 
 
 # ------------------------------------------------------------------------------------------------

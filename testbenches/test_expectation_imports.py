@@ -243,14 +243,14 @@ def test_the_checker_sees_imports_and_class_constants(tmp_path):
     sample = tmp_path / "test_sample.py"
     sample.write_text(
         "import rtl.fp.format as hardware\n"
-        "from rtl.fp.adder import FloatAdder\n"
+        "from rtl.fp.fp_add import FloatAdder\n"
         "from rtl.registry import get_block\n"
         "def test_x():\n"
         "    from rtl.compress.chunk_parser import ERROR_NAMES\n"
         "    assert FloatAdder.LATENCY == 6 and get_block and ERROR_NAMES and hardware\n")
     assert [(line, name) for line, name, _ in imports_of(sample)] == [
         (1, "rtl.fp.format"), (5, "rtl.compress.chunk_parser.ERROR_NAMES"),
-        (6, "rtl.fp.adder.FloatAdder.LATENCY")]
+        (6, "rtl.fp.fp_add.FloatAdder.LATENCY")]
 
 
 if __name__ == "__main__":

@@ -250,9 +250,9 @@ COMPOSITIONS = {
     ("rtl.collective.parameter_update", "rtl.optim.updater_core"),
     ("rtl.compress.fused_updater_core", "rtl.optim.optimizers"),
     ("rtl.compress.fused_updater_core", "rtl.optim.updater_core"),
-    ("rtl.compress.topk_updater_kernel", "rtl.optim.optimizers"),
-    ("rtl.compress.topk_updater_kernel", "rtl.optim.updater_core"),
-    ("rtl.compress.topk_updater_kernel", "rtl.optim.updater_kernel"),
+    ("rtl.compress.topk_updater", "rtl.optim.optimizers"),
+    ("rtl.compress.topk_updater", "rtl.optim.updater_core"),
+    ("rtl.compress.topk_updater", "rtl.optim.updater_kernel"),
     # The board demo puts the Adam updater on a board.
     ("rtl.board.adam_demo", "rtl.optim.optimizers"),
     ("rtl.board.adam_demo", "rtl.optim.updater_core"),
@@ -320,7 +320,7 @@ def test_the_architecture_checkers_see_a_wrong_import():
         "(use the host drivers of scripts/sim/devices/)",
         "testbenches.a.tb -> testbenches.a.bench_a: a support module imports a bench",
         "testbenches.a.test_x -> testbenches.a.test_y: a test module is no library"]
-    edges = {"rtl.dlrm.x": {"rtl.collective.reduction_table", "rtl.fp.adder", "rtl.registration"},
+    edges = {"rtl.dlrm.x": {"rtl.collective.reduction_table", "rtl.fp.fp_add", "rtl.registration"},
              "rtl.bus.y": {"rtl.optim.updater_core"}, "rtl.registry": {"rtl.optim.updater_core"}}
     assert sideways_imports(edges) == {("rtl.dlrm.x", "rtl.collective.reduction_table"),
                                        ("rtl.bus.y", "rtl.optim.updater_core")}

@@ -10,7 +10,7 @@ import inspect
 import pytest
 
 from rtl.collective.gcu import GlobalControlUnit
-from rtl.compress.scatter_engine import ScatterEngine
+from rtl.compress.scatter import ScatterEngine
 from rtl.registration import Param, Parameterized
 from rtl.registry import blocks
 

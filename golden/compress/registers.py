@@ -23,7 +23,7 @@ ERROR_COUNTER_WIDTH = 40
 TRAFFIC_NAMES = ("cycles", "dense_reads", "dense_writes", "pair_reads")
 TRAFFIC_COUNTER_WIDTH = 40
 
-#: ``topk_updater_kernel``'s error register, beside the updater kernel's bits 0 (read) and 1 (write)
+#: ``topk_updater``'s error register, beside the updater kernel's bits 0 (read) and 1 (write)
 #: of :mod:`golden.optim.registers`: bit 2 is a pair-stream read error, bits [13:12] its AXI RRESP.
 ERROR_PAIRS_READ = 1 << 2
 ERROR_PAIRS_RESP_SHIFT = 12

@@ -7,8 +7,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..fp.adder import FloatAdder
-from ..fp.multiplier import FloatMultiplier
+from ..fp.fp_add import FloatAdder
+from ..fp.fp_mul import FloatMultiplier
 from ..lib.counters import COUNTER_BITS, count_saturating
 from ..lib.streams import any_of
 from ..registration import Param, Parameterized, check_int, register_block
@@ -46,9 +46,9 @@ class AggregationPipeline(Parameterized, wiring.Component):
 
     **Datapath per lane**, every stage one cycle unless stated: decode and range/bank checks
     (D); B read (S1); weighted only: ``value * B[col]``, ``features`` binary32 multipliers
-    (:class:`~rtl.fp.multiplier.FloatMultiplier`, 7 cycles); hazard check and OUT read (H);
+    (:class:`~rtl.fp.fp_mul.FloatMultiplier`, 7 cycles); hazard check and OUT read (H);
     the OUT rows registered (R, R2); ``features`` binary32 adders
-    (:class:`~rtl.fp.adder.FloatAdder`, 6 cycles) then the write-back. Weighted mode rounds
+    (:class:`~rtl.fp.fp_add.FloatAdder`, 6 cycles) then the write-back. Weighted mode rounds
     twice (product, then sum); the multiplier sits before the hazard check, so only the adder
     is inside the read-modify-write loop.
 

@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..fp.adder import FloatAdder
+from ..fp.fp_add import FloatAdder
 from ..fp.interface import FLAG_INVALID, FLAG_OVERFLOW
 from ..net.packet import LINE_BITS
 from ..registration import NO_DROPS, Param, Parameterized, register_block
@@ -33,7 +33,7 @@ def engine_output_layout(tag_width):
 class ReductionEngine(Parameterized, wiring.Component):
     """``sum[w] = a[w] + b[w]`` for the 14 binary32 words of two lines, rounded to nearest even.
 
-    Fourteen :class:`rtl.fp.adder.FloatAdder` lanes share one stream: a whole 512-bit packet's
+    Fourteen :class:`rtl.fp.fp_add.FloatAdder` lanes share one stream: a whole 512-bit packet's
     data line is reduced per cycle. NaN results are the canonical quiet NaN ``0x7FC00000``.
 
     Parameters

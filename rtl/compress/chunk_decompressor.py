@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, ChunkParser, errors_layout
 from .layouts import VALUE_WIDTHS, dense_layout, wire_layout
-from .scatter_engine import LANE_CHOICES, ScatterEngine
+from .scatter import LANE_CHOICES, ScatterEngine
 
 __all__ = ["ChunkDecompressor"]
 
@@ -16,7 +16,7 @@ class ChunkDecompressor(Parameterized, wiring.Component):
     """Decompresses a chunked Top-K stream into dense f32 gradient chunks, never touching DRAM.
 
     A :class:`~rtl.compress.chunk_parser.ChunkParser` checks the wire stream and hands the accepted
-    pairs of each chunk to a :class:`~rtl.compress.scatter_engine.ScatterEngine`, which scatter-adds
+    pairs of each chunk to a :class:`~rtl.compress.scatter.ScatterEngine`, which scatter-adds
     them into one of its two on-chip buffers while the previous chunk streams out of the other. The
     output is the shard's dense gradient, chunk after chunk, ``out_lanes`` float32 elements per beat:
     the gradient lane stream of an optimizer updater (see ``docs/compress.md``). The result and the
@@ -32,7 +32,7 @@ class ChunkDecompressor(Parameterized, wiring.Component):
     value_format : {"f32", "f16"}
         Pair value encoding on the wire.
     banks, out_lanes, bank_writes, queue_depth : int
-        As :class:`~rtl.compress.scatter_engine.ScatterEngine`.
+        As :class:`~rtl.compress.scatter.ScatterEngine`.
 
     Attributes
     ----------

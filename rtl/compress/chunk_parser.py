@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, Parameterized, check_int, register_block
 from .layouts import VALUE_WIDTHS, scatter_layout, value_width, wire_layout
-from .scatter_engine import LANE_CHOICES
+from .scatter import LANE_CHOICES
 
 __all__ = ["ChunkParser", "ERROR_NAMES", "COUNTER_WIDTH", "errors_layout"]
 

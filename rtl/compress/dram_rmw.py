@@ -6,7 +6,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature, check_data_width, drive_address_constants
-from ..fp.adder import FloatAdder
+from ..fp.fp_add import FloatAdder
 from ..registration import check_int
 from .flat_pair_parser import flat_pair_layout
 
@@ -18,7 +18,7 @@ class DRAMReadModifyWrite(wiring.Component):
 
     For each pair on ``i``: a single-beat read of the beat holding element ``index`` (at
     ``base + (index // E) * data_width / 8``, ``E = data_width // 32``), one f32 RNE add
-    ``old + value`` (:class:`~rtl.fp.adder.FloatAdder`, latency 6), and a single-beat write of
+    ``old + value`` (:class:`~rtl.fp.fp_add.FloatAdder`, latency 6), and a single-beat write of
     the sum whose byte strobe covers only that element, so the other elements of the beat are
     left alone whatever else is in flight.
 

@@ -14,7 +14,7 @@ from .chunk_parser import ERROR_NAMES, errors_layout
 from .dram_rmw import DRAMReadModifyWrite
 from .flat_pair_parser import FlatPairParser
 from .layouts import VALUE_WIDTHS, WORD_WIDTH
-from .scatter_engine import LANE_CHOICES
+from .scatter import LANE_CHOICES
 
 __all__ = ["DRAMScatter", "run_layout", "traffic_layout"]
 
@@ -56,7 +56,7 @@ class DRAMScatter(Parameterized, wiring.Component):
        :class:`~rtl.compress.flat_pair_parser.FlatPairParser` against ``size``, the pair-count
        register ``count`` and ``sorted``. Each accepted pair becomes a read-modify-write of its
        element: a single-beat read of the beat holding ``dense[index]``, one f32 RNE add
-       (:class:`~rtl.fp.adder.FloatAdder`) of the value into that element, and a single-beat write
+       (:class:`~rtl.fp.fp_add.FloatAdder`) of the value into that element, and a single-beat write
        whose byte strobe covers only that element.
     3. **Hazards.** Up to ``rmw_depth`` RMWs are in flight. A table holds the element index of each
        from its read until its write response. A pair whose element is in the table waits until

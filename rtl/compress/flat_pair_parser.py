@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..registration import check_choice
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import VALUE_WIDTHS, widen_f16, wire_layout
-from .scatter_engine import LANE_CHOICES
+from .scatter import LANE_CHOICES
 
 __all__ = ["FlatPairParser", "flat_pair_layout"]
 

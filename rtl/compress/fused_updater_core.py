@@ -10,7 +10,7 @@ from ..registration import Param, Parameterized, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import VALUE_WIDTHS, wire_layout
-from .scatter_engine import LANE_CHOICES
+from .scatter import LANE_CHOICES
 
 __all__ = ["FusedUpdaterCore", "state_layout", "CORE_LANE_CHOICES"]
 

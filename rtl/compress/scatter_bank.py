@@ -6,7 +6,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..fp.adder import FloatAdder
+from ..fp.fp_add import FloatAdder
 from ..registration import check_int
 from .layouts import value_width, widen_f16
 
@@ -18,13 +18,13 @@ BUFFERS = 2  # chunk j scatters into buffer j % 2 while buffer (j - 1) % 2 drain
 class ScatterBank(wiring.Component):
     """Read-modify-write scatter-add into one bank of a double-buffered chunk buffer.
 
-    Internal to :class:`~rtl.compress.scatter_engine.ScatterEngine` (not registered on its own).
+    Internal to :class:`~rtl.compress.scatter.ScatterEngine` (not registered on its own).
 
     Each cycle the dispatcher may push up to ``writes`` updates (address, value, buffer), which
     join the bank's queue in port order; the queue is ``writes`` single-write FIFOs filled round
     robin, so ordering costs nothing. The head of the queue issues one read-modify-write per cycle:
     the old value is read from block RAM, the update value (widened from f16 if needed) added by a
-    :class:`~rtl.fp.adder.FloatAdder` and the sum written back ``1 + adder latency`` cycles after the
+    :class:`~rtl.fp.fp_add.FloatAdder` and the sum written back ``1 + adder latency`` cycles after the
     read. Updates to one address therefore stay in pair order, which keeps duplicate indices
     bit-exact with the golden pair-order accumulation.
 

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..fp.adder import FloatAdder
+from ..fp.fp_add import FloatAdder
 from ..lib.cam import KeyLookup
 from ..lib.counters import COUNTER_BITS, saturating_count
 from ..registration import NO_DROPS, Param, Parameterized, register_block
@@ -29,7 +29,7 @@ class LossReduction(Parameterized, wiring.Component):
 
     A table of ``capacity`` keys ``(index, line)`` (registers compared in parallel) and their
     running sums (a memory read combinationally). The first gradient of a key is stored as it
-    came; each later one is added to the sum by sixteen :class:`rtl.fp.adder.FloatAdder` lanes
+    came; each later one is added to the sum by sixteen :class:`rtl.fp.fp_add.FloatAdder` lanes
     (binary32, round to nearest even, canonical NaN), in arrival order, so the sums are
     deterministic. While a key's addition is in the adder, a further gradient of that key
     waits (no forwarding: the order of each key's additions is the arrival order); gradients

@@ -1,4 +1,4 @@
-"""Pieces shared by the digit-recurrence units, :mod:`rtl.fp.divider` and :mod:`rtl.fp.square_root`.
+"""Pieces shared by the digit-recurrence units, :mod:`rtl.fp.fp_div` and :mod:`rtl.fp.fp_sqrt`.
 
 Both units are a fixed-latency pipeline (see :mod:`rtl.fp.interface`): the operands are
 classified and their significands normalised, then an unrolled radix-2 non-restoring

@@ -3,8 +3,8 @@
 from . import (  # noqa: F401  (registers the blocks)
     axpby,
     chunk_sequencer,
+    counted_gearbox,
     counted_width_converter,
-    gearbox,
     gradient_statistics,
     memory_port,
     updater_core,

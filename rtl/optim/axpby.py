@@ -4,9 +4,9 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..fp.adder import FloatAdder
-from ..fp.fused_multiply_add import FloatFusedMultiplyAdd
-from ..fp.multiplier import FloatMultiplier
+from ..fp.fp_add import FloatAdder
+from ..fp.fp_fma import FloatFusedMultiplyAdd
+from ..fp.fp_mul import FloatMultiplier
 from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .credit import credit_depth, credited_pipeline
 from .dataflow import Dataflow

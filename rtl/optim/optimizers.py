@@ -9,7 +9,7 @@ base chosen by the sign of ``beta1_weight``, SGD's first step, momentum 0 and Ne
 are multiplexers with run-level selects, so the latency is the same in every mode.
 
 The gradient arrives as raw bits and is widened to binary32 exactly (f16 and bf16 through
-:class:`~rtl.fp.converter.FloatConverter`; an f32 gradient passes unchanged, and any NaN
+:class:`~rtl.fp.fp_convert.FloatConverter`; an f32 gradient passes unchanged, and any NaN
 it carries becomes the canonical NaN in the first multiplication). The 16-bit parameter
 copy is rounded to nearest even by a converter as well.
 """
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Const
 
-from ..fp.adder import FloatAdder
-from ..fp.converter import FloatConverter
-from ..fp.divider import FloatDivider
-from ..fp.fused_multiply_add import FloatFusedMultiplyAdd
-from ..fp.multiplier import FloatMultiplier
-from ..fp.square_root import FloatSquareRoot
+from ..fp.fp_add import FloatAdder
+from ..fp.fp_convert import FloatConverter
+from ..fp.fp_div import FloatDivider
+from ..fp.fp_fma import FloatFusedMultiplyAdd
+from ..fp.fp_mul import FloatMultiplier
+from ..fp.fp_sqrt import FloatSquareRoot
 
 __all__ = ["OptimizerSpec", "OPTIMIZERS", "GRAD_FORMATS", "COPY_FORMATS", "widen_gradient", "param_copy"]
 

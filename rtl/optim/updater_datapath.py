@@ -13,8 +13,8 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import wiring
 
 from .chunk_sequencer import ChunkSequencer
+from .counted_gearbox import CountedGearbox
 from .counted_width_converter import CountedWidthConverter
-from .gearbox import CountedGearbox
 from .memory_port import MemoryPort
 
 __all__ = ["all_of", "any_of", "tensor_enables", "add_sequencers", "add_memory_ports", "route_commands",

@@ -145,7 +145,7 @@ class UpdaterKernel(Parameterized, wiring.Component):
 
     **Gradient source.** The gradient lanes come from :meth:`_gradient_source`; this class
     reads the dense tensor ``grad`` (tensors of :attr:`GRADIENT_TENSORS`). A subclass may
-    take them from elsewhere (:class:`rtl.compress.topk_updater_kernel.TopKUpdaterKernel`:
+    take them from elsewhere (:class:`rtl.compress.topk_updater.TopKUpdaterKernel`:
     a Top-K pair stream through an on-chip decompressor), with its own ports, registers and
     statuses (:meth:`_arguments`, :meth:`_status`, :meth:`_extra_ports`).
 
@@ -155,7 +155,7 @@ class UpdaterKernel(Parameterized, wiring.Component):
     lanes : int
         Elements per cycle, 1 to 32 (default 1; Smart-Infinity's kernel has 16). Where
         neither the beat nor the lane vector divides the other (say 3 lanes and 2-word
-        beats), a :class:`~rtl.optim.gearbox.CountedGearbox` converts between them. A
+        beats), a :class:`~rtl.optim.counted_gearbox.CountedGearbox` converts between them. A
         count that is not a power of two first spends 33 cycles of each run dividing ``n``
         by ``lanes`` (not counted in ``cycles``).
     data_width : int

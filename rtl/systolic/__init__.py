@@ -6,7 +6,7 @@ from . import (  # noqa: F401  (importing a module registers its blocks)
     block_fp_encoder,
     block_fp_ws_array,
     os_array,
-    sparse_array,
+    sparse_tensor_array,
     tensor_array,
     tiled_gemm,
     widening_multiplier,

@@ -2,8 +2,8 @@
 
 Every unit has the fixed-latency ``i``/``o`` stream contract of :mod:`rtl.fp.interface`, so a PE
 wires a multiplier into an adder the same way for every element and ties ``o.ready`` high
-(no enable logic inside). The float elements reuse :class:`~rtl.fp.adder.FloatAdder` (f32
-accumulation), :class:`~rtl.fp.multiplier.FloatMultiplier` (f32 products) and
+(no enable logic inside). The float elements reuse :class:`~rtl.fp.fp_add.FloatAdder` (f32
+accumulation), :class:`~rtl.fp.fp_mul.FloatMultiplier` (f32 products) and
 :class:`~.widening_multiplier.WideningMultiplier` (f16/bf16 products in f32); int8 has the two
 one-stage integer units below.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from amaranth.hdl import signed, unsigned
 
-from ..fp.adder import FloatAdder
-from ..fp.multiplier import FloatMultiplier
+from ..fp.fp_add import FloatAdder
+from ..fp.fp_mul import FloatMultiplier
 from ..fp.pipeline import FloatUnit
 from ..registration import check_choice
 from .widening_multiplier import WideningMultiplier

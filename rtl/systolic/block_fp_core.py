@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..fp.adder import FloatAdder
+from ..fp.fp_add import FloatAdder
 from ..registration import check_bool, check_int
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS, BlockFloatPE, block_operand_layout
@@ -36,7 +36,7 @@ class BlockFloatCore(wiring.Component):
 
     Each PE forms the exact integer sum of its block (``BlockFloatPE``); the block sums of a group
     of up to ``block`` PEs of a row travel along a chain to one :class:`~.block_fp_sum_converter.
-    BlockSumConverter` and one f32 :class:`~rtl.fp.adder.FloatAdder`, whose T x group f32
+    BlockSumConverter` and one f32 :class:`~rtl.fp.fp_add.FloatAdder`, whose T x group f32
     accumulators live in a ring of ``block beat_len`` stages (the adder's six and delay
     registers): a sum's accumulator comes back round when that output's next block sum arrives.
     The first block of a tile adds to +0, or with ``accumulate`` to the output's d. The final sum

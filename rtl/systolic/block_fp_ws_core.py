@@ -3,7 +3,7 @@
 from amaranth.hdl import Cat, Mux, Signal, unsigned
 from amaranth.lib import data
 
-from ..fp.adder import FloatAdder
+from ..fp.fp_add import FloatAdder
 from ..registration import check_int
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS, block_operand_layout, sum_width
@@ -36,7 +36,7 @@ class BlockFloatWeightStationaryCore(WeightStationaryCore):
     Down each column the PEs of a block form the block's exact integer sum, ``L`` cycles per PE
     row (:class:`~.block_fp_ws_pe.BlockFloatWeightStationaryPE`). Below a block's last row a
     :class:`~.block_fp_sum_converter.BlockSumConverter` rounds the sum times ``2^scale`` to
-    binary32 and an f32 :class:`~rtl.fp.adder.FloatAdder` adds it to the output's accumulator:
+    binary32 and an f32 :class:`~rtl.fp.fp_add.FloatAdder` adds it to the output's accumulator:
     ``d`` (or +0) or the previous k-tile's result from the buffer for a k-tile's first block,
     the previous block's adder output (delayed ``block L - 6`` cycles) for the others. A block
     wholly past K adds -0.0, which leaves every accumulator unchanged. So the order of the f32

@@ -25,7 +25,7 @@ from scripts.sim.runner import run_cocotb
 from testbenches.compress.tb import AXI_PARAMS, dram_scatter_config
 
 DOC = "compress.md"
-MODULE = "testbenches.compress.test_scatter_engine"
+MODULE = "testbenches.compress.test_scatter"
 CHUNK_SIZE = 8192
 KINDS = ("random", "shuffled", "consecutive", "same_bank", "same_index")
 LANES = (1, 4, 8, 16)
@@ -68,7 +68,7 @@ TRAFFIC_CHUNKS = 16  # chunks of AXI_PARAMS["chunk_size"] in the measured shard
 
 def measured_fused_rows():
     """Rows of the fused mode measured by counting AXI beats (``traffic`` test), with the model beside."""
-    results = run_cocotb("topk_axi_decompressor", "testbenches.compress.test_axi_chunk_decompressor",
+    results = run_cocotb("topk_axi_decompressor", "testbenches.compress.test_axi_decompressor",
                          params=AXI_PARAMS, testcase="traffic",
                          extra_env={"NEARTRAIN_VECTORS": str(TRAFFIC_CHUNKS)}).reply
     rows = []

@@ -29,7 +29,7 @@ __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PR
 
 PAUSE_PROBABILITY = 0.35
 
-# The 512-bit configuration of a SmartSSD/Alveo memory port: test_axi_chunk_decompressor.py runs
+# The 512-bit configuration of a SmartSSD/Alveo memory port: test_axi_decompressor.py runs
 # ``topk_axi_decompressor`` on it, and bench_compress.py measures traffic on the same build.
 AXI_PARAMS = {"lanes": 8, "banks": 16, "chunk_size": 1024, "out_lanes": 16, "value_format": "f32",
               "max_burst": 16, "max_outstanding": 4}

@@ -13,8 +13,8 @@ import pytest
 from amaranth.hdl import Assert, Cover
 from amaranth.sim import Simulator
 
+from rtl.compress.scatter import ScatterEngine
 from rtl.compress.scatter_bank import ScatterBank
-from rtl.compress.scatter_engine import ScatterEngine
 from scripts.formal.flow import run_proof
 from scripts.formal.streams import stream_harness
 

@@ -17,14 +17,14 @@ import numpy as np
 
 import golden.fp as golden
 from golden.fp.formats import float_format
-from rtl.fp.adder import FloatAdder
-from rtl.fp.compare import FloatCompare
-from rtl.fp.converter import FloatConverter
-from rtl.fp.float_to_integer import FloatToInteger
-from rtl.fp.fused_multiply_add import FloatFusedMultiplyAdd
-from rtl.fp.integer_to_float import IntegerToFloat
-from rtl.fp.min_max import FloatMinMax
-from rtl.fp.multiplier import FloatMultiplier
+from rtl.fp.fp_add import FloatAdder
+from rtl.fp.fp_compare import FloatCompare
+from rtl.fp.fp_convert import FloatConverter
+from rtl.fp.fp_fma import FloatFusedMultiplyAdd
+from rtl.fp.fp_min_max import FloatMinMax
+from rtl.fp.fp_mul import FloatMultiplier
+from rtl.fp.fp_to_int import FloatToInteger
+from rtl.fp.int_to_fp import IntegerToFloat
 
 from .golden_oracle import oracle, oracle_convert
 

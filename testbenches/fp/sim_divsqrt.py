@@ -13,7 +13,7 @@ Operands come from :func:`golden.fp.random_operand_tuples` (class-hitting, with 
 divisors: 3-bit significands, powers of two, near neighbours), directed class-by-class and
 scaling tables, and every 16-bit encoding for the f16 and bf16 square roots.
 
-The tests are in ``test_divider.py`` and ``test_square_root.py``; those they share are made by
+The tests are in ``test_fp_div.py`` and ``test_fp_sqrt.py``; those they share are made by
 :func:`testbenches.fp.suite.divsqrt_tests`, with one body here each (the operation, ``"div"`` or
 ``"sqrt"``, as its first argument).
 
@@ -32,9 +32,9 @@ import golden.fp as gfp
 from golden.fp.formats import float_format
 from golden.fp.latencies import LATENCY as DOCUMENTED_LATENCY
 from rtl.elaborate import to_verilog
-from rtl.fp.divider import FloatDivider
 from rtl.fp.format import FloatFormat
-from rtl.fp.square_root import FloatSquareRoot
+from rtl.fp.fp_div import FloatDivider
+from rtl.fp.fp_sqrt import FloatSquareRoot
 from rtl.registry import get_block
 from scripts.sim import knobs
 

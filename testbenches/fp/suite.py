@@ -16,7 +16,7 @@ name in each unit's file, where cocotb and ``bench_fp.py`` look for them.
 
 Why a factory of module-level functions rather than a base test class that each unit subclasses:
 
-* The node ids stay as they are, ``test_adder.py::test_fp_add[fmt=f32]``: a class would add
+* The node ids stay as they are, ``test_fp_add.py::test_fp_add[fmt=f32]``: a class would add
   ``::TestAdder`` to every id (and to every ``-k`` and command that names one), and a ``Test*``
   base class would itself be collected wherever it is imported.
 * pytest collects the ``test_*`` functions of a module's ``__dict__`` by name. Each function

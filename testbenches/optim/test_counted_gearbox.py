@@ -1,4 +1,4 @@
-"""Tests of ``counted_gearbox`` (:class:`rtl.optim.gearbox.CountedGearbox`) on Verilator.
+"""Tests of ``counted_gearbox`` (:class:`rtl.optim.counted_gearbox.CountedGearbox`) on Verilator.
 
 A tensor of ``n`` words (``count``, sampled at ``start``) goes in as ``ceil(n / p)`` transfers of
 ``p`` words and must come out as ``ceil(n / q)`` transfers of ``q`` words, the words in order, the
@@ -37,7 +37,7 @@ from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, back_to_back, 
 class TB(LaneConverterTB):
     name = "counted_gearbox"
     # Latency 1 and one transfer per cycle on the side with fewer words: the bound of the
-    # amaranth.sim test (test_gearbox.py), max(inputs, outputs) + 2 cycles after start (the
+    # amaranth.sim test (test_lane_converters.py), max(inputs, outputs) + 2 cycles after start (the
     # register, and a second output the last input may complete), plus one edge for the
     # source, which raises valid only after the edge that follows the start edge.
     full_rate_slack = 3

@@ -20,7 +20,7 @@ import pytest
 from amaranth._unused import MustUse
 
 from rtl.systolic.os_array import OutputStationaryArray
-from rtl.systolic.sparse_array import SparseTensorArray
+from rtl.systolic.sparse_tensor_array import SparseTensorArray
 from rtl.systolic.tensor_array import TensorArray
 from rtl.systolic.tiled_gemm import TiledGemm
 from rtl.systolic.ws_array import WeightStationaryArray

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""fp_convert (:class:`rtl.fp.converter.FloatConverter`): its tests and runners.
+"""fp_convert (:class:`rtl.fp.fp_convert.FloatConverter`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configurations below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of every pair of formats x
@@ -9,7 +9,7 @@ through every conversion from those formats, on Verilator and in ``amaranth.sim`
 fast, here).
 """
 
-from rtl.fp.converter import FloatConverter
+from rtl.fp.fp_convert import FloatConverter
 
 from .suite import unit_tests
 

@@ -1,4 +1,4 @@
-"""``topk_scatter`` (:class:`rtl.compress.scatter_engine.ScatterEngine`): cocotb tests (collected by
+"""``topk_scatter`` (:class:`rtl.compress.scatter.ScatterEngine`): cocotb tests (collected by
 cocotb) and their pytest runners (at the bottom).
 
 Chunks of every index pattern of :func:`golden.compress.adversarial_indices` (plus unsorted indices
@@ -212,7 +212,7 @@ def test_scatter_engine(params):
 def test_parameters_are_validated():
     import gc
 
-    from rtl.compress.scatter_engine import ScatterEngine
+    from rtl.compress.scatter import ScatterEngine
 
     with pytest.raises(ValueError, match="lanes"):
         ScatterEngine(lanes=3)

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""fp_fma (:class:`rtl.fp.fused_multiply_add.FloatFusedMultiplyAdd`): its tests and runners.
+"""fp_fma (:class:`rtl.fp.fp_fma.FloatFusedMultiplyAdd`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configurations below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of every format x flush
@@ -8,7 +8,7 @@ mode (with e4m3, e5m2 and a single DSP product tile), the Verilog and the regist
 too, fast: the 16-copy fixture itself, on this three-operand unit.
 """
 
-from rtl.fp.fused_multiply_add import FloatFusedMultiplyAdd
+from rtl.fp.fp_fma import FloatFusedMultiplyAdd
 
 from .suite import unit_tests
 

@@ -1,13 +1,13 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""int_to_fp (:class:`rtl.fp.integer_to_float.IntegerToFloat`): its tests and runners.
+"""int_to_fp (:class:`rtl.fp.int_to_fp.IntegerToFloat`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configuration below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks from i32 and u32 to every
 format x flush mode, the Verilog, the registration and the parameter checks.
 """
 
-from rtl.fp.integer_to_float import IntegerToFloat
+from rtl.fp.int_to_fp import IntegerToFloat
 
 from .suite import unit_tests
 

@@ -3,8 +3,8 @@
 from amaranth.hdl import Cat, Const, Mux
 
 from ..registration import NO_DROPS, Param, Parameterized, register_block
-from .float_to_integer import INTEGER_FORMATS
 from .format import FloatFormat
+from .fp_to_int import INTEGER_FORMATS
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
 from .rounding import round_aligned
 from .shift import count_leading_zeros, normalise_left

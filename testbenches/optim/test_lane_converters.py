@@ -2,7 +2,7 @@
 # (Kernels built only to check their parameters are never elaborated.)
 """``amaranth.sim`` tests of the kernels' beat/lane converters, and their lane-count checks.
 
-:class:`rtl.optim.gearbox.CountedGearbox` (neither width divides the other) and
+:class:`rtl.optim.counted_gearbox.CountedGearbox` (neither width divides the other) and
 :class:`rtl.optim.counted_width_converter.CountedWidthConverter` (one divides the other,
 including ratios that are not powers of two, as 6 lanes against 2-word beats need).
 
@@ -24,8 +24,8 @@ import pytest
 from amaranth.hdl import ResetInserter, Signal
 from amaranth.sim import Simulator
 
+from rtl.optim.counted_gearbox import CountedGearbox
 from rtl.optim.counted_width_converter import CountedWidthConverter
-from rtl.optim.gearbox import CountedGearbox
 from rtl.optim.updater_kernel import AdagradUpdater, SGDUpdater
 from scripts.sim import knobs
 

@@ -1,13 +1,13 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""fp_min_max (:class:`rtl.fp.min_max.FloatMinMax`): its tests and runners.
+"""fp_min_max (:class:`rtl.fp.fp_min_max.FloatMinMax`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configuration below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of min and max in every
 format x flush mode, the Verilog, the registration and the parameter checks.
 """
 
-from rtl.fp.min_max import FloatMinMax
+from rtl.fp.fp_min_max import FloatMinMax
 
 from .suite import unit_tests
 

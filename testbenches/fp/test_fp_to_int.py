@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""fp_to_int (:class:`rtl.fp.float_to_integer.FloatToInteger`): its tests and runners.
+"""fp_to_int (:class:`rtl.fp.fp_to_int.FloatToInteger`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configuration below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of every format x flush
@@ -9,7 +9,7 @@ encoding goes through every conversion to i32 and u32, on Verilator and in ``ama
 (slow).
 """
 
-from rtl.fp.float_to_integer import FloatToInteger
+from rtl.fp.fp_to_int import FloatToInteger
 
 from .suite import unit_tests
 

@@ -4,7 +4,7 @@ from amaranth.hdl import Mux
 
 from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import UnpackedFloat, canonical_nan
-from .compare import ordering
+from .fp_compare import ordering
 from .interface import FLAG_INVALID
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 

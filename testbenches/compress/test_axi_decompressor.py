@@ -1,4 +1,4 @@
-"""``topk_axi_decompressor`` (``rtl.compress.axi_chunk_decompressor.AXIChunkDecompressor``): cocotb
+"""``topk_axi_decompressor`` (``rtl.compress.axi_decompressor.AXIChunkDecompressor``): cocotb
 tests (collected by cocotb) and their pytest runners (at the bottom).
 
 Chunked wire streams (well formed at 0.1 %, 1 % and 10 % density, and corrupted as in

@@ -9,7 +9,7 @@ from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import ARITHMETIC_PARAM
 from ..optim.updater_kernel import PORT_MODES, GradientSource, UpdaterKernel
 from ..registration import Param, check_int, register_block
-from .axi_chunk_decompressor import AXIChunkDecompressor
+from .axi_decompressor import AXIChunkDecompressor
 from .chunk_parser import COUNTER_WIDTH, ERROR_NAMES
 from .layouts import VALUE_WIDTHS, WORD_WIDTH
 
@@ -29,7 +29,7 @@ class TopKUpdaterKernel(UpdaterKernel):
     The same kernel as the dense one (``ap_ctrl_hs`` AXI4-Lite control, chunked parameter and
     state traffic, the 16-bit parameter copy, status, error and cycle/beat counters), except for
     the gradient: instead of a dense gradient tensor read through the memory ports, an
-    :class:`~rtl.compress.axi_chunk_decompressor.AXIChunkDecompressor` reads the shard's chunked
+    :class:`~rtl.compress.axi_decompressor.AXIChunkDecompressor` reads the shard's chunked
     Top-K wire stream (``pairs_words`` 64-bit words at ``pairs_address``, chunk size
     ``chunk_elements``) from its own AXI4 master ``m_axi_pairs``, scatters each chunk into an
     on-chip double buffer and streams the dense f32 chunk straight into the updater core's

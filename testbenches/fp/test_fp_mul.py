@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""fp_mul (:class:`rtl.fp.multiplier.FloatMultiplier`): its tests and runners.
+"""fp_mul (:class:`rtl.fp.fp_mul.FloatMultiplier`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configurations below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of every format x flush
@@ -8,7 +8,7 @@ mode (with e4m3, e5m2 and a single DSP product tile), the Verilog, the registrat
 parameter checks.
 """
 
-from rtl.fp.multiplier import FloatMultiplier
+from rtl.fp.fp_mul import FloatMultiplier
 
 from .suite import unit_tests
 

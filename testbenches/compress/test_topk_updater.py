@@ -1,4 +1,4 @@
-"""The fused Top-K updater kernel ``topk_updater`` (:mod:`rtl.compress.topk_updater_kernel`): cocotb
+"""The fused Top-K updater kernel ``topk_updater`` (:mod:`rtl.compress.topk_updater`): cocotb
 tests (collected by cocotb) and their pytest runners (at the bottom).
 
 The kernel runs with cocotbext-axi's ``AxiRam`` as device memory on every AXI4 port, the pair port
@@ -342,7 +342,7 @@ def test_traffic_against_dense():
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 def test_parameters_are_validated():
-    from rtl.compress.topk_updater_kernel import TopKUpdaterKernel
+    from rtl.compress.topk_updater import TopKUpdaterKernel
 
     with pytest.raises(ValueError, match="lanes"):
         TopKUpdaterKernel(lanes=32)
@@ -359,7 +359,7 @@ def test_parameters_are_validated():
 
 def test_register_map_extends_the_dense_kernel():
     """Every dense register but the gradient's, in the same order, plus the pair stream's."""
-    from rtl.compress.topk_updater_kernel import TopKUpdaterKernel
+    from rtl.compress.topk_updater import TopKUpdaterKernel
     from rtl.optim.updater_kernel import UpdaterKernel
 
     kernels = [UpdaterKernel(optimizer="sgd", data_width=64, chunk_elements=16),

@@ -1,4 +1,4 @@
-"""fp_sqrt (:class:`rtl.fp.square_root.FloatSquareRoot`): its tests and runners.
+"""fp_sqrt (:class:`rtl.fp.fp_sqrt.FloatSquareRoot`): its tests and runners.
 
 The standard tests of the divider and the square root (:func:`testbenches.fp.suite.divsqrt_tests`)
 on the configurations below: cocotb on Verilator against ``golden.fp`` (and, slow, every f16/bf16

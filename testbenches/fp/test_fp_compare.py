@@ -1,13 +1,13 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""fp_compare (:class:`rtl.fp.compare.FloatCompare`): its tests and runners.
+"""fp_compare (:class:`rtl.fp.fp_compare.FloatCompare`): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configurations below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of every comparison x
 format x flush mode (and the quiet ones), the Verilog, the registration and the parameter checks.
 """
 
-from rtl.fp.compare import FloatCompare
+from rtl.fp.fp_compare import FloatCompare
 
 from .suite import unit_tests
 

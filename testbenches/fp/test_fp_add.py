@@ -1,13 +1,13 @@
 # amaranth: UnusedElaboratable=no
 # (Units built only to check their parameters are never elaborated.)
-"""fp_add (:class:`rtl.fp.adder.FloatAdder`, also with ``subtract``): its tests and runners.
+"""fp_add (:class:`rtl.fp.fp_add.FloatAdder`, also with ``subtract``): its tests and runners.
 
 The standard FP unit tests (:func:`testbenches.fp.suite.unit_tests`) on the configurations below:
 cocotb on Verilator against ``golden.fp``, the ``amaranth.sim`` checks of every format x flush
 mode (with e4m3 and e5m2), the Verilog, the registration and the parameter checks.
 """
 
-from rtl.fp.adder import FloatAdder
+from rtl.fp.fp_add import FloatAdder
 
 from .suite import unit_tests
 

@@ -1,4 +1,4 @@
-"""fp_div (:class:`rtl.fp.divider.FloatDivider`): its tests and runners.
+"""fp_div (:class:`rtl.fp.fp_div.FloatDivider`): its tests and runners.
 
 The standard tests of the divider and the square root (:func:`testbenches.fp.suite.divsqrt_tests`)
 on the configurations below: cocotb on Verilator against ``golden.fp``; in ``amaranth.sim``, random

@@ -47,7 +47,7 @@ def _top_offset(fmt):
 class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
     """Pipelined fused multiply-add: ``a * b + c`` with a single rounding to nearest even.
 
-    The exact product (DSP-sized tiles, as in :class:`~rtl.fp.multiplier.FloatMultiplier`)
+    The exact product (DSP-sized tiles, as in :class:`~rtl.fp.fp_mul.FloatMultiplier`)
     stays at a fixed place in a ``3p + 5`` bit window while the addend ``c`` is aligned
     against it, in the same cycles as the multiplication; an addend more than ``p + 2``
     bits above the product is kept at the top and the product then only acts as a sticky
@@ -63,10 +63,10 @@ class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
         Read subnormal operands as zero and flush subnormal results to zero (with
         underflow and inexact).
     dsp_tile : int
-        Widest factor one DSP block multiplies, as for :class:`~rtl.fp.multiplier.FloatMultiplier`.
+        Widest factor one DSP block multiplies, as for :class:`~rtl.fp.fp_mul.FloatMultiplier`.
     lut_bits : int
         Low bits of one significand multiplied in LUTs, as for
-        :class:`~rtl.fp.multiplier.FloatMultiplier` (the latency does not change).
+        :class:`~rtl.fp.fp_mul.FloatMultiplier` (the latency does not change).
     tag_width : int
         Width of the tag carried from ``i`` to ``o`` (0 for none).
 

@@ -1,4 +1,4 @@
-"""sparse_tensor_array: cocotb tests of :class:`rtl.systolic.sparse_array.SparseTensorArray` (padded
+"""sparse_tensor_array: cocotb tests of :class:`rtl.systolic.sparse_tensor_array.SparseTensorArray` (padded
 CSR, gathered B) against golden.systolic.sparse, and their pytest runners (at the bottom).
 
 The host side of H-GCN's sparse path runs here: A is converted with
@@ -19,7 +19,7 @@ import pytest
 from cocotb.triggers import with_timeout
 
 from golden.systolic import choose_pe_kind, gemm, padded_csr, plan_tile_rows, sparse_gemm
-from rtl.systolic.sparse_array import SparseTensorArray
+from rtl.systolic.sparse_tensor_array import SparseTensorArray
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
