@@ -19,19 +19,22 @@ engine are in :mod:`testbenches.bus.tb`.
 import cocotb
 import pytest
 
-from scripts.sim import channel, knobs
-from scripts.sim.axi import RAM_SIZE
+from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, stream_layout
 from scripts.sim.tb import Scoreboard
 
-from .tb import DMA_CONFIGS, DmaTB, address_of, beat_addresses, dma_config_id, fault_near, random_commands
-
-DEFAULT_COMMANDS = 24
-# Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
-RESET_ROUNDS = 16
-RESET_COMMANDS = 4
-RESET_MIN_BEATS = 300
+from .tb import (
+    DMA_CONFIGS,
+    RESET_ROUNDS,
+    DmaTB,
+    beat_addresses,
+    dma_config_id,
+    fault_near,
+    random_commands,
+    random_run,
+    throughput_command,
+)
 
 
 class ReaderTB(DmaTB):
@@ -54,18 +57,13 @@ class ReaderTB(DmaTB):
 
 
 async def run_reads(dut, *, stall, faulty=False, salt=0):
-    rng = knobs.rng(10 + salt)
-    count = knobs.vectors(DEFAULT_COMMANDS, limit=240)  # commands of up to 1000 beats each
-    params = params_from_env()
-    beat_bytes = params["data_width"] // 8
-    commands = random_commands(rng, count, beat_bytes, address_width=params["address_width"])
-    faults = [fault_near(rng, commands, beat_bytes, count // 2)] if faulty else []
+    commands, faults = random_run(knobs.rng(10 + salt), faulty=faulty)
     tb = ReaderTB(dut, faults=faults, stall=stall)
     await tb.reset()
 
     fault_start, resp = None, None
-    for index, offset in enumerate(beat_addresses(commands, beat_bytes)):
-        resp = tb.ram.fault_at(offset, beat_bytes)
+    for index, offset in enumerate(beat_addresses(commands, tb.beat_bytes)):
+        resp = tb.ram.fault_at(offset, tb.beat_bytes)
         if resp is not None:
             fault_start = index
             break
@@ -149,10 +147,7 @@ async def throughput_without_stalls(dut):
     Every beat must still be the RAM's contents with ``last`` on the final one, nothing more, and
     the bursts must keep the AXI rules (:meth:`DmaTB.check_bus`), as in the stalled tests.
     """
-    params = params_from_env()
-    offset, beat_bytes = 0x10_0000 + 3 * params["data_width"] // 8, params["data_width"] // 8
-    length = knobs.vectors(4096, limit=(RAM_SIZE - offset) // beat_bytes)  # one command inside the RAM
-    commands = [(address_of(offset, params["address_width"]), length)]
+    commands, length = throughput_command(params_from_env())
     tb = ReaderTB(dut)
     await tb.reset()
     scoreboard = Scoreboard("axi_burst_reader data (throughput)")
@@ -177,10 +172,7 @@ async def throughput_without_stalls(dut):
     scoreboard.check_complete()
     tb.check_bus()
     tb.check_error(None)
-    result = {"beats": length, "cycles": cycles, "beats_per_cycle": length / cycles,
-              "command_to_done_cycles": command_to_done, "peak_outstanding": tb.monitor.peak_outstanding}
-    dut._log.info("throughput: %s", result)
-    channel.reply(result)
+    tb.reply_throughput(length, cycles, command_to_done)
 
 
 
@@ -193,47 +185,22 @@ async def cut_then_clean(dut, *, cancel):
     lost) and end with ``done``, within a cycle bound.
     """
     rng = knobs.rng(61 if cancel else 60)
-    params = params_from_env()
-    beat_bytes = params["data_width"] // 8
     tb = ReaderTB(dut, stall=0.3)
     dut.cancel.value = 0
     await tb.reset()
     what = "cancel" if cancel else "reset"
     scoreboard = Scoreboard(f"axi_burst_reader data after {what}")
 
-    def batch():
-        # Long enough that a burst is still open 120 cycles in, whatever the burst sizes.
-        while True:
-            commands = random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
-                                       max_length=200, allow_empty=False)
-            if sum(length for _, length in commands) >= RESET_MIN_BEATS:
-                return commands
-
-    def burst_open():
-        return tb.monitor.outstanding > 0
-
     for _ in range(RESET_ROUNDS):
-        before = batch()
+        before = tb.cut_batch(rng)
         bursts, received = len(tb.monitor.bursts), tb.sink.received
         tb.send_commands(before)
-        await tb.wait_until(lambda bursts=bursts: len(tb.monitor.bursts) > bursts, cycles=200,
-                            what="the first AR")
-        if cancel:
-            # The memory is not reset: the monitor keeps counting the bursts the drain closes.
-            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open, drivers=[tb.cmd, tb.sink],
-                                        signal=dut.cancel)
-            in_flight = params["max_outstanding"] * params["max_burst"]
-            await tb.wait_until(lambda: not dut.busy.value, cycles=int(10 * (in_flight + 200) * 2.2),
-                                what="the drain after cancel")
-        else:
-            # The memory shares the reset and drops its bursts too.
-            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open,
-                                        drivers=[tb.cmd, tb.sink, tb.monitor])
+        await tb.cut(rng, bursts=bursts, cancel=cancel, drivers=[tb.cmd, tb.sink])
         total = sum(length for _, length in before)
         assert tb.sink.received - received < total, (
             f"{what} after the transfer: all {total} beats delivered; {knobs.describe()}")
         tb.check_idle()
-        commands = batch()
+        commands = tb.cut_batch(rng)
         beats = sum(length for _, length in commands)
         scoreboard.expect_many(tb.expected_beats(commands))
         tb.send_commands(commands)
