@@ -14,20 +14,24 @@ from golden.compress import (
     encode_stream,
     group_by_chunk,
     scatter,
+    scatter_stream,
     value_dtype,
 )
 from golden.compress.registers import error_fields, traffic_fields
 from golden.fp.vectors import random_operands
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
-           "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config"]
+           "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config", "RATIOS",
+           "expect_dense_stream", "collect_reports"]
 
 PAUSE_PROBABILITY = 0.35
+# Top-K densities the well-formed streams cycle through: 0.1%, 1% and 10%.
+RATIOS = (0.001, 0.01, 0.1)
 
 # The 512-bit configuration of a SmartSSD/Alveo memory port: test_axi_chunk_decompressor.py runs
 # ``topk_axi_decompressor`` on it, and bench_compress.py measures traffic on the same build.
@@ -74,14 +78,44 @@ def value_bits(values):
     return values.view(np.uint32 if values.dtype == np.float32 else np.uint16).astype(np.int64).tolist()
 
 
-def dense_beats(indices, values, length, out_lanes):
-    """The golden output beats of one chunk: ``{"data": [...], "last": 0/1}`` dicts."""
-    dense = scatter(np.asarray(indices, np.int64), values, length).view(np.uint32)
-    beats = -(-length // out_lanes)
+def _chunk_beats(bits, out_lanes):
+    """One chunk's dense ``bits`` as output beats, zero-padded: ``{"data": [...], "last": 0/1}`` dicts."""
+    beats = -(-len(bits) // out_lanes)
     padded = np.zeros(beats * out_lanes, np.uint32)
-    padded[:length] = dense
+    padded[:len(bits)] = bits
     return [{"data": padded[n * out_lanes:(n + 1) * out_lanes].astype(np.int64).tolist(),
              "last": int(n == beats - 1)} for n in range(beats)]
+
+
+def dense_beats(indices, values, length, out_lanes):
+    """The golden output beats of one chunk: ``{"data": [...], "last": 0/1}`` dicts."""
+    return _chunk_beats(scatter(np.asarray(indices, np.int64), values, length).view(np.uint32), out_lanes)
+
+
+def expect_dense_stream(scoreboard, words, size, promised_sorted, label, *,
+                        value_format, chunk_size, out_lanes):
+    """Queue on ``scoreboard`` the golden dense beats of one decompressed wire stream; return its errors.
+
+    The golden is :func:`golden.compress.scatter_stream`; each beat is labelled with ``label``
+    plus its chunk and beat number.
+    """
+    dense, errors = scatter_stream(words, size, value_format=value_format, chunk_size=chunk_size,
+                                   sorted_within_chunk=promised_sorted)
+    bits = dense.view(np.uint32)
+    for chunk in range(chunk_count(size, chunk_size)):
+        beats = _chunk_beats(bits[chunk * chunk_size:(chunk + 1) * chunk_size], out_lanes)
+        for n, beat in enumerate(beats):
+            scoreboard.expect(beat, {**label, "chunk": chunk, "beat": n})
+    return errors
+
+
+async def collect_reports(tb):
+    """Append ``(errors, status)`` to ``tb.reports`` at every ``done`` pulse (run it with ``start_soon``)."""
+    layout = errors_layout()
+    while True:
+        await RisingEdge(tb.clock)
+        if tb.dut.done.value:
+            tb.reports.append((unpack(layout, int(tb.dut.errors.value)), int(tb.dut.status.value)))
 
 
 def stall_salt(idle, backpressure):

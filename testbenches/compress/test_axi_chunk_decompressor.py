@@ -19,7 +19,7 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
-from golden.compress import chunk_count, scatter_stream
+from golden.compress import chunk_count
 from golden.compress.registers import ERROR_NAMES
 from scripts.sim import channel, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
@@ -30,9 +30,11 @@ from testbenches.compress.tb import (
     AXI_PARAMS,
     CLOCK_NS,
     PAUSE_PROBABILITY,
+    RATIOS,
     CutBursts,
     corrupted_stream,
     errors_layout,
+    expect_dense_stream,
     idle_after_reset,
     random_size,
     stall_salt,
@@ -42,7 +44,6 @@ from testbenches.compress.tb import (
 MODULE = __name__
 RAM_SIZE = 1 << 22
 DEFAULT_TRANSFERS = 6
-RATIOS = (0.001, 0.01, 0.1)
 CORRUPTIONS = ("out_of_range", "truncated", "excess", "unsorted", "empty_transfer")
 
 
@@ -99,19 +100,9 @@ class AxiDecompressorTB(ClockedTB):
         return offset, span
 
     def expect(self, words, size, promised_sorted, label):
-        dense, errors = scatter_stream(words, size, value_format=self.value_format,
-                                       chunk_size=self.chunk_size, sorted_within_chunk=promised_sorted)
-        bits = dense.view(np.uint32)
-        for chunk in range(chunk_count(size, self.chunk_size)):
-            elements = bits[chunk * self.chunk_size:(chunk + 1) * self.chunk_size]
-            beats = -(-len(elements) // self.out_lanes)
-            padded = np.zeros(beats * self.out_lanes, np.uint32)
-            padded[:len(elements)] = elements
-            for n in range(beats):
-                self.scoreboard.expect(
-                    {"data": padded[n * self.out_lanes:(n + 1) * self.out_lanes].astype(np.int64).tolist(),
-                     "last": int(n == beats - 1)}, {**label, "chunk": chunk, "beat": n})
-        return errors
+        return expect_dense_stream(self.scoreboard, words, size, promised_sorted, label,
+                                   value_format=self.value_format, chunk_size=self.chunk_size,
+                                   out_lanes=self.out_lanes)
 
     async def transfer(self, words, size, promised_sorted, label, *, golden_words=None):
         """Place, decompress and check one stream; return its measured AXI traffic.

@@ -9,11 +9,10 @@ and every transfer must finish within a cycle budget (nothing hangs on bad input
 """
 
 import cocotb
-import numpy as np
 import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
-from golden.compress import chunk_count, scatter_stream
+from golden.compress import chunk_count
 from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
@@ -22,9 +21,12 @@ from scripts.sim.tb import Scoreboard
 from testbenches.compress.tb import (
     CLOCK_NS,
     CORRUPTIONS,
+    RATIOS,
     CompressTB,
+    collect_reports,
     corrupted_stream,
     errors_layout,
+    expect_dense_stream,
     random_size,
     stall_salt,
     top_k_stream,
@@ -32,7 +34,6 @@ from testbenches.compress.tb import (
 
 MODULE = __name__
 DEFAULT_TRANSFERS = 6
-RATIOS = (0.001, 0.01, 0.1)
 
 
 class DecompressorTB(CompressTB):
@@ -43,15 +44,7 @@ class DecompressorTB(CompressTB):
         self.out_lanes, self.value_format = params["out_lanes"], params["value_format"]
         self.reports = []
         self.scoreboard = Scoreboard("topk_chunk_decompressor o")
-        cocotb.start_soon(self._watch_done())
-
-    async def _watch_done(self):
-        layout = errors_layout()
-        while True:
-            await RisingEdge(self.clock)
-            if self.dut.done.value:
-                errors = unpack(layout, int(self.dut.errors.value))
-                self.reports.append((errors, int(self.dut.status.value)))
+        cocotb.start_soon(collect_reports(self))
 
     def beats(self, rng, words, oversized_counts=False):
         """Cut ``words`` into wire beats of random fill (mostly full), ``last`` on the final one.
@@ -74,20 +67,9 @@ class DecompressorTB(CompressTB):
 
     def expect(self, words, size, promised_sorted, label):
         """Queue the golden dense beats of one transfer; return the golden errors."""
-        dense, errors = scatter_stream(words, size, value_format=self.value_format,
-                                       chunk_size=self.chunk_size, sorted_within_chunk=promised_sorted)
-        bits = dense.view(np.uint32)
-        for chunk in range(chunk_count(size, self.chunk_size)):
-            elements = bits[chunk * self.chunk_size:(chunk + 1) * self.chunk_size]
-            beats = -(-len(elements) // self.out_lanes)
-            padded = np.zeros(beats * self.out_lanes, np.uint32)
-            padded[:len(elements)] = elements
-            for n in range(beats):
-                self.scoreboard.expect(
-                    {"data": padded[n * self.out_lanes:(n + 1) * self.out_lanes].astype(np.int64).tolist(),
-                     "last": int(n == beats - 1)},
-                    {**label, "chunk": chunk, "beat": n})
-        return errors
+        return expect_dense_stream(self.scoreboard, words, size, promised_sorted, label,
+                                   value_format=self.value_format, chunk_size=self.chunk_size,
+                                   out_lanes=self.out_lanes)
 
     async def transfer(self, rng, words, size, promised_sorted, label):
         """Send one transfer, wait for its done pulse, and check the counters and status."""

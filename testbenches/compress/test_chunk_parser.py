@@ -34,13 +34,12 @@ from golden.compress.parse import parse_chunked
 from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
-from scripts.sim.stream import unpack
 from scripts.sim.tb import CLOCK_PERIOD_NS, Scoreboard
 from testbenches.compress.tb import (
     CORRUPTIONS,
     CompressTB,
+    collect_reports,
     corrupted_stream,
-    errors_layout,
     random_size,
     random_values,
     stall_salt,
@@ -92,14 +91,7 @@ class ParserTB(CompressTB):
         self.scoreboard = Scoreboard("topk_chunk_parser chunks")
         self.reports = []
         self.drivers = [self.source, self.sink, self.collector]
-        cocotb.start_soon(self._watch_done())
-
-    async def _watch_done(self):
-        layout = errors_layout()
-        while True:
-            await RisingEdge(self.clock)
-            if self.dut.done.value:
-                self.reports.append((unpack(layout, int(self.dut.errors.value)), int(self.dut.status.value)))
+        cocotb.start_soon(collect_reports(self))
 
     def beats(self, rng, words, oversized_counts):
         """Wire beats of random fill (mostly full) and the lane of every word; ``last`` on the final beat."""

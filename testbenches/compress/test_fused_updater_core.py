@@ -25,6 +25,8 @@ from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.compress.tb import (
     CLOCK_NS,
     PAUSE_PROBABILITY,
+    RATIOS,
+    collect_reports,
     corrupted_stream,
     errors_layout,
     random_size,
@@ -34,7 +36,6 @@ from testbenches.compress.tb import (
 
 MODULE = __name__
 DEFAULT_RUNS = 6
-RATIOS = (0.001, 0.01, 0.1)
 CORRUPTIONS = ("out_of_range", "truncated", "unsorted", "duplicates")
 
 
@@ -60,14 +61,7 @@ class FusedTB(ClockedTB):
                                if backpressure else never())
         self.reports = []
         dut.clear.value = 0
-        cocotb.start_soon(self._watch_done())
-
-    async def _watch_done(self):
-        layout = errors_layout()
-        while True:
-            await RisingEdge(self.clock)
-            if self.dut.done.value:
-                self.reports.append((unpack(layout, int(self.dut.errors.value)), int(self.dut.status.value)))
+        cocotb.start_soon(collect_reports(self))
 
     def wire_beats(self, words):
         beats = []
