@@ -27,7 +27,7 @@ from scripts.sim.tb import ClockedTB
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
            "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config", "RATIOS",
-           "expect_dense_stream", "collect_reports"]
+           "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared"]
 
 PAUSE_PROBABILITY = 0.35
 # Top-K densities the well-formed streams cycle through: 0.1%, 1% and 10%.
@@ -136,6 +136,19 @@ class CompressTB(ClockedTB):
                                backpressure=random_pauses(knobs.rng(200 + salt), PAUSE_PROBABILITY)
                                if backpressure else never())
 
+    @classmethod
+    async def started(cls, dut, idle, backpressure, *, salt):
+        """A testbench with the stalls asked for, after its reset, and the test's random generator.
+
+        ``salt`` (plus :func:`stall_salt`) seeds the stall patterns and the generator, so that
+        every stall combination of a test draws its own data.
+        """
+        salt += stall_salt(idle, backpressure)
+        tb = cls(dut, idle=idle, backpressure=backpressure, salt=salt)
+        rng = knobs.rng(salt)
+        await tb.reset()
+        return tb, rng
+
     async def wait_ready(self, limit=1 << 16):
         """Wait (bounded) until the block raises ``i.ready`` after its reset-time buffer clear."""
         for _ in range(limit):
@@ -235,6 +248,27 @@ def corrupted_stream(rng, kind, size, chunk_size, value_format):
         headers_here = rng.random(n) < 0.3
         words[headers_here] = rng.integers(0, 5, int(headers_here.sum()), dtype=np.uint64)
     return words, promised_sorted
+
+
+def corrupted_transfers(rng, chunk_size, value_format, rounds):
+    """``rounds`` times every malformation of :data:`CORRUPTIONS`, as ``(n, kind, size, words, sorted)``.
+
+    One transfer in seven has a size of 0..2 elements; the others 1..6 chunks.
+    """
+    for n, kind in enumerate(CORRUPTIONS * rounds):
+        size = random_size(rng, chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
+        words, promised_sorted = corrupted_stream(rng, kind, size, chunk_size, value_format)
+        yield n, kind, size, words, promised_sorted
+
+
+def check_cleared(dut, what, *flags):
+    """Right after a reset the error counters, the status bits and the one-bit outputs ``flags`` read 0."""
+    errors = unpack(errors_layout(), int(dut.errors.value))
+    values = {flag: int(getattr(dut, flag).value) for flag in flags}
+    assert not any(errors.values()) and not dut.status.value and not any(values.values()), (
+        f"{what}: counters {errors}, status {int(dut.status.value):#x}"
+        + "".join(f", {flag} {value}" for flag, value in values.items())
+        + f" after the reset; {knobs.describe()}")
 
 
 def random_size(rng, chunk_size, chunks):

@@ -32,6 +32,7 @@ from testbenches.compress.tb import (
     PAUSE_PROBABILITY,
     RATIOS,
     CutBursts,
+    check_cleared,
     corrupted_stream,
     errors_layout,
     expect_dense_stream,
@@ -254,10 +255,7 @@ async def reset_mid_transfer(dut):
         await tb.reset_mid_transfer(rng, after=(1, 40), drivers=[tb.cmd, tb.sink, cut], until=cut.burst_open)
         assert cut.cut, f"round {round_}: no read burst open at the reset; {knobs.describe()}"
         await idle_after_reset(tb, ["m_axi"])
-        errors = unpack(errors_layout(), int(dut.errors.value))
-        assert not any(errors.values()) and not dut.status.value and not dut.read_error.value, (
-            f"round {round_}: counters {errors}, status {int(dut.status.value):#x}, read_error "
-            f"{int(dut.read_error.value)} after the reset; {knobs.describe()}")
+        check_cleared(dut, f"round {round_}", "read_error")
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
         words, *_ = top_k_stream(rng, size, tb.chunk_size, RATIOS[round_], tb.value_format, False)
         await tb.transfer(words, size, False, {"round": round_, "after": "reset", "size": size})

@@ -16,19 +16,16 @@ from golden.compress import chunk_count
 from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
-from scripts.sim.stream import unpack
 from scripts.sim.tb import Scoreboard
 from testbenches.compress.tb import (
     CLOCK_NS,
-    CORRUPTIONS,
     RATIOS,
     CompressTB,
+    check_cleared,
     collect_reports,
-    corrupted_stream,
-    errors_layout,
+    corrupted_transfers,
     expect_dense_stream,
     random_size,
-    stall_salt,
     top_k_stream,
 )
 
@@ -108,10 +105,7 @@ class DecompressorTB(CompressTB):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def ratios_bit_exact(dut, idle, backpressure):
     """Well-formed Top-K streams at 0.1%, 1% and 10% density, sorted and unsorted chunks."""
-    salt = stall_salt(idle, backpressure)
-    tb = DecompressorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await DecompressorTB.started(dut, idle, backpressure, salt=0)
     total = 0
     for n in range(knobs.vectors(DEFAULT_TRANSFERS, limit=60)):
         ratio = RATIOS[n % len(RATIOS)]
@@ -130,15 +124,11 @@ async def ratios_bit_exact(dut, idle, backpressure):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def bad_input_bit_exact(dut, idle, backpressure):
     """Every malformation: dropped pairs, counters and status bits as golden; never hangs."""
-    salt = 10 + stall_salt(idle, backpressure)
-    tb = DecompressorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await DecompressorTB.started(dut, idle, backpressure, salt=10)
     total = 0
     rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS, limit=60) // 2)
-    for n, kind in enumerate(CORRUPTIONS * rounds):
-        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
-        words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)
+    for n, kind, size, words, promised_sorted in corrupted_transfers(rng, tb.chunk_size, tb.value_format,
+                                                                      rounds):
         await tb.transfer(rng, words, size, promised_sorted,
                           {"transfer": n, "kind": kind, "size": size, "sorted": promised_sorted})
         total += size
@@ -176,10 +166,7 @@ async def reset_mid_transfer(dut):
                             what="the transfer's first beat")
         await tb.reset_mid_transfer(rng, after=(1, len(beats) // 2), drivers=[tb.source, tb.sink],
                                     until=transfer_open)
-        errors = unpack(errors_layout(), int(dut.errors.value))
-        assert not any(errors.values()) and not dut.status.value, (
-            f"round {round_}: counters {errors}, status {int(dut.status.value):#x} after the reset; "
-            f"{knobs.describe()}")
+        check_cleared(dut, f"round {round_}")
         reports = len(tb.reports)
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
         promised_sorted = bool(round_ % 2)

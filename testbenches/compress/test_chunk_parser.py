@@ -40,9 +40,9 @@ from testbenches.compress.tb import (
     CompressTB,
     collect_reports,
     corrupted_stream,
+    corrupted_transfers,
     random_size,
     random_values,
-    stall_salt,
 )
 
 DEFAULT_TRANSFERS = 24
@@ -169,10 +169,7 @@ def random_transfer(rng, tb, n):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def well_formed(dut, idle, backpressure):
     """Well-formed streams: every pair accepted in its slot, chunks closed with their lengths, no error."""
-    salt = stall_salt(idle, backpressure)
-    tb = ParserTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await ParserTB.started(dut, idle, backpressure, salt=0)
     for n in range(knobs.vectors(DEFAULT_TRANSFERS, limit=240)):
         size, promised_sorted, words = random_transfer(rng, tb, n)
         await tb.transfer(rng, words, size, promised_sorted,
@@ -184,14 +181,10 @@ async def well_formed(dut, idle, backpressure):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def bad_input(dut, idle, backpressure):
     """Every malformation: dropped pairs, counters and status as golden, remaining chunks closed, no hang."""
-    salt = 10 + stall_salt(idle, backpressure)
-    tb = ParserTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await ParserTB.started(dut, idle, backpressure, salt=10)
     rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS, limit=240) // 6)
-    for n, kind in enumerate(CORRUPTIONS * rounds):
-        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
-        words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)
+    for n, kind, size, words, promised_sorted in corrupted_transfers(rng, tb.chunk_size, tb.value_format,
+                                                                      rounds):
         await tb.transfer(rng, words, size, promised_sorted,
                           {"transfer": n, "kind": kind, "size": size, "sorted": promised_sorted},
                           oversized_counts=True)

@@ -20,15 +20,15 @@ from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_update, 
 from golden.optim.vectors import f32_tensor, random_hyper
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.compress.tb import (
     CLOCK_NS,
     PAUSE_PROBABILITY,
     RATIOS,
+    check_cleared,
     collect_reports,
     corrupted_stream,
-    errors_layout,
     random_size,
     stall_salt,
     top_k_stream,
@@ -191,10 +191,7 @@ async def reset_mid_run(dut):
         await tb.wait_until(step_open, cycles=20 * (len(states) + len(words)) + 1000, what="the step's start")
         await tb.reset_mid_transfer(rng, after=(1, len(states) // 2), drivers=[tb.pairs, tb.state, tb.sink],
                                     until=step_open)
-        errors = unpack(errors_layout(), int(dut.errors.value))
-        assert not any(errors.values()) and not dut.status.value and not dut.nonfinite.value, (
-            f"round {round_}: counters {errors}, status {int(dut.status.value):#x}, nonfinite "
-            f"{int(dut.nonfinite.value)} after the reset; {knobs.describe()}")
+        check_cleared(dut, f"round {round_}", "nonfinite")
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
         words, *_ = top_k_stream(rng, size, tb.chunk_size, RATIOS[round_], tb.value_format, True)
         await tb.run(rng, words, size, True, 3 + round_, {"round": round_, "after": "reset", "size": size})
