@@ -15,7 +15,9 @@ from testbenches.systolic.tb import (
     os_shapes,
     random_accumulator,
     random_matrix,
+    run_random_gemms,
     signed_zero_operands,
+    stalled_start,
 )
 
 __all__ = ["gemm_bits_and_cycles", "special_values", "gemm_under_stalls", "bad_commands_rejected",
@@ -26,17 +28,9 @@ DEFAULT_GEMMS = 4
 
 async def run_test(dut, *, idle, backpressure, specials):
     tb = OutputStationaryTB(dut)
-    salt = 4 * specials + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
-    fraction = 0.25 if specials else 0.0
-    for m_size, k_size, n_size in os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
-        a = random_matrix(rng, (m_size, k_size), tb.element, fraction)
-        b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
-        d = random_accumulator(rng, (m_size, n_size), tb.element, fraction) if tb.accumulate else None
-        measured, model = await tb.run_gemm(a, b, d, exact_cycles=not (idle or backpressure))
-        dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
+    rng = await stalled_start(tb, idle, backpressure, 4 * specials + 2 * idle + backpressure)
+    await run_random_gemms(tb, rng, os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)),
+                           fraction=0.25 if specials else 0.0, exact_cycles=not (idle or backpressure))
     if specials:
         shape = (tb.rows * tb.slots + 1, 3, tb.cols + 1)
         await tb.run_gemm(*signed_zero_operands(rng, shape, tb.element, tb.accumulate),

@@ -17,7 +17,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
 from testbenches.systolic.commands import reset_mid_blocks
-from testbenches.systolic.tb import BlockCodecTB, random_blocks
+from testbenches.systolic.tb import BlockCodecTB, random_blocks, stalled_start
 
 MODULE = __name__
 DEFAULT_BLOCKS = 400
@@ -52,10 +52,8 @@ def encodings(rng, count, block, bits):
 
 async def run_test(dut, *, idle, backpressure):
     tb = BlockCodecTB(dut)
-    salt = 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    await decode(tb, knobs.rng(salt), knobs.vectors(DEFAULT_BLOCKS))
+    rng = await stalled_start(tb, idle, backpressure, 2 * idle + backpressure)
+    await decode(tb, rng, knobs.vectors(DEFAULT_BLOCKS))
 
 
 async def decode(tb, rng, count):

@@ -15,7 +15,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
 from testbenches.systolic.commands import reset_mid_blocks
-from testbenches.systolic.tb import BlockCodecTB, random_blocks
+from testbenches.systolic.tb import BlockCodecTB, random_blocks, stalled_start
 
 MODULE = __name__
 DEFAULT_BLOCKS = 400
@@ -29,10 +29,8 @@ def _signed(value, bits):
 
 async def run_test(dut, *, idle, backpressure, non_finite):
     tb = BlockCodecTB(dut)
-    salt = 4 * non_finite + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    await encode(tb, knobs.rng(salt), knobs.vectors(DEFAULT_BLOCKS), non_finite)
+    rng = await stalled_start(tb, idle, backpressure, 4 * non_finite + 2 * idle + backpressure)
+    await encode(tb, rng, knobs.vectors(DEFAULT_BLOCKS), non_finite)
 
 
 async def encode(tb, rng, count, non_finite):
