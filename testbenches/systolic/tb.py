@@ -455,3 +455,15 @@ class BlockCodecTB(ClockedTB):
         self.source.set_pause_generator(random_pauses(knobs.rng(salt + 10), 0.3) if idle else never())
         self.sink.set_backpressure_generator(
             random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+
+    async def check_blocks(self, scoreboard, count, default_vectors, convert=lambda item: item):
+        """Check ``count`` output blocks (each through ``convert``) against ``scoreboard``, in order,
+        within a cycle bound, and nothing after them; ``default_vectors`` is the test's default count."""
+        async def drain():
+            for _ in range(count):
+                scoreboard.check(convert(await self.sink.recv()))
+
+        await with_timeout(drain(), 40 * count + 1000, "ns")
+        await self.cycles(5)
+        scoreboard.check_complete()
+        assert self.sink.empty(), f"extra output blocks; {knobs.describe(default_vectors)}"
