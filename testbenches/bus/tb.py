@@ -38,7 +38,7 @@ from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 
 __all__ = ["FaultyAxiRam", "BurstMonitor", "DmaTB", "random_pauses_all", "random_commands", "beat_addresses",
            "address_of", "fault_near", "random_run", "throughput_command", "RESET_ROUNDS",
-           "RAM_SIZE", "ADDRESS_BASE", "DMA_CONFIGS", "dma_config_id",
+           "RAM_SIZE", "ADDRESS_BASE", "DMA_CONFIGS", "dma_config_id", "dma_tests",
            "StreamTB", "stream_order_under_stalls", "throughput_without_stalls", "reset_mid_transfer"]
 
 # The RAM model (RAM_SIZE bytes) wraps addresses modulo its size; commands use
@@ -280,6 +280,49 @@ DMA_CONFIGS = [
 
 def dma_config_id(params):
     return "-".join(f"{k}{v}" for k, v in params.items())
+
+
+def dma_tests(verb, run, cut_then_clean):
+    """The cocotb tests both DMA engines run, as a dict for the engine's test module's ``globals()``.
+
+    ``{verb}_at_full_rate``, ``{verb}_under_stalls`` and ``{verb}_with_error`` (at both stall
+    rates) call ``run(dut, *, stall, faulty=False, salt=0)``, which sends random commands and
+    checks everything the engine's module docstring lists; ``reset_mid_transfer`` and
+    ``cancel_mid_transfer`` call ``cut_then_clean(dut, *, cancel)``. cocotb runs the tests in
+    that module's namespace, under these names.
+    """
+    @cocotb.test(name=f"{verb}_at_full_rate")
+    async def at_full_rate(dut):
+        """Random commands, no pauses anywhere."""
+        await run(dut, stall=0.0)
+
+    @cocotb.test(name=f"{verb}_under_stalls")
+    async def under_stalls(dut):
+        """Random commands with 30% pauses on every AXI channel, on the commands and on the data stream."""
+        await run(dut, stall=0.3, salt=1)
+
+    @cocotb.test(name=f"{verb}_with_error")
+    @cocotb.parametrize(stall=[0.0, 0.3])
+    async def with_error(dut, stall):
+        """An SLVERR or DECERR range in the middle command: sticky error and a clean end."""
+        await run(dut, stall=stall, faulty=True, salt=2 + int(stall * 10))
+
+    @cocotb.test(name="reset_mid_transfer")
+    async def reset_mid_transfer(dut):
+        """Reset shared with the memory, at a random cycle with a burst open; then clean commands.
+
+        The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
+        reset cuts the bursts on both sides.
+        """
+        await cut_then_clean(dut, cancel=False)
+
+    @cocotb.test(name="cancel_mid_transfer")
+    async def cancel_mid_transfer(dut):
+        """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes it."""
+        await cut_then_clean(dut, cancel=True)
+
+    tests = [at_full_rate, under_stalls, with_error, reset_mid_transfer, cancel_mid_transfer]
+    return {test.name: test for test in tests}
 
 
 # ---------------------------------------------------------------- generic stream tests (stream blocks)

@@ -30,6 +30,7 @@ from .tb import (
     DmaTB,
     beat_addresses,
     dma_config_id,
+    dma_tests,
     fault_near,
     random_commands,
     random_run,
@@ -57,6 +58,8 @@ class ReaderTB(DmaTB):
 
 
 async def run_reads(dut, *, stall, faulty=False, salt=0):
+    """Random commands, every beat checked against the RAM; with ``faulty``, data before the failing
+    beat intact, zero from it on, and no AR after the error beyond the one already registered."""
     commands, faults = random_run(knobs.rng(10 + salt), faulty=faulty)
     tb = ReaderTB(dut, faults=faults, stall=stall)
     await tb.reset()
@@ -89,25 +92,6 @@ async def run_reads(dut, *, stall, faulty=False, salt=0):
     dut._log.info("reads: %d commands, %d beats, %d bursts, peak %d in flight, %d cycles",
                   len(commands), len(expected), len(tb.monitor.bursts), tb.monitor.peak_outstanding, tb.cycle)
     return tb
-
-
-@cocotb.test()
-async def reads_at_full_rate(dut):
-    """Random commands, no pauses anywhere."""
-    await run_reads(dut, stall=0.0)
-
-
-@cocotb.test()
-async def reads_under_stalls(dut):
-    """Random commands with 30% pauses on AR and R, command gaps and output backpressure."""
-    await run_reads(dut, stall=0.3, salt=1)
-
-
-@cocotb.test()
-@cocotb.parametrize(stall=[0.0, 0.3])
-async def reads_with_error(dut, stall):
-    """An SLVERR or DECERR range in the middle command: sticky error, clean end, data before intact."""
-    await run_reads(dut, stall=stall, faulty=True, salt=2 + int(stall * 10))
 
 
 @cocotb.test()
@@ -179,6 +163,7 @@ async def throughput_without_stalls(dut):
 async def cut_then_clean(dut, *, cancel):
     """Rounds of: random commands under stalls, a cut (reset or ``cancel``) with a burst open, clean commands.
 
+    After a cancel nothing more leaves on ``data``; the R beats still owed are taken and dropped.
     After the cut the bus must be idle (no valid high, no burst open, ``busy`` low): at
     once after a reset, within a cycle bound after a cancel (the drain). Then new random
     commands must deliver exactly their RAM contents (nothing from before the cut, nothing
@@ -211,25 +196,9 @@ async def cut_then_clean(dut, *, cancel):
         tb.check_error(None)
 
 
-@cocotb.test()
-async def reset_mid_transfer(dut):
-    """Reset shared with the memory, at a random cycle with a burst open; then clean commands read right.
-
-    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
-    reset cuts the bursts on both sides; see :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=False)
-
-
-@cocotb.test()
-async def cancel_mid_transfer(dut):
-    """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes every burst.
-
-    Nothing more leaves on ``data`` after the cancel; the R beats still owed are taken and
-    dropped, ``busy`` falls with the bus idle, and the next commands read right; see
-    :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=True)
+# The engines' common tests: reads_at_full_rate, reads_under_stalls, reads_with_error,
+# reset_mid_transfer and cancel_mid_transfer.
+globals().update(dma_tests("reads", run_reads, cut_then_clean))
 
 
 # ---------------------------------------------------------------- pytest runner

@@ -34,6 +34,7 @@ from .tb import (
     DmaTB,
     beat_addresses,
     dma_config_id,
+    dma_tests,
     random_run,
     throughput_command,
 )
@@ -72,6 +73,8 @@ class WriterTB(DmaTB):
 
 
 async def run_writes(dut, *, stall, faulty=False, salt=0):
+    """Random commands and data, the RAM checked afterwards; with ``faulty``, all data consumed, the
+    issued bursts written (but the refused beats), and no AW after the error beyond the one registered."""
     rng = knobs.rng(20 + salt)
     commands, faults = random_run(rng, faulty=faulty)
     tb = WriterTB(dut, faults=faults, stall=stall)
@@ -105,25 +108,6 @@ async def run_writes(dut, *, stall, faulty=False, salt=0):
     dut._log.info("writes: %d commands, %d beats, %d issued in %d bursts, peak %d in flight, %d cycles",
                   len(commands), len(words), len(issued), len(tb.monitor.bursts), tb.monitor.peak_outstanding,
                   tb.cycle)
-
-
-@cocotb.test()
-async def writes_at_full_rate(dut):
-    """Random commands and data, no pauses anywhere."""
-    await run_writes(dut, stall=0.0)
-
-
-@cocotb.test()
-async def writes_under_stalls(dut):
-    """Random commands and data with 30% pauses on AW, W and B, and command and data gaps."""
-    await run_writes(dut, stall=0.3, salt=1)
-
-
-@cocotb.test()
-@cocotb.parametrize(stall=[0.0, 0.3])
-async def writes_with_error(dut, stall):
-    """An SLVERR or DECERR range in the middle command: sticky error, all data consumed, clean end."""
-    await run_writes(dut, stall=stall, faulty=True, salt=2 + int(stall * 10))
 
 
 @cocotb.test()
@@ -251,25 +235,9 @@ async def cut_then_clean(dut, *, cancel):
         tb.check_memory(expected)
 
 
-@cocotb.test()
-async def reset_mid_transfer(dut):
-    """Reset shared with the memory, at a random cycle with a burst open; then clean commands write right.
-
-    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
-    reset cuts the bursts on both sides; see :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=False)
-
-
-@cocotb.test()
-async def cancel_mid_transfer(dut):
-    """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes every burst.
-
-    No more of ``data`` is taken; each open burst gets its remaining W beats with ``wstrb``
-    = 0 (memory unchanged), every B is collected, ``busy`` falls with the bus idle, and the
-    next commands write right; see :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=True)
+# The engines' common tests: writes_at_full_rate, writes_under_stalls, writes_with_error,
+# reset_mid_transfer and cancel_mid_transfer.
+globals().update(dma_tests("writes", run_writes, cut_then_clean))
 
 
 # ---------------------------------------------------------------- pytest runner
