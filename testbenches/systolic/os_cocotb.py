@@ -12,6 +12,7 @@ from scripts.sim import knobs
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_mid_os_job, size_limits
 from testbenches.systolic.tb import (
     OutputStationaryTB,
+    gemm_tests,
     os_shapes,
     random_accumulator,
     random_matrix,
@@ -27,6 +28,8 @@ DEFAULT_GEMMS = 4
 
 
 async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs (1x1x1, tall, wide, K = 1), bits against gemm and cycles against gemm_cycles; with
+    ``specials`` a quarter special values in A, B and D (int8: full-range values) and signed zeros."""
     tb = OutputStationaryTB(dut)
     rng = await stalled_start(tb, idle, backpressure, 4 * specials + 2 * idle + backpressure)
     await run_random_gemms(tb, rng, os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)),
@@ -37,22 +40,8 @@ async def run_test(dut, *, idle, backpressure, specials):
                           exact_cycles=not (idle or backpressure))
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (1x1x1, tall, wide, K = 1): bits equal gemm, cycles equal gemm_cycles."""
-    await run_test(dut, idle=False, backpressure=False, specials=False)
-
-
-@cocotb.test()
-async def special_values(dut):
-    """NaN, infinities, subnormals and signed zeros in A, B and D (int8: full-range values)."""
-    await run_test(dut, idle=False, backpressure=False, specials=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on every input stream and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, specials=True)
+# Named so that test_os_array.py and test_tensor_array.py import them by name.
+gemm_bits_and_cycles, special_values, gemm_under_stalls = gemm_tests(run_test).values()
 
 
 @cocotb.test()

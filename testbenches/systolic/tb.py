@@ -30,7 +30,7 @@ from testbenches.systolic.schedule import array_schedule
 __all__ = ["SPECIALS", "EDGES", "random_matrix", "random_accumulator", "signed_zero_operands",
            "random_blocks", "random_operand", "tie_operands", "tile_streams", "os_shapes",
            "OutputStationaryTB", "WeightStationaryTB", "BlockCodecTB", "random_gemm", "random_block_operands",
-           "run_random_gemms", "stalled_start", "case_id", "parametrize_cases"]
+           "run_random_gemms", "stalled_start", "case_id", "parametrize_cases", "gemm_tests"]
 
 # Raw encodings that exercise every special path of the PE: signed zeros, subnormals, the
 # smallest and largest normals, infinities, quiet and signaling NaNs, one.
@@ -208,6 +208,32 @@ async def run_random_gemms(tb, rng, shapes, *, fraction, exact_cycles):
         a, b, d = random_gemm(rng, shape, tb.element, tb.accumulate, fraction)
         measured, model = await tb.run_gemm(a, b, d, exact_cycles=exact_cycles)
         tb.dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", *shape, measured, model)
+
+
+def gemm_tests(run_test, *, specials_name="special_values"):
+    """The three GEMM cocotb tests every array runs, as a dict for its test module's ``globals()``.
+
+    ``run_test(dut, *, idle, backpressure, specials)`` runs the array's random GEMMs (with
+    special operands if ``specials``); the tests run it without stalls, with specials
+    (named ``specials_name``), and with both stalls and specials. cocotb runs them in that
+    module's namespace, under these names.
+    """
+    @cocotb.test(name="gemm_bits_and_cycles")
+    async def gemm_bits_and_cycles(dut):
+        """Random GEMMs (edge shapes, then random ones): bits equal the golden, cycles the cycle model."""
+        await run_test(dut, idle=False, backpressure=False, specials=False)
+
+    @cocotb.test(name=specials_name)
+    async def with_specials(dut):
+        """The same with special operands (NaNs, infinities, subnormals, signed zeros, extreme exponents)."""
+        await run_test(dut, idle=False, backpressure=False, specials=True)
+
+    @cocotb.test(name="gemm_under_stalls")
+    async def gemm_under_stalls(dut):
+        """Random gaps on every input stream and random backpressure on c: bits still exact."""
+        await run_test(dut, idle=True, backpressure=True, specials=True)
+
+    return {test.name: test for test in (gemm_bits_and_cycles, with_specials, gemm_under_stalls)}
 
 
 def case_id(params):

@@ -33,6 +33,7 @@ from testbenches.systolic.schedule import block_fp_schedule
 from testbenches.systolic.tb import (
     OutputStationaryTB,
     case_id,
+    gemm_tests,
     os_shapes,
     parametrize_cases,
     random_accumulator,
@@ -118,7 +119,11 @@ class BlockTB(OutputStationaryTB):
         return measured, model, expected[:m_size, :n_size]
 
 
-async def run_test(dut, *, idle, backpressure, wide, edges):
+async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs, bits against block_fp_gemm and cycles against its model; with ``specials``
+    blocks over the whole exponent range (overflow, subnormal and zero results, edge values, ties),
+    special D values, and the signed-zero GEMM."""
+    wide = edges = specials
     tb = BlockTB(dut)
     rng = await stalled_start(tb, idle, backpressure, 8 * edges + 4 * wide + 2 * idle + backpressure)
     gemms = os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40))
@@ -140,22 +145,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
         assert expected[0, 0] == 0x80000000, "the signed-zero GEMM must expect -0.0"
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (1x1x1, tall, wide, K = 1, K past a block): bits equal block_fp_gemm, cycles the model."""
-    await run_test(dut, idle=False, backpressure=False, wide=False, edges=False)
-
-
-@cocotb.test()
-async def exponent_range(dut):
-    """Blocks over the whole exponent range: overflow to infinity, subnormal and zero results, edges, ties."""
-    await run_test(dut, idle=False, backpressure=False, wide=True, edges=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on a, b (and d) and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, wide=True, edges=True)
+globals().update(gemm_tests(run_test, specials_name="exponent_range"))
 
 
 @cocotb.test()

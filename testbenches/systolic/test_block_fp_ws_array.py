@@ -30,6 +30,7 @@ from testbenches.systolic.schedule import block_fp_schedule
 from testbenches.systolic.tb import (
     WeightStationaryTB,
     case_id,
+    gemm_tests,
     parametrize_cases,
     random_accumulator,
     random_block_operands,
@@ -86,7 +87,11 @@ def shapes(tb, rng, count):
                      int(rng.integers(1, 3 * tb.cols))) for _ in range(count)]
 
 
-async def run_test(dut, *, idle, backpressure, wide, edges):
+async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs, bits against block_fp_gemm and cycles against its model; with ``specials``
+    blocks over the whole exponent range (overflow, subnormal and zero results, edge values, ties),
+    special D values, and the signed-zero GEMM."""
+    wide = edges = specials
     tb = BlockTB(dut)
     rng = await stalled_start(tb, idle, backpressure, 8 * edges + 4 * wide + 2 * idle + backpressure)
     exact = not (idle or backpressure)
@@ -113,22 +118,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
         await tb.run_block_gemm(a.view(np.uint32), b.view(np.uint32), d, exact_cycles=exact)
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (1x1x1, tall, wide, ragged blocks and k-tiles): bits and cycles equal the models."""
-    await run_test(dut, idle=False, backpressure=False, wide=False, edges=False)
-
-
-@cocotb.test()
-async def exponent_range(dut):
-    """Blocks over the whole exponent range, edge values, ties, special D values."""
-    await run_test(dut, idle=False, backpressure=False, wide=True, edges=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on w, a and d and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, wide=True, edges=True)
+globals().update(gemm_tests(run_test, specials_name="exponent_range"))
 
 
 @cocotb.test()

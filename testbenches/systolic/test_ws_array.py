@@ -17,6 +17,7 @@ from scripts.sim.runner import run_cocotb
 from testbenches.systolic.commands import bad_ws_commands, reject_then_run, reset_mid_ws_job
 from testbenches.systolic.tb import (
     WeightStationaryTB,
+    gemm_tests,
     parametrize_cases,
     random_accumulator,
     random_gemm,
@@ -31,6 +32,8 @@ DEFAULT_GEMMS = 4
 
 
 async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs (ragged k-tiles and n-tiles), bits against gemm and cycles against gemm_cycles; with
+    ``specials`` a quarter special values, and a -0.0 D that must survive the rows past K."""
     tb = WeightStationaryTB(dut)
     rng = await stalled_start(tb, idle, backpressure, 4 * specials + 2 * idle + backpressure)
     fixed = [(1, 1, 1), (1, tb.rows + 1, tb.cols), (2 * tb.rows + 3, 2 * tb.rows, 2 * tb.cols + 1)]
@@ -44,22 +47,7 @@ async def run_test(dut, *, idle, backpressure, specials):
                           exact_cycles=not (idle or backpressure))
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (ragged k-tiles and n-tiles): bits equal gemm, cycles equal gemm_cycles."""
-    await run_test(dut, idle=False, backpressure=False, specials=False)
-
-
-@cocotb.test()
-async def special_values(dut):
-    """NaN, infinities, subnormals and signed zeros (a -0.0 D must survive rows past K)."""
-    await run_test(dut, idle=False, backpressure=False, specials=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on every input stream and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, specials=True)
+globals().update(gemm_tests(run_test))
 
 
 @cocotb.test()
