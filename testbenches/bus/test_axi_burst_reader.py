@@ -56,6 +56,16 @@ class ReaderTB(DmaTB):
             beats.append({"data": word, "last": int(index in lasts)})
         return beats
 
+    async def check_end(self, scoreboard, resp):
+        """Ten cycles after ``done``: no beat beyond the expected ones (a duplicate fails), none
+        missing, the bursts within the AXI rules, and the error state ``resp`` (None: no error)."""
+        await self.cycles(10)
+        while not self.sink.empty():
+            scoreboard.check(self.sink.queue.popleft())
+        scoreboard.check_complete()
+        self.check_bus()
+        self.check_error(resp)
+
 
 async def run_reads(dut, *, stall, faulty=False, salt=0):
     """Random commands, every beat checked against the RAM; with ``faulty``, data before the failing
@@ -80,12 +90,7 @@ async def run_reads(dut, *, stall, faulty=False, salt=0):
             scoreboard.check(await tb.sink.recv())
     await tb.within(drain(), beats=len(expected))
     await tb.finish(tb.cmd, beats=len(expected))
-    await tb.cycles(10)
-    while not tb.sink.empty():
-        scoreboard.check(tb.sink.queue.popleft())
-    scoreboard.check_complete()
-    tb.check_bus()
-    tb.check_error(resp)
+    await tb.check_end(scoreboard, resp)
     if faulty:
         late = tb.bursts_after_first_error()
         assert len(late) <= 1, f"AR bursts after the error: {late}; {knobs.describe()}"
@@ -150,12 +155,7 @@ async def throughput_without_stalls(dut):
     cycles = tb.cycle - first + 1
     await tb.finish(tb.cmd, beats=length)
     command_to_done = tb.cycle - start
-    await tb.cycles(10)
-    while not tb.sink.empty():
-        scoreboard.check(tb.sink.queue.popleft())
-    scoreboard.check_complete()
-    tb.check_bus()
-    tb.check_error(None)
+    await tb.check_end(scoreboard, None)
     tb.reply_throughput(length, cycles, command_to_done)
 
 
