@@ -6,7 +6,7 @@ Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import i
 
 import numpy as np
 from amaranth.lib import data
-from cocotb.triggers import RisingEdge
+from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import (
     adversarial_indices,
@@ -17,7 +17,7 @@ from golden.compress import (
     scatter_stream,
     value_dtype,
 )
-from golden.compress.registers import error_fields, traffic_fields
+from golden.compress.registers import ERROR_NAMES, error_fields, traffic_fields
 from golden.fp.vectors import random_operands
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env
@@ -27,7 +27,8 @@ from scripts.sim.tb import ClockedTB
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
            "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config", "RATIOS",
-           "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared"]
+           "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared",
+           "wait_report", "check_report"]
 
 PAUSE_PROBABILITY = 0.35
 # Top-K densities the well-formed streams cycle through: 0.1%, 1% and 10%.
@@ -107,6 +108,24 @@ def expect_dense_stream(scoreboard, words, size, promised_sorted, label, *,
         for n, beat in enumerate(beats):
             scoreboard.expect(beat, {**label, "chunk": chunk, "beat": n})
     return errors
+
+
+async def wait_report(tb, reports, budget):
+    """Wait, at most ``budget`` cycles, for a ``done`` report past the first ``reports`` of ``tb.reports``."""
+    async def done():
+        while len(tb.reports) == reports:
+            await RisingEdge(tb.clock)
+
+    await with_timeout(done(), budget * CLOCK_NS, "ns")
+
+
+def check_report(report, expected, label):
+    """A ``done`` report ``(errors, status, ...)`` holds the golden counters and status bits ``expected``."""
+    errors, status = report[:2]
+    wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
+    assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
+    assert status == int(expected.status), \
+        f"{label}: status {status:#x}, expected {int(expected.status):#x}; {knobs.describe()}"
 
 
 async def collect_reports(tb):

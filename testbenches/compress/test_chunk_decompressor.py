@@ -10,10 +10,9 @@ and every transfer must finish within a cycle budget (nothing hangs on bad input
 
 import cocotb
 import pytest
-from cocotb.triggers import RisingEdge, with_timeout
+from cocotb.triggers import with_timeout
 
 from golden.compress import chunk_count
-from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
@@ -22,11 +21,13 @@ from testbenches.compress.tb import (
     RATIOS,
     CompressTB,
     check_cleared,
+    check_report,
     collect_reports,
     corrupted_transfers,
     expect_dense_stream,
     random_size,
     top_k_stream,
+    wait_report,
 )
 
 MODULE = __name__
@@ -76,17 +77,8 @@ class DecompressorTB(CompressTB):
         reports = len(self.reports)
         self.source.send_many(self.beats(rng, words, oversized_counts=label.get("kind") is not None))
         budget = 8 * (len(words) + chunk_count(size, self.chunk_size) + 50) + 4 * size // self.out_lanes
-
-        async def done():
-            while len(self.reports) == reports:
-                await RisingEdge(self.clock)
-
-        await with_timeout(done(), budget * CLOCK_NS, "ns")
-        errors, status = self.reports[reports]
-        wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
-        assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
-        assert status == int(expected.status), \
-            f"{label}: status {status:#x}, expected {int(expected.status):#x}; {knobs.describe()}"
+        await wait_report(self, reports, budget)
+        check_report(self.reports[reports], expected, label)
 
     async def drain(self, size_total):
         async def receive():

@@ -31,18 +31,19 @@ from golden.compress import (
     scatter_stream,
 )
 from golden.compress.parse import parse_chunked
-from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import CLOCK_PERIOD_NS, Scoreboard
 from testbenches.compress.tb import (
     CORRUPTIONS,
     CompressTB,
+    check_report,
     collect_reports,
     corrupted_stream,
     corrupted_transfers,
     random_size,
     random_values,
+    wait_report,
 )
 
 DEFAULT_TRANSFERS = 24
@@ -121,18 +122,9 @@ class ParserTB(CompressTB):
         self.dut.sorted.value = int(promised_sorted)
         reports = len(self.reports)
         self.source.send_many(beats)
-
-        async def done():
-            while len(self.reports) == reports:
-                await RisingEdge(self.clock)
-
         budget = 8 * (len(words) + len(beats) + chunk_count(size, self.chunk_size) + 50)
-        await with_timeout(done(), budget * CLOCK_PERIOD_NS, "ns")
-        got, status = self.reports[reports]
-        wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
-        assert got == wanted, f"{label}: errors {got}, expected {wanted}; {knobs.describe()}"
-        assert status == int(errors.status), \
-            f"{label}: status {status:#x}, expected {int(errors.status):#x}; {knobs.describe()}"
+        await wait_report(self, reports, budget)
+        check_report(self.reports[reports], errors, label)
         return len(chunks)
 
     async def drain(self):

@@ -15,7 +15,6 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import scatter_stream
-from golden.compress.registers import ERROR_NAMES
 from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_update, run_flags, scalar_bits
 from golden.optim.vectors import f32_tensor, random_hyper
 from scripts.sim import knobs
@@ -27,6 +26,7 @@ from testbenches.compress.tb import (
     PAUSE_PROBABILITY,
     RATIOS,
     check_cleared,
+    check_report,
     collect_reports,
     corrupted_stream,
     random_size,
@@ -88,10 +88,7 @@ class FusedTB(ClockedTB):
         await with_timeout(receive(), budget * CLOCK_NS, "ns")
         scoreboard.check_complete()
         assert len(self.reports) == reports + 1, f"{label}: {len(self.reports) - reports} done pulses"
-        got, status = self.reports[reports]
-        wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
-        assert got == wanted, f"{label}: errors {got}, expected {wanted}; {knobs.describe()}"
-        assert status == int(errors.status), f"{label}: status {status:#x}; {knobs.describe()}"
+        check_report(self.reports[reports], errors, label)
         nonfinite = int(self.dut.nonfinite.value)
         assert nonfinite == expected["nonfinite"], f"{label}: nonfinite {nonfinite}; {knobs.describe()}"
 
