@@ -163,21 +163,8 @@ def fma(a, b, c, fmt="f32", flush_subnormals=False):
     ``Inf - Inf`` between the product and ``c`` is invalid. The product is exact (at most 48
     bits) and the sum is exact plus a sticky bit, so everything stays in uint64 lanes.
 
-    Parameters
-    ----------
-    a, b, c : array_like of int
-        Raw bits of ``fmt``; broadcast together.
-    fmt : str or FloatFormat
-        ``"f32"``, ``"f16"`` or ``"bf16"``.
-    flush_subnormals : bool
-        Read subnormal inputs as zero and flush subnormal results to zero.
-
-    Returns
-    -------
-    bits : numpy.ndarray
-        Raw result bits in the format's storage dtype.
-    flags : numpy.ndarray of uint8
-        SoftFloat exception flags.
+    Parameters and returns are those of :func:`add`, with a third operand ``c`` broadcast
+    together with ``a`` and ``b``.
     """
     fmt, (a, b, c) = _operands(fmt, flush_subnormals, a=a, b=b, c=c)
     m = fmt.mantissa_bits
@@ -210,21 +197,8 @@ def sqrt(a, fmt="f32", flush_subnormals=False):
 
     ``sqrt(-0) = -0``; any other negative input, ``-Inf`` included, is invalid.
 
-    Parameters
-    ----------
-    a : array_like of int
-        Raw bits of ``fmt``.
-    fmt : str or FloatFormat
-        ``"f32"``, ``"f16"`` or ``"bf16"``.
-    flush_subnormals : bool
-        Read subnormal inputs as zero (results are never subnormal).
-
-    Returns
-    -------
-    bits : numpy.ndarray
-        Raw result bits in the format's storage dtype.
-    flags : numpy.ndarray of uint8
-        SoftFloat exception flags.
+    Parameters and returns are those of :func:`add`, with the one operand ``a`` (results are
+    never subnormal, so ``flush_subnormals`` only reads subnormal inputs as zero).
     """
     fmt, (a,) = _operands(fmt, flush_subnormals, a=a)
     m = fmt.mantissa_bits

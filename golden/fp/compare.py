@@ -37,18 +37,21 @@ def _compare(a, b, fmt, flush, relation, signalling):
     return np.asarray(relation(key_a, key_b) & ~nan), np.asarray(invalid * FLAG_INVALID, dtype=np.uint8)
 
 
-_COMPARISON_DOC = """Compare ``a {symbol} b``{kind}.
-
-    NaN operands compare false. {flags}
-
-    Parameters
+# The numpydoc parameters every function of this module takes.
+_PARAMETERS = """Parameters
     ----------
     a, b : array_like of int
         Raw bits of ``fmt``; broadcast together.
     fmt : str or FloatFormat
         ``"f32"``, ``"f16"`` or ``"bf16"``.
     flush_subnormals : bool
-        Read subnormal inputs as zeros of the same sign.
+        Read subnormal inputs as zeros of the same sign."""
+
+_COMPARISON_DOC = """Compare ``a {symbol} b``{kind}.
+
+    NaN operands compare false. {flags}
+
+    """ + _PARAMETERS + """
 
     Returns
     -------
@@ -109,14 +112,7 @@ _MIN_MAX_DOC = """Return the {which} of ``a`` and ``b``: IEEE 754-2019 {ieee}, a
     the result is a number; nothing else raises a flag. With ``flush_subnormals`` the inputs
     are flushed first, so a subnormal result comes out as a zero of the same sign.
 
-    Parameters
-    ----------
-    a, b : array_like of int
-        Raw bits of ``fmt``; broadcast together.
-    fmt : str or FloatFormat
-        ``"f32"``, ``"f16"`` or ``"bf16"``.
-    flush_subnormals : bool
-        Read subnormal inputs as zeros of the same sign.
+    """ + _PARAMETERS + """
 
     Returns
     -------

@@ -13,10 +13,11 @@ driven by the host device :mod:`scripts.sim.devices.stream`: a stream in on ``i`
 regrouped stream out on ``o``. The golden model is
 :func:`golden.bus.regroup` (the identity for the skid buffer and the FIFO). The cocotb tests
 :func:`stream_order_under_stalls`, :func:`throughput_without_stalls` and
-:func:`reset_mid_transfer` push random payloads through with random idle cycles on ``valid``
-and random backpressure on ``ready`` and check that nothing is lost, duplicated or
-reordered; each block's test file imports them by name (cocotb runs the tests in a module's
-namespace).
+:func:`reset_mid_transfer` push random payloads through (NEARTRAIN_VECTORS, 30,000 by default,
+per stall pattern: at full rate, with random idle cycles on ``valid``, with random backpressure
+on ``ready``, and with both; then reset mid-stream) and check that the output equals the
+input, nothing lost, duplicated or reordered; each block's test file imports them by name
+(cocotb runs the tests in a module's namespace).
 """
 
 import logging
@@ -36,7 +37,8 @@ from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB, Scoreboard
 
 __all__ = ["FaultyAxiRam", "BurstMonitor", "DmaTB", "random_pauses_all", "random_commands", "beat_addresses",
-           "address_of", "fault_near", "RAM_SIZE", "ADDRESS_BASE", "DMA_CONFIGS", "dma_config_id",
+           "address_of", "fault_near", "random_run", "throughput_command", "RESET_ROUNDS",
+           "RAM_SIZE", "ADDRESS_BASE", "DMA_CONFIGS", "dma_config_id", "dma_tests",
            "StreamTB", "stream_order_under_stalls", "throughput_without_stalls", "reset_mid_transfer"]
 
 # The RAM model (RAM_SIZE bytes) wraps addresses modulo its size; commands use
@@ -91,6 +93,31 @@ def fault_near(rng, commands, beat_bytes, index):
     return (start, start + int(rng.integers(1, 5)) * beat_bytes, resp)
 
 
+# Random runs: NEARTRAIN_VECTORS commands (24 by default) of up to 1000 beats each.
+DEFAULT_COMMANDS = 24
+# Cut tests: rounds of (commands, a cut in their middle, clean commands), commands per batch.
+RESET_ROUNDS = 16
+RESET_COMMANDS = 4
+RESET_MIN_BEATS = 300
+
+
+def random_run(rng, *, faulty):
+    """The commands of a random run, and a fault range in the middle command if ``faulty`` (else none)."""
+    count = knobs.vectors(DEFAULT_COMMANDS, limit=240)  # commands of up to 1000 beats each
+    params = params_from_env()
+    beat_bytes = params["data_width"] // 8
+    commands = random_commands(rng, count, beat_bytes, address_width=params["address_width"])
+    faults = [fault_near(rng, commands, beat_bytes, count // 2)] if faulty else []
+    return commands, faults
+
+
+def throughput_command(params):
+    """The one command of a throughput test: NEARTRAIN_VECTORS beats (4096 by default) inside the RAM."""
+    offset, beat_bytes = 0x10_0000 + 3 * params["data_width"] // 8, params["data_width"] // 8
+    length = knobs.vectors(4096, limit=(RAM_SIZE - offset) // beat_bytes)
+    return [(address_of(offset, params["address_width"]), length)], length
+
+
 class DmaTB(ClockedTB):
     """A reader or writer DUT with its RAM model (random contents), monitor and command source.
 
@@ -102,6 +129,7 @@ class DmaTB(ClockedTB):
         super().__init__(dut)
         self.component = component_from_env()
         self.params = params_from_env()
+        self.direction = direction
         self.beat_bytes = self.params["data_width"] // 8
         self.stall = stall
         self.ram = FaultyAxiRam(dut, "m_axi_", self.clock, dut.rst, faults=faults,
@@ -188,6 +216,47 @@ class DmaTB(ClockedTB):
         assert (error, resp) == want, (f"error={error} error_resp={resp}, expected {want}; "
                                        f"{knobs.describe()}")
 
+    def cut_batch(self, rng):
+        """Commands for one round of a cut test: long enough that a burst is still open 120 cycles in."""
+        while True:
+            commands = random_commands(rng, RESET_COMMANDS, self.beat_bytes,
+                                       address_width=self.params["address_width"], max_length=200,
+                                       allow_empty=False)
+            if sum(length for _, length in commands) >= RESET_MIN_BEATS:
+                return commands
+
+    async def cut(self, rng, *, bursts, cancel, drivers):
+        """Once the first burst past ``bursts`` is issued, cut the transfer while a burst is open.
+
+        With ``cancel`` the memory runs on and the DUT must drain within a cycle bound; else a
+        reset shared with the memory (one AXI reset domain) cuts the bursts on both sides.
+        """
+        await self.wait_until(lambda: len(self.monitor.bursts) > bursts, cycles=200,
+                              what="the first " + ("AR" if self.direction == "read" else "AW"))
+
+        def burst_open():
+            return self.monitor.outstanding > 0
+
+        if cancel:
+            # The memory is not reset: the monitor keeps counting the bursts the drain closes.
+            await self.reset_mid_transfer(rng, after=(0, 60), until=burst_open, drivers=drivers,
+                                          signal=self.dut.cancel)
+            in_flight = self.params["max_outstanding"] * self.params["max_burst"]
+            await self.wait_until(lambda: not self.dut.busy.value, cycles=int(10 * (in_flight + 200) * 2.2),
+                                  what="the drain after cancel")
+        else:
+            # The memory shares the reset and drops its bursts too.
+            await self.reset_mid_transfer(rng, after=(0, 60), until=burst_open,
+                                          drivers=[*drivers, self.monitor])
+
+    def reply_throughput(self, beats, cycles, command_to_done):
+        """Log the throughput result and send it to the benchmark (``bench_axi.py``)."""
+        result = {"beats": beats, "cycles": cycles, "beats_per_cycle": beats / cycles,
+                  "command_to_done_cycles": command_to_done,
+                  "peak_outstanding": self.monitor.peak_outstanding}
+        self.dut._log.info("throughput: %s", result)
+        channel.reply(result)
+
     def bursts_after_first_error(self):
         """Bursts the DUT started after the cycle of the first failing response."""
         failing = [cycle for cycle, resp in self.monitor.responses if resp & 2]
@@ -211,6 +280,49 @@ DMA_CONFIGS = [
 
 def dma_config_id(params):
     return "-".join(f"{k}{v}" for k, v in params.items())
+
+
+def dma_tests(verb, run, cut_then_clean):
+    """The cocotb tests both DMA engines run, as a dict for the engine's test module's ``globals()``.
+
+    ``{verb}_at_full_rate``, ``{verb}_under_stalls`` and ``{verb}_with_error`` (at both stall
+    rates) call ``run(dut, *, stall, faulty=False, salt=0)``, which sends random commands and
+    checks everything the engine's module docstring lists; ``reset_mid_transfer`` and
+    ``cancel_mid_transfer`` call ``cut_then_clean(dut, *, cancel)``. cocotb runs the tests in
+    that module's namespace, under these names.
+    """
+    @cocotb.test(name=f"{verb}_at_full_rate")
+    async def at_full_rate(dut):
+        """Random commands, no pauses anywhere."""
+        await run(dut, stall=0.0)
+
+    @cocotb.test(name=f"{verb}_under_stalls")
+    async def under_stalls(dut):
+        """Random commands with 30% pauses on every AXI channel, on the commands and on the data stream."""
+        await run(dut, stall=0.3, salt=1)
+
+    @cocotb.test(name=f"{verb}_with_error")
+    @cocotb.parametrize(stall=[0.0, 0.3])
+    async def with_error(dut, stall):
+        """An SLVERR or DECERR range in the middle command: sticky error and a clean end."""
+        await run(dut, stall=stall, faulty=True, salt=2 + int(stall * 10))
+
+    @cocotb.test(name="reset_mid_transfer")
+    async def reset_mid_transfer(dut):
+        """Reset shared with the memory, at a random cycle with a burst open; then clean commands.
+
+        The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
+        reset cuts the bursts on both sides.
+        """
+        await cut_then_clean(dut, cancel=False)
+
+    @cocotb.test(name="cancel_mid_transfer")
+    async def cancel_mid_transfer(dut):
+        """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes it."""
+        await cut_then_clean(dut, cancel=True)
+
+    tests = [at_full_rate, under_stalls, with_error, reset_mid_transfer, cancel_mid_transfer]
+    return {test.name: test for test in tests}
 
 
 # ---------------------------------------------------------------- generic stream tests (stream blocks)

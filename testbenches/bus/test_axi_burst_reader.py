@@ -19,19 +19,23 @@ engine are in :mod:`testbenches.bus.tb`.
 import cocotb
 import pytest
 
-from scripts.sim import channel, knobs
-from scripts.sim.axi import RAM_SIZE
+from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, stream_layout
 from scripts.sim.tb import Scoreboard
 
-from .tb import DMA_CONFIGS, DmaTB, address_of, beat_addresses, dma_config_id, fault_near, random_commands
-
-DEFAULT_COMMANDS = 24
-# Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
-RESET_ROUNDS = 16
-RESET_COMMANDS = 4
-RESET_MIN_BEATS = 300
+from .tb import (
+    DMA_CONFIGS,
+    RESET_ROUNDS,
+    DmaTB,
+    beat_addresses,
+    dma_config_id,
+    dma_tests,
+    fault_near,
+    random_commands,
+    random_run,
+    throughput_command,
+)
 
 
 class ReaderTB(DmaTB):
@@ -52,20 +56,27 @@ class ReaderTB(DmaTB):
             beats.append({"data": word, "last": int(index in lasts)})
         return beats
 
+    async def check_end(self, scoreboard, resp):
+        """Ten cycles after ``done``: no beat beyond the expected ones (a duplicate fails), none
+        missing, the bursts within the AXI rules, and the error state ``resp`` (None: no error)."""
+        await self.cycles(10)
+        while not self.sink.empty():
+            scoreboard.check(self.sink.queue.popleft())
+        scoreboard.check_complete()
+        self.check_bus()
+        self.check_error(resp)
+
 
 async def run_reads(dut, *, stall, faulty=False, salt=0):
-    rng = knobs.rng(10 + salt)
-    count = knobs.vectors(DEFAULT_COMMANDS, limit=240)  # commands of up to 1000 beats each
-    params = params_from_env()
-    beat_bytes = params["data_width"] // 8
-    commands = random_commands(rng, count, beat_bytes, address_width=params["address_width"])
-    faults = [fault_near(rng, commands, beat_bytes, count // 2)] if faulty else []
+    """Random commands, every beat checked against the RAM; with ``faulty``, data before the failing
+    beat intact, zero from it on, and no AR after the error beyond the one already registered."""
+    commands, faults = random_run(knobs.rng(10 + salt), faulty=faulty)
     tb = ReaderTB(dut, faults=faults, stall=stall)
     await tb.reset()
 
     fault_start, resp = None, None
-    for index, offset in enumerate(beat_addresses(commands, beat_bytes)):
-        resp = tb.ram.fault_at(offset, beat_bytes)
+    for index, offset in enumerate(beat_addresses(commands, tb.beat_bytes)):
+        resp = tb.ram.fault_at(offset, tb.beat_bytes)
         if resp is not None:
             fault_start = index
             break
@@ -79,37 +90,13 @@ async def run_reads(dut, *, stall, faulty=False, salt=0):
             scoreboard.check(await tb.sink.recv())
     await tb.within(drain(), beats=len(expected))
     await tb.finish(tb.cmd, beats=len(expected))
-    await tb.cycles(10)
-    while not tb.sink.empty():
-        scoreboard.check(tb.sink.queue.popleft())
-    scoreboard.check_complete()
-    tb.check_bus()
-    tb.check_error(resp)
+    await tb.check_end(scoreboard, resp)
     if faulty:
         late = tb.bursts_after_first_error()
         assert len(late) <= 1, f"AR bursts after the error: {late}; {knobs.describe()}"
     dut._log.info("reads: %d commands, %d beats, %d bursts, peak %d in flight, %d cycles",
                   len(commands), len(expected), len(tb.monitor.bursts), tb.monitor.peak_outstanding, tb.cycle)
     return tb
-
-
-@cocotb.test()
-async def reads_at_full_rate(dut):
-    """Random commands, no pauses anywhere."""
-    await run_reads(dut, stall=0.0)
-
-
-@cocotb.test()
-async def reads_under_stalls(dut):
-    """Random commands with 30% pauses on AR and R, command gaps and output backpressure."""
-    await run_reads(dut, stall=0.3, salt=1)
-
-
-@cocotb.test()
-@cocotb.parametrize(stall=[0.0, 0.3])
-async def reads_with_error(dut, stall):
-    """An SLVERR or DECERR range in the middle command: sticky error, clean end, data before intact."""
-    await run_reads(dut, stall=stall, faulty=True, salt=2 + int(stall * 10))
 
 
 @cocotb.test()
@@ -149,10 +136,7 @@ async def throughput_without_stalls(dut):
     Every beat must still be the RAM's contents with ``last`` on the final one, nothing more, and
     the bursts must keep the AXI rules (:meth:`DmaTB.check_bus`), as in the stalled tests.
     """
-    params = params_from_env()
-    offset, beat_bytes = 0x10_0000 + 3 * params["data_width"] // 8, params["data_width"] // 8
-    length = knobs.vectors(4096, limit=(RAM_SIZE - offset) // beat_bytes)  # one command inside the RAM
-    commands = [(address_of(offset, params["address_width"]), length)]
+    commands, length = throughput_command(params_from_env())
     tb = ReaderTB(dut)
     await tb.reset()
     scoreboard = Scoreboard("axi_burst_reader data (throughput)")
@@ -171,69 +155,37 @@ async def throughput_without_stalls(dut):
     cycles = tb.cycle - first + 1
     await tb.finish(tb.cmd, beats=length)
     command_to_done = tb.cycle - start
-    await tb.cycles(10)
-    while not tb.sink.empty():
-        scoreboard.check(tb.sink.queue.popleft())
-    scoreboard.check_complete()
-    tb.check_bus()
-    tb.check_error(None)
-    result = {"beats": length, "cycles": cycles, "beats_per_cycle": length / cycles,
-              "command_to_done_cycles": command_to_done, "peak_outstanding": tb.monitor.peak_outstanding}
-    dut._log.info("throughput: %s", result)
-    channel.reply(result)
+    await tb.check_end(scoreboard, None)
+    tb.reply_throughput(length, cycles, command_to_done)
 
 
 
 async def cut_then_clean(dut, *, cancel):
     """Rounds of: random commands under stalls, a cut (reset or ``cancel``) with a burst open, clean commands.
 
+    After a cancel nothing more leaves on ``data``; the R beats still owed are taken and dropped.
     After the cut the bus must be idle (no valid high, no burst open, ``busy`` low): at
     once after a reset, within a cycle bound after a cancel (the drain). Then new random
     commands must deliver exactly their RAM contents (nothing from before the cut, nothing
     lost) and end with ``done``, within a cycle bound.
     """
     rng = knobs.rng(61 if cancel else 60)
-    params = params_from_env()
-    beat_bytes = params["data_width"] // 8
     tb = ReaderTB(dut, stall=0.3)
     dut.cancel.value = 0
     await tb.reset()
     what = "cancel" if cancel else "reset"
     scoreboard = Scoreboard(f"axi_burst_reader data after {what}")
 
-    def batch():
-        # Long enough that a burst is still open 120 cycles in, whatever the burst sizes.
-        while True:
-            commands = random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
-                                       max_length=200, allow_empty=False)
-            if sum(length for _, length in commands) >= RESET_MIN_BEATS:
-                return commands
-
-    def burst_open():
-        return tb.monitor.outstanding > 0
-
     for _ in range(RESET_ROUNDS):
-        before = batch()
+        before = tb.cut_batch(rng)
         bursts, received = len(tb.monitor.bursts), tb.sink.received
         tb.send_commands(before)
-        await tb.wait_until(lambda bursts=bursts: len(tb.monitor.bursts) > bursts, cycles=200,
-                            what="the first AR")
-        if cancel:
-            # The memory is not reset: the monitor keeps counting the bursts the drain closes.
-            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open, drivers=[tb.cmd, tb.sink],
-                                        signal=dut.cancel)
-            in_flight = params["max_outstanding"] * params["max_burst"]
-            await tb.wait_until(lambda: not dut.busy.value, cycles=int(10 * (in_flight + 200) * 2.2),
-                                what="the drain after cancel")
-        else:
-            # The memory shares the reset and drops its bursts too.
-            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open,
-                                        drivers=[tb.cmd, tb.sink, tb.monitor])
+        await tb.cut(rng, bursts=bursts, cancel=cancel, drivers=[tb.cmd, tb.sink])
         total = sum(length for _, length in before)
         assert tb.sink.received - received < total, (
             f"{what} after the transfer: all {total} beats delivered; {knobs.describe()}")
         tb.check_idle()
-        commands = batch()
+        commands = tb.cut_batch(rng)
         beats = sum(length for _, length in commands)
         scoreboard.expect_many(tb.expected_beats(commands))
         tb.send_commands(commands)
@@ -244,25 +196,9 @@ async def cut_then_clean(dut, *, cancel):
         tb.check_error(None)
 
 
-@cocotb.test()
-async def reset_mid_transfer(dut):
-    """Reset shared with the memory, at a random cycle with a burst open; then clean commands read right.
-
-    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
-    reset cuts the bursts on both sides; see :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=False)
-
-
-@cocotb.test()
-async def cancel_mid_transfer(dut):
-    """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes every burst.
-
-    Nothing more leaves on ``data`` after the cancel; the R beats still owed are taken and
-    dropped, ``busy`` falls with the bus idle, and the next commands read right; see
-    :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=True)
+# The engines' common tests: reads_at_full_rate, reads_under_stalls, reads_with_error,
+# reset_mid_transfer and cancel_mid_transfer.
+globals().update(dma_tests("reads", run_reads, cut_then_clean))
 
 
 # ---------------------------------------------------------------- pytest runner

@@ -23,26 +23,21 @@ import pytest
 from cocotb.triggers import RisingEdge
 
 from golden.bus import random_words
-from scripts.sim import channel, knobs
+from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource
 
 from .tb import (
     DMA_CONFIGS,
     RAM_SIZE,
+    RESET_ROUNDS,
     DmaTB,
-    address_of,
     beat_addresses,
     dma_config_id,
-    fault_near,
-    random_commands,
+    dma_tests,
+    random_run,
+    throughput_command,
 )
-
-DEFAULT_COMMANDS = 24
-# Reset test: rounds of (commands, reset in their middle, clean commands), commands per batch.
-RESET_ROUNDS = 16
-RESET_COMMANDS = 4
-RESET_MIN_BEATS = 300
 
 
 class WriterTB(DmaTB):
@@ -78,17 +73,16 @@ class WriterTB(DmaTB):
 
 
 async def run_writes(dut, *, stall, faulty=False, salt=0):
+    """Random commands and data, the RAM checked afterwards; with ``faulty``, all data consumed, the
+    issued bursts written (but the refused beats), and no AW after the error beyond the one registered."""
     rng = knobs.rng(20 + salt)
-    count = knobs.vectors(DEFAULT_COMMANDS, limit=240)  # commands of up to 1000 beats each
-    params = params_from_env()
-    beat_bytes = params["data_width"] // 8
-    commands = random_commands(rng, count, beat_bytes, address_width=params["address_width"])
-    faults = [fault_near(rng, commands, beat_bytes, count // 2)] if faulty else []
+    commands, faults = random_run(rng, faulty=faulty)
     tb = WriterTB(dut, faults=faults, stall=stall)
     await tb.reset()
+    beat_bytes = tb.beat_bytes
 
     offsets = beat_addresses(commands, beat_bytes)
-    words = random_words(rng, len(offsets), params["data_width"])
+    words = random_words(rng, len(offsets), tb.params["data_width"])
     tb.send_commands(commands)
     tb.source.send_many(words)
     await tb.finish(tb.cmd, tb.source, beats=len(words))
@@ -117,25 +111,6 @@ async def run_writes(dut, *, stall, faulty=False, salt=0):
 
 
 @cocotb.test()
-async def writes_at_full_rate(dut):
-    """Random commands and data, no pauses anywhere."""
-    await run_writes(dut, stall=0.0)
-
-
-@cocotb.test()
-async def writes_under_stalls(dut):
-    """Random commands and data with 30% pauses on AW, W and B, and command and data gaps."""
-    await run_writes(dut, stall=0.3, salt=1)
-
-
-@cocotb.test()
-@cocotb.parametrize(stall=[0.0, 0.3])
-async def writes_with_error(dut, stall):
-    """An SLVERR or DECERR range in the middle command: sticky error, all data consumed, clean end."""
-    await run_writes(dut, stall=stall, faulty=True, salt=2 + int(stall * 10))
-
-
-@cocotb.test()
 async def throughput_without_stalls(dut):
     """W beats per cycle with producer and memory never stalling (read by testbenches/bus/bench_axi.py).
 
@@ -143,12 +118,11 @@ async def throughput_without_stalls(dut):
     on, and the RAM must hold exactly the data sent, as in the stalled tests.
     """
     params = params_from_env()
-    offset, beat_bytes = 0x10_0000 + 3 * params["data_width"] // 8, params["data_width"] // 8
-    length = knobs.vectors(4096, limit=(RAM_SIZE - offset) // beat_bytes)  # one command inside the RAM
+    commands, length = throughput_command(params)
+    beat_bytes = params["data_width"] // 8
     tb = WriterTB(dut)
     await tb.reset()
     start = tb.cycle
-    commands = [(address_of(offset, params["address_width"]), length)]
     words = random_words(knobs.rng(30), length, params["data_width"])
     tb.send_commands(commands)
     tb.source.send_many(words)
@@ -166,10 +140,7 @@ async def throughput_without_stalls(dut):
     assert all(strobe == full for strobe in tb.w_strobes), (f"a W beat without all its strobes; "
                                                             f"{knobs.describe()}")
     tb.check_memory(tb.expected_image(offsets, words, length))
-    result = {"beats": length, "cycles": cycles, "beats_per_cycle": length / cycles,
-              "command_to_done_cycles": tb.cycle - start, "peak_outstanding": tb.monitor.peak_outstanding}
-    dut._log.info("throughput: %s", result)
-    channel.reply(result)
+    tb.reply_throughput(length, cycles, tb.cycle - start)
 
 
 
@@ -228,16 +199,8 @@ async def cut_then_clean(dut, *, cancel):
     what = "cancel" if cancel else "reset"
 
     def batch():
-        # Long enough that a burst is still open 120 cycles in, whatever the burst sizes.
-        while True:
-            commands = random_commands(rng, RESET_COMMANDS, beat_bytes, address_width=params["address_width"],
-                                       max_length=200, allow_empty=False)
-            beats = sum(length for _, length in commands)
-            if beats >= RESET_MIN_BEATS:
-                return commands, random_words(rng, beats, params["data_width"])
-
-    def burst_open():
-        return tb.monitor.outstanding > 0
+        commands = tb.cut_batch(rng)
+        return commands, random_words(rng, sum(length for _, length in commands), params["data_width"])
 
     for _ in range(RESET_ROUNDS):
         before, before_words = batch()
@@ -245,19 +208,7 @@ async def cut_then_clean(dut, *, cancel):
         bursts, w_beats = len(tb.monitor.bursts), len(tb.w_beats)
         tb.send_commands(before)
         tb.source.send_many(before_words)
-        await tb.wait_until(lambda bursts=bursts: len(tb.monitor.bursts) > bursts, cycles=200,
-                            what="the first AW")
-        if cancel:
-            # The memory is not reset: the monitor keeps counting the bursts the drain closes.
-            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open, drivers=[tb.cmd, tb.source],
-                                        signal=dut.cancel)
-            in_flight = params["max_outstanding"] * params["max_burst"]
-            await tb.wait_until(lambda: not dut.busy.value, cycles=int(10 * (in_flight + 200) * 2.2),
-                                what="the drain after cancel")
-        else:
-            # The memory shares the reset and drops its bursts too.
-            await tb.reset_mid_transfer(rng, after=(0, 60), until=burst_open,
-                                        drivers=[tb.cmd, tb.source, tb.monitor])
+        await tb.cut(rng, bursts=bursts, cancel=cancel, drivers=[tb.cmd, tb.source])
         strobes = tb.w_strobes[w_beats:]
         sent = strobes.count(full)
         assert sent < len(before_words), (
@@ -284,25 +235,9 @@ async def cut_then_clean(dut, *, cancel):
         tb.check_memory(expected)
 
 
-@cocotb.test()
-async def reset_mid_transfer(dut):
-    """Reset shared with the memory, at a random cycle with a burst open; then clean commands write right.
-
-    The RAM model takes the DUT's ``rst`` (one AXI reset domain, as AXI requires), so the
-    reset cuts the bursts on both sides; see :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=False)
-
-
-@cocotb.test()
-async def cancel_mid_transfer(dut):
-    """``cancel`` at a random cycle with a burst open, the memory running on: the drain closes every burst.
-
-    No more of ``data`` is taken; each open burst gets its remaining W beats with ``wstrb``
-    = 0 (memory unchanged), every B is collected, ``busy`` falls with the bus idle, and the
-    next commands write right; see :func:`cut_then_clean`.
-    """
-    await cut_then_clean(dut, cancel=True)
+# The engines' common tests: writes_at_full_rate, writes_under_stalls, writes_with_error,
+# reset_mid_transfer and cancel_mid_transfer.
+globals().update(dma_tests("writes", run_writes, cut_then_clean))
 
 
 # ---------------------------------------------------------------- pytest runner

@@ -6,7 +6,7 @@ Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import i
 
 import numpy as np
 from amaranth.lib import data
-from cocotb.triggers import RisingEdge
+from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import (
     adversarial_indices,
@@ -14,20 +14,25 @@ from golden.compress import (
     encode_stream,
     group_by_chunk,
     scatter,
+    scatter_stream,
     value_dtype,
 )
-from golden.compress.registers import error_fields, traffic_fields
+from golden.compress.registers import ERROR_NAMES, error_fields, traffic_fields
 from golden.fp.vectors import random_operands
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
 from scripts.sim.tb import ClockedTB
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
-           "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config"]
+           "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config", "RATIOS",
+           "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared",
+           "wait_report", "check_report"]
 
 PAUSE_PROBABILITY = 0.35
+# Top-K densities the well-formed streams cycle through: 0.1%, 1% and 10%.
+RATIOS = (0.001, 0.01, 0.1)
 
 # The 512-bit configuration of a SmartSSD/Alveo memory port: test_axi_decompressor.py runs
 # ``topk_axi_decompressor`` on it, and bench_compress.py measures traffic on the same build.
@@ -74,14 +79,62 @@ def value_bits(values):
     return values.view(np.uint32 if values.dtype == np.float32 else np.uint16).astype(np.int64).tolist()
 
 
-def dense_beats(indices, values, length, out_lanes):
-    """The golden output beats of one chunk: ``{"data": [...], "last": 0/1}`` dicts."""
-    dense = scatter(np.asarray(indices, np.int64), values, length).view(np.uint32)
-    beats = -(-length // out_lanes)
+def _chunk_beats(bits, out_lanes):
+    """One chunk's dense ``bits`` as output beats, zero-padded: ``{"data": [...], "last": 0/1}`` dicts."""
+    beats = -(-len(bits) // out_lanes)
     padded = np.zeros(beats * out_lanes, np.uint32)
-    padded[:length] = dense
+    padded[:len(bits)] = bits
     return [{"data": padded[n * out_lanes:(n + 1) * out_lanes].astype(np.int64).tolist(),
              "last": int(n == beats - 1)} for n in range(beats)]
+
+
+def dense_beats(indices, values, length, out_lanes):
+    """The golden output beats of one chunk: ``{"data": [...], "last": 0/1}`` dicts."""
+    return _chunk_beats(scatter(np.asarray(indices, np.int64), values, length).view(np.uint32), out_lanes)
+
+
+def expect_dense_stream(scoreboard, words, size, promised_sorted, label, *,
+                        value_format, chunk_size, out_lanes):
+    """Queue on ``scoreboard`` the golden dense beats of one decompressed wire stream; return its errors.
+
+    The golden is :func:`golden.compress.scatter_stream`; each beat is labelled with ``label``
+    plus its chunk and beat number.
+    """
+    dense, errors = scatter_stream(words, size, value_format=value_format, chunk_size=chunk_size,
+                                   sorted_within_chunk=promised_sorted)
+    bits = dense.view(np.uint32)
+    for chunk in range(chunk_count(size, chunk_size)):
+        beats = _chunk_beats(bits[chunk * chunk_size:(chunk + 1) * chunk_size], out_lanes)
+        for n, beat in enumerate(beats):
+            scoreboard.expect(beat, {**label, "chunk": chunk, "beat": n})
+    return errors
+
+
+async def wait_report(tb, reports, budget):
+    """Wait, at most ``budget`` cycles, for a ``done`` report past the first ``reports`` of ``tb.reports``."""
+    async def done():
+        while len(tb.reports) == reports:
+            await RisingEdge(tb.clock)
+
+    await with_timeout(done(), budget * CLOCK_NS, "ns")
+
+
+def check_report(report, expected, label):
+    """A ``done`` report ``(errors, status, ...)`` holds the golden counters and status bits ``expected``."""
+    errors, status = report[:2]
+    wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
+    assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
+    assert status == int(expected.status), \
+        f"{label}: status {status:#x}, expected {int(expected.status):#x}; {knobs.describe()}"
+
+
+async def collect_reports(tb):
+    """Append ``(errors, status)`` to ``tb.reports`` at every ``done`` pulse (run it with ``start_soon``)."""
+    layout = errors_layout()
+    while True:
+        await RisingEdge(tb.clock)
+        if tb.dut.done.value:
+            tb.reports.append((unpack(layout, int(tb.dut.errors.value)), int(tb.dut.status.value)))
 
 
 def stall_salt(idle, backpressure):
@@ -101,6 +154,19 @@ class CompressTB(ClockedTB):
         self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"),
                                backpressure=random_pauses(knobs.rng(200 + salt), PAUSE_PROBABILITY)
                                if backpressure else never())
+
+    @classmethod
+    async def started(cls, dut, idle, backpressure, *, salt):
+        """A testbench with the stalls asked for, after its reset, and the test's random generator.
+
+        ``salt`` (plus :func:`stall_salt`) seeds the stall patterns and the generator, so that
+        every stall combination of a test draws its own data.
+        """
+        salt += stall_salt(idle, backpressure)
+        tb = cls(dut, idle=idle, backpressure=backpressure, salt=salt)
+        rng = knobs.rng(salt)
+        await tb.reset()
+        return tb, rng
 
     async def wait_ready(self, limit=1 << 16):
         """Wait (bounded) until the block raises ``i.ready`` after its reset-time buffer clear."""
@@ -201,6 +267,27 @@ def corrupted_stream(rng, kind, size, chunk_size, value_format):
         headers_here = rng.random(n) < 0.3
         words[headers_here] = rng.integers(0, 5, int(headers_here.sum()), dtype=np.uint64)
     return words, promised_sorted
+
+
+def corrupted_transfers(rng, chunk_size, value_format, rounds):
+    """``rounds`` times every malformation of :data:`CORRUPTIONS`, as ``(n, kind, size, words, sorted)``.
+
+    One transfer in seven has a size of 0..2 elements; the others 1..6 chunks.
+    """
+    for n, kind in enumerate(CORRUPTIONS * rounds):
+        size = random_size(rng, chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
+        words, promised_sorted = corrupted_stream(rng, kind, size, chunk_size, value_format)
+        yield n, kind, size, words, promised_sorted
+
+
+def check_cleared(dut, what, *flags):
+    """Right after a reset the error counters, the status bits and the one-bit outputs ``flags`` read 0."""
+    errors = unpack(errors_layout(), int(dut.errors.value))
+    values = {flag: int(getattr(dut, flag).value) for flag in flags}
+    assert not any(errors.values()) and not dut.status.value and not any(values.values()), (
+        f"{what}: counters {errors}, status {int(dut.status.value):#x}"
+        + "".join(f", {flag} {value}" for flag, value in values.items())
+        + f" after the reset; {knobs.describe()}")
 
 
 def random_size(rng, chunk_size, chunks):

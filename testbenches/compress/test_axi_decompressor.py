@@ -19,8 +19,7 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi.constants import AxiResp
 
-from golden.compress import chunk_count, scatter_stream
-from golden.compress.registers import ERROR_NAMES
+from golden.compress import chunk_count
 from scripts.sim import channel, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
@@ -30,19 +29,23 @@ from testbenches.compress.tb import (
     AXI_PARAMS,
     CLOCK_NS,
     PAUSE_PROBABILITY,
+    RATIOS,
     CutBursts,
+    check_cleared,
+    check_report,
     corrupted_stream,
     errors_layout,
+    expect_dense_stream,
     idle_after_reset,
     random_size,
     stall_salt,
     top_k_stream,
+    wait_report,
 )
 
 MODULE = __name__
 RAM_SIZE = 1 << 22
 DEFAULT_TRANSFERS = 6
-RATIOS = (0.001, 0.01, 0.1)
 CORRUPTIONS = ("out_of_range", "truncated", "excess", "unsorted", "empty_transfer")
 
 
@@ -99,19 +102,9 @@ class AxiDecompressorTB(ClockedTB):
         return offset, span
 
     def expect(self, words, size, promised_sorted, label):
-        dense, errors = scatter_stream(words, size, value_format=self.value_format,
-                                       chunk_size=self.chunk_size, sorted_within_chunk=promised_sorted)
-        bits = dense.view(np.uint32)
-        for chunk in range(chunk_count(size, self.chunk_size)):
-            elements = bits[chunk * self.chunk_size:(chunk + 1) * self.chunk_size]
-            beats = -(-len(elements) // self.out_lanes)
-            padded = np.zeros(beats * self.out_lanes, np.uint32)
-            padded[:len(elements)] = elements
-            for n in range(beats):
-                self.scoreboard.expect(
-                    {"data": padded[n * self.out_lanes:(n + 1) * self.out_lanes].astype(np.int64).tolist(),
-                     "last": int(n == beats - 1)}, {**label, "chunk": chunk, "beat": n})
-        return errors
+        return expect_dense_stream(self.scoreboard, words, size, promised_sorted, label,
+                                   value_format=self.value_format, chunk_size=self.chunk_size,
+                                   out_lanes=self.out_lanes)
 
     async def transfer(self, words, size, promised_sorted, label, *, golden_words=None):
         """Place, decompress and check one stream; return its measured AXI traffic.
@@ -126,16 +119,8 @@ class AxiDecompressorTB(ClockedTB):
         self.cmd.send_nowait({"address": offset, "words": len(words), "size": size,
                               "sorted": int(promised_sorted)})
         budget = 12 * (len(words) + chunk_count(size, self.chunk_size) + 100) + 4 * size // self.out_lanes
-
-        async def done():
-            while len(self.reports) == reports:
-                await RisingEdge(self.clock)
-
-        await with_timeout(done(), budget * CLOCK_NS, "ns")
-        errors, status, _ = self.reports[reports]
-        wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
-        assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
-        assert status == int(expected.status), f"{label}: status {status:#x}; {knobs.describe()}"
+        await wait_report(self, reports, budget)
+        check_report(self.reports[reports], expected, label)
         # Traffic of this transfer: every read burst inside the stream's beats, no write at all.
         read_beats = 0
         for _, address, beats in self.monitor.bursts[bursts:]:
@@ -263,10 +248,7 @@ async def reset_mid_transfer(dut):
         await tb.reset_mid_transfer(rng, after=(1, 40), drivers=[tb.cmd, tb.sink, cut], until=cut.burst_open)
         assert cut.cut, f"round {round_}: no read burst open at the reset; {knobs.describe()}"
         await idle_after_reset(tb, ["m_axi"])
-        errors = unpack(errors_layout(), int(dut.errors.value))
-        assert not any(errors.values()) and not dut.status.value and not dut.read_error.value, (
-            f"round {round_}: counters {errors}, status {int(dut.status.value):#x}, read_error "
-            f"{int(dut.read_error.value)} after the reset; {knobs.describe()}")
+        check_cleared(dut, f"round {round_}", "read_error")
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
         words, *_ = top_k_stream(rng, size, tb.chunk_size, RATIOS[round_], tb.value_format, False)
         await tb.transfer(words, size, False, {"round": round_, "after": "reset", "size": size})

@@ -9,30 +9,29 @@ and every transfer must finish within a cycle budget (nothing hangs on bad input
 """
 
 import cocotb
-import numpy as np
 import pytest
-from cocotb.triggers import RisingEdge, with_timeout
+from cocotb.triggers import with_timeout
 
-from golden.compress import chunk_count, scatter_stream
-from golden.compress.registers import ERROR_NAMES
+from golden.compress import chunk_count
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
-from scripts.sim.stream import unpack
 from scripts.sim.tb import Scoreboard
 from testbenches.compress.tb import (
     CLOCK_NS,
-    CORRUPTIONS,
+    RATIOS,
     CompressTB,
-    corrupted_stream,
-    errors_layout,
+    check_cleared,
+    check_report,
+    collect_reports,
+    corrupted_transfers,
+    expect_dense_stream,
     random_size,
-    stall_salt,
     top_k_stream,
+    wait_report,
 )
 
 MODULE = __name__
 DEFAULT_TRANSFERS = 6
-RATIOS = (0.001, 0.01, 0.1)
 
 
 class DecompressorTB(CompressTB):
@@ -43,15 +42,7 @@ class DecompressorTB(CompressTB):
         self.out_lanes, self.value_format = params["out_lanes"], params["value_format"]
         self.reports = []
         self.scoreboard = Scoreboard("topk_chunk_decompressor o")
-        cocotb.start_soon(self._watch_done())
-
-    async def _watch_done(self):
-        layout = errors_layout()
-        while True:
-            await RisingEdge(self.clock)
-            if self.dut.done.value:
-                errors = unpack(layout, int(self.dut.errors.value))
-                self.reports.append((errors, int(self.dut.status.value)))
+        cocotb.start_soon(collect_reports(self))
 
     def beats(self, rng, words, oversized_counts=False):
         """Cut ``words`` into wire beats of random fill (mostly full), ``last`` on the final one.
@@ -74,20 +65,9 @@ class DecompressorTB(CompressTB):
 
     def expect(self, words, size, promised_sorted, label):
         """Queue the golden dense beats of one transfer; return the golden errors."""
-        dense, errors = scatter_stream(words, size, value_format=self.value_format,
-                                       chunk_size=self.chunk_size, sorted_within_chunk=promised_sorted)
-        bits = dense.view(np.uint32)
-        for chunk in range(chunk_count(size, self.chunk_size)):
-            elements = bits[chunk * self.chunk_size:(chunk + 1) * self.chunk_size]
-            beats = -(-len(elements) // self.out_lanes)
-            padded = np.zeros(beats * self.out_lanes, np.uint32)
-            padded[:len(elements)] = elements
-            for n in range(beats):
-                self.scoreboard.expect(
-                    {"data": padded[n * self.out_lanes:(n + 1) * self.out_lanes].astype(np.int64).tolist(),
-                     "last": int(n == beats - 1)},
-                    {**label, "chunk": chunk, "beat": n})
-        return errors
+        return expect_dense_stream(self.scoreboard, words, size, promised_sorted, label,
+                                   value_format=self.value_format, chunk_size=self.chunk_size,
+                                   out_lanes=self.out_lanes)
 
     async def transfer(self, rng, words, size, promised_sorted, label):
         """Send one transfer, wait for its done pulse, and check the counters and status."""
@@ -97,17 +77,8 @@ class DecompressorTB(CompressTB):
         reports = len(self.reports)
         self.source.send_many(self.beats(rng, words, oversized_counts=label.get("kind") is not None))
         budget = 8 * (len(words) + chunk_count(size, self.chunk_size) + 50) + 4 * size // self.out_lanes
-
-        async def done():
-            while len(self.reports) == reports:
-                await RisingEdge(self.clock)
-
-        await with_timeout(done(), budget * CLOCK_NS, "ns")
-        errors, status = self.reports[reports]
-        wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
-        assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
-        assert status == int(expected.status), \
-            f"{label}: status {status:#x}, expected {int(expected.status):#x}; {knobs.describe()}"
+        await wait_report(self, reports, budget)
+        check_report(self.reports[reports], expected, label)
 
     async def drain(self, size_total):
         async def receive():
@@ -126,10 +97,7 @@ class DecompressorTB(CompressTB):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def ratios_bit_exact(dut, idle, backpressure):
     """Well-formed Top-K streams at 0.1%, 1% and 10% density, sorted and unsorted chunks."""
-    salt = stall_salt(idle, backpressure)
-    tb = DecompressorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await DecompressorTB.started(dut, idle, backpressure, salt=0)
     total = 0
     for n in range(knobs.vectors(DEFAULT_TRANSFERS, limit=60)):
         ratio = RATIOS[n % len(RATIOS)]
@@ -148,15 +116,11 @@ async def ratios_bit_exact(dut, idle, backpressure):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def bad_input_bit_exact(dut, idle, backpressure):
     """Every malformation: dropped pairs, counters and status bits as golden; never hangs."""
-    salt = 10 + stall_salt(idle, backpressure)
-    tb = DecompressorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await DecompressorTB.started(dut, idle, backpressure, salt=10)
     total = 0
     rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS, limit=60) // 2)
-    for n, kind in enumerate(CORRUPTIONS * rounds):
-        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
-        words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)
+    for n, kind, size, words, promised_sorted in corrupted_transfers(rng, tb.chunk_size, tb.value_format,
+                                                                      rounds):
         await tb.transfer(rng, words, size, promised_sorted,
                           {"transfer": n, "kind": kind, "size": size, "sorted": promised_sorted})
         total += size
@@ -194,10 +158,7 @@ async def reset_mid_transfer(dut):
                             what="the transfer's first beat")
         await tb.reset_mid_transfer(rng, after=(1, len(beats) // 2), drivers=[tb.source, tb.sink],
                                     until=transfer_open)
-        errors = unpack(errors_layout(), int(dut.errors.value))
-        assert not any(errors.values()) and not dut.status.value, (
-            f"round {round_}: counters {errors}, status {int(dut.status.value):#x} after the reset; "
-            f"{knobs.describe()}")
+        check_cleared(dut, f"round {round_}")
         reports = len(tb.reports)
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
         promised_sorted = bool(round_ % 2)

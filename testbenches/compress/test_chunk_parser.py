@@ -31,19 +31,19 @@ from golden.compress import (
     scatter_stream,
 )
 from golden.compress.parse import parse_chunked
-from golden.compress.registers import ERROR_NAMES
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
-from scripts.sim.stream import unpack
 from scripts.sim.tb import CLOCK_PERIOD_NS, Scoreboard
 from testbenches.compress.tb import (
     CORRUPTIONS,
     CompressTB,
+    check_report,
+    collect_reports,
     corrupted_stream,
-    errors_layout,
+    corrupted_transfers,
     random_size,
     random_values,
-    stall_salt,
+    wait_report,
 )
 
 DEFAULT_TRANSFERS = 24
@@ -92,14 +92,7 @@ class ParserTB(CompressTB):
         self.scoreboard = Scoreboard("topk_chunk_parser chunks")
         self.reports = []
         self.drivers = [self.source, self.sink, self.collector]
-        cocotb.start_soon(self._watch_done())
-
-    async def _watch_done(self):
-        layout = errors_layout()
-        while True:
-            await RisingEdge(self.clock)
-            if self.dut.done.value:
-                self.reports.append((unpack(layout, int(self.dut.errors.value)), int(self.dut.status.value)))
+        cocotb.start_soon(collect_reports(self))
 
     def beats(self, rng, words, oversized_counts):
         """Wire beats of random fill (mostly full) and the lane of every word; ``last`` on the final beat."""
@@ -129,18 +122,9 @@ class ParserTB(CompressTB):
         self.dut.sorted.value = int(promised_sorted)
         reports = len(self.reports)
         self.source.send_many(beats)
-
-        async def done():
-            while len(self.reports) == reports:
-                await RisingEdge(self.clock)
-
         budget = 8 * (len(words) + len(beats) + chunk_count(size, self.chunk_size) + 50)
-        await with_timeout(done(), budget * CLOCK_PERIOD_NS, "ns")
-        got, status = self.reports[reports]
-        wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
-        assert got == wanted, f"{label}: errors {got}, expected {wanted}; {knobs.describe()}"
-        assert status == int(errors.status), \
-            f"{label}: status {status:#x}, expected {int(errors.status):#x}; {knobs.describe()}"
+        await wait_report(self, reports, budget)
+        check_report(self.reports[reports], errors, label)
         return len(chunks)
 
     async def drain(self):
@@ -177,10 +161,7 @@ def random_transfer(rng, tb, n):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def well_formed(dut, idle, backpressure):
     """Well-formed streams: every pair accepted in its slot, chunks closed with their lengths, no error."""
-    salt = stall_salt(idle, backpressure)
-    tb = ParserTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await ParserTB.started(dut, idle, backpressure, salt=0)
     for n in range(knobs.vectors(DEFAULT_TRANSFERS, limit=240)):
         size, promised_sorted, words = random_transfer(rng, tb, n)
         await tb.transfer(rng, words, size, promised_sorted,
@@ -192,14 +173,10 @@ async def well_formed(dut, idle, backpressure):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def bad_input(dut, idle, backpressure):
     """Every malformation: dropped pairs, counters and status as golden, remaining chunks closed, no hang."""
-    salt = 10 + stall_salt(idle, backpressure)
-    tb = ParserTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await ParserTB.started(dut, idle, backpressure, salt=10)
     rounds = max(1, knobs.vectors(DEFAULT_TRANSFERS, limit=240) // 6)
-    for n, kind in enumerate(CORRUPTIONS * rounds):
-        size = random_size(rng, tb.chunk_size, int(rng.integers(1, 7))) if n % 7 else int(rng.integers(0, 3))
-        words, promised_sorted = corrupted_stream(rng, kind, size, tb.chunk_size, tb.value_format)
+    for n, kind, size, words, promised_sorted in corrupted_transfers(rng, tb.chunk_size, tb.value_format,
+                                                                      rounds):
         await tb.transfer(rng, words, size, promised_sorted,
                           {"transfer": n, "kind": kind, "size": size, "sorted": promised_sorted},
                           oversized_counts=True)

@@ -15,18 +15,20 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.compress import scatter_stream
-from golden.compress.registers import ERROR_NAMES
 from golden.optim.host import COPY_FORMAT_CODES, STATE_NAMES, reference_update, run_flags, scalar_bits
 from golden.optim.vectors import f32_tensor, random_hyper
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.compress.tb import (
     CLOCK_NS,
     PAUSE_PROBABILITY,
+    RATIOS,
+    check_cleared,
+    check_report,
+    collect_reports,
     corrupted_stream,
-    errors_layout,
     random_size,
     stall_salt,
     top_k_stream,
@@ -34,7 +36,6 @@ from testbenches.compress.tb import (
 
 MODULE = __name__
 DEFAULT_RUNS = 6
-RATIOS = (0.001, 0.01, 0.1)
 CORRUPTIONS = ("out_of_range", "truncated", "unsorted", "duplicates")
 
 
@@ -60,14 +61,7 @@ class FusedTB(ClockedTB):
                                if backpressure else never())
         self.reports = []
         dut.clear.value = 0
-        cocotb.start_soon(self._watch_done())
-
-    async def _watch_done(self):
-        layout = errors_layout()
-        while True:
-            await RisingEdge(self.clock)
-            if self.dut.done.value:
-                self.reports.append((unpack(layout, int(self.dut.errors.value)), int(self.dut.status.value)))
+        cocotb.start_soon(collect_reports(self))
 
     def wire_beats(self, words):
         beats = []
@@ -94,10 +88,7 @@ class FusedTB(ClockedTB):
         await with_timeout(receive(), budget * CLOCK_NS, "ns")
         scoreboard.check_complete()
         assert len(self.reports) == reports + 1, f"{label}: {len(self.reports) - reports} done pulses"
-        got, status = self.reports[reports]
-        wanted = {name: getattr(errors, name) for name in ERROR_NAMES}
-        assert got == wanted, f"{label}: errors {got}, expected {wanted}; {knobs.describe()}"
-        assert status == int(errors.status), f"{label}: status {status:#x}; {knobs.describe()}"
+        check_report(self.reports[reports], errors, label)
         nonfinite = int(self.dut.nonfinite.value)
         assert nonfinite == expected["nonfinite"], f"{label}: nonfinite {nonfinite}; {knobs.describe()}"
 
@@ -197,10 +188,7 @@ async def reset_mid_run(dut):
         await tb.wait_until(step_open, cycles=20 * (len(states) + len(words)) + 1000, what="the step's start")
         await tb.reset_mid_transfer(rng, after=(1, len(states) // 2), drivers=[tb.pairs, tb.state, tb.sink],
                                     until=step_open)
-        errors = unpack(errors_layout(), int(dut.errors.value))
-        assert not any(errors.values()) and not dut.status.value and not dut.nonfinite.value, (
-            f"round {round_}: counters {errors}, status {int(dut.status.value):#x}, nonfinite "
-            f"{int(dut.nonfinite.value)} after the reset; {knobs.describe()}")
+        check_cleared(dut, f"round {round_}", "nonfinite")
         size = random_size(rng, tb.chunk_size, int(rng.integers(1, 4)))
         words, *_ = top_k_stream(rng, size, tb.chunk_size, RATIOS[round_], tb.value_format, True)
         await tb.run(rng, words, size, True, 3 + round_, {"round": round_, "after": "reset", "size": size})

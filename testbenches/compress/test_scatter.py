@@ -17,7 +17,7 @@ from golden.compress import adversarial_indices
 from scripts.sim import channel, knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.compress.tb import CLOCK_NS, CompressTB, dense_beats, random_values, stall_salt, value_bits
+from testbenches.compress.tb import CLOCK_NS, CompressTB, dense_beats, random_values, value_bits
 
 MODULE = __name__
 DEFAULT_CHUNKS = 12
@@ -84,10 +84,7 @@ class EngineTB(CompressTB):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def chunks_bit_exact(dut, idle, backpressure):
     """Back-to-back chunks of every pattern, bit-exact against golden scatter, under stalls."""
-    salt = stall_salt(idle, backpressure)
-    tb = EngineTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    rng = knobs.rng(salt)
-    await tb.reset()
+    tb, rng = await EngineTB.started(dut, idle, backpressure, salt=0)
     scoreboard = Scoreboard("topk_scatter o")
     words = 0
     for chunk in range(knobs.vectors(DEFAULT_CHUNKS, limit=120)):

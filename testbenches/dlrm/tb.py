@@ -9,7 +9,7 @@ from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
 
-__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES"]
+__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES", "check_counters"]
 
 LINE_BYTES = 64
 BASE = 0x40000
@@ -21,6 +21,12 @@ def zipf_rows(count, *, rows, alpha=1.05, salt=0):
     trace = lookup_trace("criteo-kaggle", samples=samples, alpha=alpha, seed=knobs.seed() * 1000 + salt,
                          rows=rows)
     return [int(row) for row in trace.ravel()[:count]]
+
+
+def check_counters(dut, expected):
+    """The DUT's counter outputs named in ``expected`` (a name-to-count dict) hold the golden counts."""
+    counters = {name: int(getattr(dut, name).value) for name in expected}
+    assert counters == expected, f"counters {counters} != golden {expected}; {knobs.describe()}"
 
 
 class CacheTB(ClockedTB):

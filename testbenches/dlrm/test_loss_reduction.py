@@ -15,6 +15,7 @@ from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
 from testbenches.collective.tb import random_words
+from testbenches.dlrm.tb import check_counters
 
 
 def line_value(words):
@@ -62,8 +63,7 @@ class TB(ClockedTB):
     async def check(self):
         bound = int((8 * self.sent + 200) * (1 + 4 * self.stall))
         await self.expect_from(self.sink, self.board, cycles=bound)
-        counters = {name: int(getattr(self.dut, name).value) for name in self.expected}
-        assert counters == self.expected, f"counters {counters} != golden {self.expected}; {knobs.describe()}"
+        check_counters(self.dut, self.expected)
 
 
 @cocotb.test()

@@ -12,10 +12,13 @@ from scripts.sim import knobs
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_mid_os_job, size_limits
 from testbenches.systolic.tb import (
     OutputStationaryTB,
+    gemm_tests,
     os_shapes,
     random_accumulator,
     random_matrix,
+    run_random_gemms,
     signed_zero_operands,
+    stalled_start,
 )
 
 __all__ = ["gemm_bits_and_cycles", "special_values", "gemm_under_stalls", "bad_commands_rejected",
@@ -25,40 +28,20 @@ DEFAULT_GEMMS = 4
 
 
 async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs (1x1x1, tall, wide, K = 1), bits against gemm and cycles against gemm_cycles; with
+    ``specials`` a quarter special values in A, B and D (int8: full-range values) and signed zeros."""
     tb = OutputStationaryTB(dut)
-    salt = 4 * specials + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
-    fraction = 0.25 if specials else 0.0
-    for m_size, k_size, n_size in os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
-        a = random_matrix(rng, (m_size, k_size), tb.element, fraction)
-        b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
-        d = random_accumulator(rng, (m_size, n_size), tb.element, fraction) if tb.accumulate else None
-        measured, model = await tb.run_gemm(a, b, d, exact_cycles=not (idle or backpressure))
-        dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
+    rng = await stalled_start(tb, idle, backpressure, 4 * specials + 2 * idle + backpressure)
+    await run_random_gemms(tb, rng, os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)),
+                           fraction=0.25 if specials else 0.0, exact_cycles=not (idle or backpressure))
     if specials:
         shape = (tb.rows * tb.slots + 1, 3, tb.cols + 1)
         await tb.run_gemm(*signed_zero_operands(rng, shape, tb.element, tb.accumulate),
                           exact_cycles=not (idle or backpressure))
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (1x1x1, tall, wide, K = 1): bits equal gemm, cycles equal gemm_cycles."""
-    await run_test(dut, idle=False, backpressure=False, specials=False)
-
-
-@cocotb.test()
-async def special_values(dut):
-    """NaN, infinities, subnormals and signed zeros in A, B and D (int8: full-range values)."""
-    await run_test(dut, idle=False, backpressure=False, specials=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on every input stream and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, specials=True)
+# Named so that test_os_array.py and test_tensor_array.py import them by name.
+gemm_bits_and_cycles, special_values, gemm_under_stalls = gemm_tests(run_test).values()
 
 
 @cocotb.test()

@@ -17,6 +17,7 @@ attributes; the command and reset checks are in :mod:`.commands`.
 
 import cocotb
 import numpy as np
+import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.systolic import gemm, gemm_cycles
@@ -28,7 +29,8 @@ from testbenches.systolic.schedule import array_schedule
 
 __all__ = ["SPECIALS", "EDGES", "random_matrix", "random_accumulator", "signed_zero_operands",
            "random_blocks", "random_operand", "tie_operands", "tile_streams", "os_shapes",
-           "OutputStationaryTB", "WeightStationaryTB", "BlockCodecTB"]
+           "OutputStationaryTB", "WeightStationaryTB", "BlockCodecTB", "random_gemm", "random_block_operands",
+           "run_random_gemms", "stalled_start", "case_id", "parametrize_cases", "gemm_tests"]
 
 # Raw encodings that exercise every special path of the PE: signed zeros, subnormals, the
 # smallest and largest normals, infinities, quiet and signaling NaNs, one.
@@ -89,6 +91,15 @@ EDGES = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x3F800000,
          0x3FFFFFFF, 0x3FC00000, 0x3F400000, 0x40400000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F7FFFFF]
 
 
+def random_gemm(rng, shape, element, accumulate, fraction=0.0):
+    """Random operands ``(a, b, d)`` of an ``M x K x N`` GEMM (``d`` None without ``accumulate``)."""
+    m_size, k_size, n_size = shape
+    a = random_matrix(rng, (m_size, k_size), element, fraction)
+    b = random_matrix(rng, (k_size, n_size), element, fraction)
+    d = random_accumulator(rng, (m_size, n_size), element, fraction) if accumulate else None
+    return a, b, d
+
+
 def random_blocks(rng, count, block, mantissa_bits=None):
     """Blocks of raw f32 bits: normals of mixed scales, edge values, all-zero and tiny blocks.
 
@@ -136,6 +147,13 @@ def random_operand(rng, shape, *, wide, edges):
     return bits
 
 
+def random_block_operands(rng, m_size, k_size, n_size, *, wide, edges):
+    """``a`` (M x K) and ``b`` (K x N) of :func:`random_operand`, ``b`` scaled per column."""
+    a = random_operand(rng, (m_size, k_size), wide=wide, edges=edges)
+    b = random_operand(rng, (n_size, k_size), wide=wide, edges=edges).T.copy()
+    return a, b
+
+
 def tie_operands(rng, m_size, n_size, block):
     """One block whose products are exact ties below the smallest subnormal: ``q 2^-150``, q = 1, 3, 5.
 
@@ -177,7 +195,85 @@ def tile_streams(a, b, d, *, rows, cols, slots):
     return origins, a_pad, b_pad, d_pad, a_items, b_items, d_items
 
 
-class OutputStationaryTB(ClockedTB):
+async def stalled_start(tb, idle, backpressure, salt):
+    """Set ``tb``'s stalls (seeded by ``salt``), reset it, and return the test's generator ``rng(salt)``."""
+    tb.stall(idle, backpressure, salt)
+    await tb.reset()
+    return knobs.rng(salt)
+
+
+async def run_random_gemms(tb, rng, shapes, *, fraction, exact_cycles):
+    """One :func:`random_gemm` of each ``M x K x N`` of ``shapes`` through ``tb.run_gemm``, logged."""
+    for shape in shapes:
+        a, b, d = random_gemm(rng, shape, tb.element, tb.accumulate, fraction)
+        measured, model = await tb.run_gemm(a, b, d, exact_cycles=exact_cycles)
+        tb.dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", *shape, measured, model)
+
+
+def gemm_tests(run_test, *, specials_name="special_values"):
+    """The three GEMM cocotb tests every array runs, as a dict for its test module's ``globals()``.
+
+    ``run_test(dut, *, idle, backpressure, specials)`` runs the array's random GEMMs (with
+    special operands if ``specials``); the tests run it without stalls, with specials
+    (named ``specials_name``), and with both stalls and specials. cocotb runs them in that
+    module's namespace, under these names.
+    """
+    @cocotb.test(name="gemm_bits_and_cycles")
+    async def gemm_bits_and_cycles(dut):
+        """Random GEMMs (edge shapes, then random ones): bits equal the golden, cycles the cycle model."""
+        await run_test(dut, idle=False, backpressure=False, specials=False)
+
+    @cocotb.test(name=specials_name)
+    async def with_specials(dut):
+        """The same with special operands (NaNs, infinities, subnormals, signed zeros, extreme exponents)."""
+        await run_test(dut, idle=False, backpressure=False, specials=True)
+
+    @cocotb.test(name="gemm_under_stalls")
+    async def gemm_under_stalls(dut):
+        """Random gaps on every input stream and random backpressure on c: bits still exact."""
+        await run_test(dut, idle=True, backpressure=True, specials=True)
+
+    return {test.name: test for test in (gemm_bits_and_cycles, with_specials, gemm_under_stalls)}
+
+
+def case_id(params):
+    """A runner's test id: the parameters as ``key=value`` joined by ``-``."""
+    return "-".join(f"{key}={value}" for key, value in params.items())
+
+
+def parametrize_cases(cases, slow_cases):
+    """A runner's ``params`` parametrization: ``cases``, then ``slow_cases`` marked slow."""
+    return pytest.mark.parametrize(
+        "params", cases + [pytest.param(p, marks=pytest.mark.slow) for p in slow_cases], ids=case_id)
+
+
+class _StampedTB(ClockedTB):
+    """An array testbench: cycle stamps of the first input transfer and the latest ``c`` transfer."""
+
+    first_port = "a"  # the input stream whose first transfer starts the count
+
+    async def _stamp(self):
+        dut, edge = self.dut, 0
+        valid, ready = getattr(dut, f"{self.first_port}__valid"), getattr(dut, f"{self.first_port}__ready")
+        while True:
+            await RisingEdge(self.clock)
+            edge += 1
+            if valid.value and ready.value and self.first_in is None:
+                self.first_in = edge
+            if dut.c__valid.value and dut.c__ready.value:
+                self.last_c = edge
+
+    def check_cycles(self, label, measured, model, *, exact_cycles):
+        """The ``cycles`` port reports ``measured``, which equals ``model`` (no stalls) or exceeds it."""
+        reported = int(self.dut.cycles.value)
+        assert reported == measured, f"cycles port {reported} != measured {measured}; {knobs.describe()}"
+        if exact_cycles:
+            assert measured == model, f"{label}: {measured} cycles, model {model}; {knobs.describe()}"
+        else:
+            assert measured >= model, f"{label}: {measured} cycles under stalls < model {model}"
+
+
+class OutputStationaryTB(_StampedTB):
     """An output-stationary array (``tensor`` t: ``rows t x cols t`` lanes): its streams and checks."""
 
     def __init__(self, dut):
@@ -199,19 +295,8 @@ class OutputStationaryTB(ClockedTB):
                   if self.accumulate else None)
         self.c = StreamSink(dut, "c", self.clock, layout["c"])
         self.drivers = [self.cmd, self.a, self.b] + ([self.d] if self.d else []) + [self.c]
-        self.first_a = self.last_c = None
+        self.first_in = self.last_c = None
         cocotb.start_soon(self._stamp())
-
-    async def _stamp(self):
-        """Cycle stamps of the first ``a`` transfer and the latest ``c`` transfer."""
-        dut, edge = self.dut, 0
-        while True:
-            await RisingEdge(self.clock)
-            edge += 1
-            if dut.a__valid.value and dut.a__ready.value and self.first_a is None:
-                self.first_a = edge
-            if dut.c__valid.value and dut.c__ready.value:
-                self.last_c = edge
 
     def stall(self, idle, backpressure, salt):
         sources = [self.a, self.b] + ([self.d] if self.d else [])
@@ -222,11 +307,7 @@ class OutputStationaryTB(ClockedTB):
 
     def random_gemm(self, rng, shape, fraction=0.0):
         """Random operands ``(a, b, d)`` of an ``M x K x N`` GEMM (``d`` None without ``accumulate``)."""
-        m_size, k_size, n_size = shape
-        a = random_matrix(rng, (m_size, k_size), self.element, fraction)
-        b = random_matrix(rng, (k_size, n_size), self.element, fraction)
-        d = random_accumulator(rng, (m_size, n_size), self.element, fraction) if self.accumulate else None
-        return a, b, d
+        return random_gemm(rng, shape, self.element, self.accumulate, fraction)
 
     def model_cycles(self, m_size, k_size, n_size):
         """``gemm_cycles`` of one GEMM on this array, with the documented latencies."""
@@ -256,7 +337,7 @@ class OutputStationaryTB(ClockedTB):
             for i in range(tile_m):
                 row = expected[m0 + i, n0:n0 + self.cols]
                 scoreboard.expect([int(x) & 0xFFFFFFFF for x in row], {"row": m0 + i, "n0": n0})
-        self.first_a = self.last_c = None
+        self.first_in = self.last_c = None
         self.cmd.send_nowait(command)
         self.a.send_many(a_items)
         self.b.send_many(b_items)
@@ -272,13 +353,8 @@ class OutputStationaryTB(ClockedTB):
         await self.cycles(5)
         scoreboard.check_complete()
         assert self.c.empty(), f"extra result rows after the GEMM; {knobs.describe()}"
-        measured = self.last_c - self.first_a
-        reported = int(self.dut.cycles.value)
-        assert reported == measured, f"cycles port {reported} != measured {measured}; {knobs.describe()}"
-        if exact_cycles:
-            assert measured == model, f"{label}: {measured} cycles, model {model}; {knobs.describe()}"
-        else:
-            assert measured >= model, f"{measured} cycles under stalls < model {model}"
+        measured = self.last_c - self.first_in
+        self.check_cycles(label, measured, model, exact_cycles=exact_cycles)
         return measured, model
 
 
@@ -292,8 +368,10 @@ def os_shapes(tb, rng, count):
     return fixed + randoms
 
 
-class WeightStationaryTB(ClockedTB):
+class WeightStationaryTB(_StampedTB):
     """A weight-stationary array: streams, stamps, stalls, checks."""
+
+    first_port = "w"
 
     def __init__(self, dut):
         super().__init__(dut)
@@ -307,18 +385,8 @@ class WeightStationaryTB(ClockedTB):
                         for port in ports}
         self.c = StreamSink(dut, "c", self.clock, stream_layout(self.component, "c"))
         self.drivers = [*self.sources.values(), self.c]
-        self.first_w = self.last_c = None
+        self.first_in = self.last_c = None
         cocotb.start_soon(self._stamp())
-
-    async def _stamp(self):
-        dut, edge = self.dut, 0
-        while True:
-            await RisingEdge(self.clock)
-            edge += 1
-            if dut.w__valid.value and dut.w__ready.value and self.first_w is None:
-                self.first_w = edge
-            if dut.c__valid.value and dut.c__ready.value:
-                self.last_c = edge
 
     def stall(self, idle, backpressure, salt):
         for index, port in enumerate(("w", "a", "d")):
@@ -378,7 +446,7 @@ class WeightStationaryTB(ClockedTB):
                 d_items += [d_pad[m][n0:n0 + cols] for m in range(m_size)]
             for m in range(m_size):
                 scoreboard.expect([int(x) for x in expected[m, n0:n0 + cols]], {"row": m, "n0": n0})
-        self.first_w = self.last_c = None
+        self.first_in = self.last_c = None
         self.sources["cmd"].send_nowait({"m": m_size, "k": k_size, "n_tiles": n_pad // cols})
         self.sources["w"].send_many(w_items)
         self.sources["a"].send_many(a_items)
@@ -393,14 +461,8 @@ class WeightStationaryTB(ClockedTB):
         await self.cycles(5)
         scoreboard.check_complete()
         assert self.c.empty(), f"extra result rows after the GEMM; {knobs.describe()}"
-        measured = self.last_c - self.first_w + 1
-        reported = int(self.dut.cycles.value)
-        assert reported == measured, f"cycles port {reported} != measured {measured}; {knobs.describe()}"
-        if exact_cycles:
-            assert measured == model, (f"GEMM {m_size}x{k_size}x{n_size}: {measured} cycles, model {model}; "
-                                       f"{knobs.describe()}")
-        else:
-            assert measured >= model
+        measured = self.last_c - self.first_in + 1
+        self.check_cycles(f"GEMM {m_size}x{k_size}x{n_size}", measured, model, exact_cycles=exact_cycles)
         return measured, model
 
 
@@ -419,3 +481,15 @@ class BlockCodecTB(ClockedTB):
         self.source.set_pause_generator(random_pauses(knobs.rng(salt + 10), 0.3) if idle else never())
         self.sink.set_backpressure_generator(
             random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+
+    async def check_blocks(self, scoreboard, count, default_vectors, convert=lambda item: item):
+        """Check ``count`` output blocks (each through ``convert``) against ``scoreboard``, in order,
+        within a cycle bound, and nothing after them; ``default_vectors`` is the test's default count."""
+        async def drain():
+            for _ in range(count):
+                scoreboard.check(convert(await self.sink.recv()))
+
+        await with_timeout(drain(), 40 * count + 1000, "ns")
+        await self.cycles(5)
+        scoreboard.check_complete()
+        assert self.sink.empty(), f"extra output blocks; {knobs.describe(default_vectors)}"

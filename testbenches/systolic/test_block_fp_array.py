@@ -32,9 +32,13 @@ from testbenches.systolic.commands import bad_commands, reject_then_run, reset_m
 from testbenches.systolic.schedule import block_fp_schedule
 from testbenches.systolic.tb import (
     OutputStationaryTB,
+    case_id,
+    gemm_tests,
     os_shapes,
+    parametrize_cases,
     random_accumulator,
-    random_operand,
+    random_block_operands,
+    stalled_start,
     tie_operands,
     tile_streams,
 )
@@ -115,18 +119,18 @@ class BlockTB(OutputStationaryTB):
         return measured, model, expected[:m_size, :n_size]
 
 
-async def run_test(dut, *, idle, backpressure, wide, edges):
+async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs, bits against block_fp_gemm and cycles against its model; with ``specials``
+    blocks over the whole exponent range (overflow, subnormal and zero results, edge values, ties),
+    special D values, and the signed-zero GEMM."""
+    wide = edges = specials
     tb = BlockTB(dut)
-    salt = 8 * edges + 4 * wide + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
+    rng = await stalled_start(tb, idle, backpressure, 8 * edges + 4 * wide + 2 * idle + backpressure)
     gemms = os_shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40))
     # K just past a block boundary, and several whole blocks.
     gemms += [(tb.rows * tb.slots, tb.block + 1, tb.cols), (2, 3 * tb.block, tb.cols + 1)]
     for m_size, k_size, n_size in gemms:
-        a = random_operand(rng, (m_size, k_size), wide=wide, edges=edges)
-        b = random_operand(rng, (n_size, k_size), wide=wide, edges=edges).T.copy()  # scaled per column
+        a, b = random_block_operands(rng, m_size, k_size, n_size, wide=wide, edges=edges)
         d = random_accumulator(rng, (m_size, n_size), "f32", 0.25 * edges) if tb.accumulate else None
         measured, model, _ = await tb.run_block_gemm(a, b, d, exact_cycles=not (idle or backpressure))
         dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
@@ -141,22 +145,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
         assert expected[0, 0] == 0x80000000, "the signed-zero GEMM must expect -0.0"
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (1x1x1, tall, wide, K = 1, K past a block): bits equal block_fp_gemm, cycles the model."""
-    await run_test(dut, idle=False, backpressure=False, wide=False, edges=False)
-
-
-@cocotb.test()
-async def exponent_range(dut):
-    """Blocks over the whole exponent range: overflow to infinity, subnormal and zero results, edges, ties."""
-    await run_test(dut, idle=False, backpressure=False, wide=True, edges=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on a, b (and d) and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, wide=True, edges=True)
+globals().update(gemm_tests(run_test, specials_name="exponent_range"))
 
 
 @cocotb.test()
@@ -164,8 +153,7 @@ async def bad_commands_rejected(dut):
     """blocks or tiles 0 or past their maximum: consumed, cmd_error, nothing runs; a good GEMM clears it."""
     tb = BlockTB(dut)
     rng = knobs.rng(99)
-    a = random_operand(rng, (tb.rows * tb.slots, tb.block + 1), wide=False, edges=False)
-    b = random_operand(rng, (tb.cols, tb.block + 1), wide=False, edges=False).T.copy()
+    a, b = random_block_operands(rng, tb.rows * tb.slots, tb.block + 1, tb.cols, wide=False, edges=False)
     d = random_accumulator(rng, (a.shape[0], b.shape[1]), "f32") if tb.accumulate else None
     limits = size_limits({"blocks": "max_blocks", "tiles": "max_tiles"})
     commands = bad_commands({"blocks": 1, "tiles": 1}, limits)
@@ -181,8 +169,7 @@ async def reset_mid_gemm(dut, when):
 
     def operands(rng, shape):
         m_size, k_size, n_size = shape
-        a = random_operand(rng, (m_size, k_size), wide=True, edges=True)
-        b = random_operand(rng, (n_size, k_size), wide=True, edges=True).T.copy()
+        a, b = random_block_operands(rng, m_size, k_size, n_size, wide=True, edges=True)
         d = random_accumulator(rng, (m_size, n_size), "f32", 0.25) if tb.accumulate else None
         return a, b, d
 
@@ -206,12 +193,7 @@ SLOW_CASES = [
 ]
 
 
-def _id(params):
-    return "-".join(f"{key}={value}" for key, value in params.items())
-
-
-@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
-                         ids=_id)
+@parametrize_cases(CASES, SLOW_CASES)
 def test_block_fp_array(params):
     run_cocotb("block_fp_array", MODULE, params={**params, "max_blocks": 16, "max_tiles": 64})
 
@@ -263,7 +245,7 @@ def test_accumulate_ports_and_fill_lead():
 
 
 @pytest.mark.parametrize("params", CASES + SLOW_CASES + [{"rows": 3, "cols": 7, "block": 3, "slots": 4}],
-                         ids=_id)
+                         ids=case_id)
 def test_latency_attributes_are_the_documented_ones(params):
     """``mac_latency`` / ``acc_latency`` equal Section 7c's formulas (``schedule.block_fp_schedule``),
     which the cocotb bench gives the cycle model instead of the block's own attributes."""

@@ -27,7 +27,16 @@ from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from testbenches.systolic.commands import bad_ws_commands, reject_then_run, reset_mid_ws_job
 from testbenches.systolic.schedule import block_fp_schedule
-from testbenches.systolic.tb import WeightStationaryTB, random_accumulator, random_operand, tie_operands
+from testbenches.systolic.tb import (
+    WeightStationaryTB,
+    case_id,
+    gemm_tests,
+    parametrize_cases,
+    random_accumulator,
+    random_block_operands,
+    stalled_start,
+    tie_operands,
+)
 
 MODULE = __name__
 DEFAULT_GEMMS = 4
@@ -78,12 +87,13 @@ def shapes(tb, rng, count):
                      int(rng.integers(1, 3 * tb.cols))) for _ in range(count)]
 
 
-async def run_test(dut, *, idle, backpressure, wide, edges):
+async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs, bits against block_fp_gemm and cycles against its model; with ``specials``
+    blocks over the whole exponent range (overflow, subnormal and zero results, edge values, ties),
+    special D values, and the signed-zero GEMM."""
+    wide = edges = specials
     tb = BlockTB(dut)
-    salt = 8 * edges + 4 * wide + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
+    rng = await stalled_start(tb, idle, backpressure, 8 * edges + 4 * wide + 2 * idle + backpressure)
     exact = not (idle or backpressure)
 
     def accumulator(shape):
@@ -92,8 +102,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
         return random_accumulator(rng, shape, "f32", 0.25 if edges else 0.0).view(np.uint32)
 
     for m_size, k_size, n_size in shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
-        a = random_operand(rng, (m_size, k_size), wide=wide, edges=edges)
-        b = random_operand(rng, (n_size, k_size), wide=wide, edges=edges).T.copy()  # scaled per column
+        a, b = random_block_operands(rng, m_size, k_size, n_size, wide=wide, edges=edges)
         measured, model = await tb.run_block_gemm(a, b, accumulator((m_size, n_size)), exact_cycles=exact)
         dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
     if wide:
@@ -109,22 +118,7 @@ async def run_test(dut, *, idle, backpressure, wide, edges):
         await tb.run_block_gemm(a.view(np.uint32), b.view(np.uint32), d, exact_cycles=exact)
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (1x1x1, tall, wide, ragged blocks and k-tiles): bits and cycles equal the models."""
-    await run_test(dut, idle=False, backpressure=False, wide=False, edges=False)
-
-
-@cocotb.test()
-async def exponent_range(dut):
-    """Blocks over the whole exponent range, edge values, ties, special D values."""
-    await run_test(dut, idle=False, backpressure=False, wide=True, edges=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on w, a and d and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, wide=True, edges=True)
+globals().update(gemm_tests(run_test, specials_name="exponent_range"))
 
 
 @cocotb.test()
@@ -132,8 +126,7 @@ async def bad_commands_rejected(dut):
     """m, k or n_tiles 0 or past its maximum: consumed, cmd_error, nothing runs; a good GEMM clears it."""
     tb = BlockTB(dut)
     rng = knobs.rng(99)
-    a = random_operand(rng, (3, tb.rows + 1), wide=False, edges=False)
-    b = random_operand(rng, (tb.cols, tb.rows + 1), wide=False, edges=False).T.copy()
+    a, b = random_block_operands(rng, 3, tb.rows + 1, tb.cols, wide=False, edges=False)
     d = np.zeros((3, tb.cols), np.uint32) if tb.accumulate else None
     await reject_then_run(tb, tb.sources["cmd"], bad_ws_commands(),
                           lambda: tb.run_block_gemm(a, b, d, exact_cycles=True))
@@ -148,8 +141,7 @@ async def reset_mid_gemm(dut, when):
 
     def operands(rng, shape):
         m_size, k_size, n_size = shape
-        a = random_operand(rng, (m_size, k_size), wide=True, edges=True)
-        b = random_operand(rng, (n_size, k_size), wide=True, edges=True).T.copy()
+        a, b = random_block_operands(rng, m_size, k_size, n_size, wide=True, edges=True)
         d = random_accumulator(rng, (m_size, n_size), "f32", 0.25).view(np.uint32) if tb.accumulate else None
         return a, b, d
 
@@ -169,12 +161,7 @@ SLOW_CASES = [
 ]
 
 
-def _id(params):
-    return "-".join(f"{key}={value}" for key, value in params.items())
-
-
-@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
-                         ids=_id)
+@parametrize_cases(CASES, SLOW_CASES)
 def test_block_fp_ws_array(params):
     run_cocotb("block_fp_ws_array", MODULE, params={**params, "max_m": 64, "max_k": 64, "max_tiles": 16})
 
@@ -211,7 +198,7 @@ def test_cycle_model():
         block_fp_gemm_cycles(1, 1, 1, **{**model, "rows": 3})
 
 
-@pytest.mark.parametrize("params", CASES + SLOW_CASES, ids=_id)
+@pytest.mark.parametrize("params", CASES + SLOW_CASES, ids=case_id)
 def test_latency_attributes_are_the_documented_ones(params):
     """``mac_latency`` and ``tail_latency`` equal Section 7d's (``schedule.block_fp_schedule``), which
     the cocotb bench gives the cycle model instead of the block's own attributes."""

@@ -22,6 +22,7 @@ from testbenches.systolic.os_cocotb import (  # noqa: F401 (cocotb tests, run on
     reset_mid_gemm,
     special_values,
 )
+from testbenches.systolic.tb import parametrize_cases
 
 MODULE = __name__
 
@@ -36,12 +37,7 @@ SLOW_CASES = [
 ]
 
 
-def _id(params):
-    return "-".join(f"{key}={value}" for key, value in params.items())
-
-
-@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
-                         ids=_id)
+@parametrize_cases(CASES, SLOW_CASES)
 def test_tensor_array(params):
     run_cocotb("tensor_array", MODULE, params={**params, "max_k": 64, "max_tiles": 64})
 

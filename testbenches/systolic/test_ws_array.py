@@ -11,16 +11,20 @@ it; these add random gaps on every input stream (and backpressure on ``c``).
 """
 
 import cocotb
-import pytest
 
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from testbenches.systolic.commands import bad_ws_commands, reject_then_run, reset_mid_ws_job
 from testbenches.systolic.tb import (
     WeightStationaryTB,
+    gemm_tests,
+    parametrize_cases,
     random_accumulator,
+    random_gemm,
     random_matrix,
+    run_random_gemms,
     signed_zero_operands,
+    stalled_start,
 )
 
 MODULE = __name__
@@ -28,43 +32,22 @@ DEFAULT_GEMMS = 4
 
 
 async def run_test(dut, *, idle, backpressure, specials):
+    """Random GEMMs (ragged k-tiles and n-tiles), bits against gemm and cycles against gemm_cycles; with
+    ``specials`` a quarter special values, and a -0.0 D that must survive the rows past K."""
     tb = WeightStationaryTB(dut)
-    salt = 4 * specials + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
-    fraction = 0.25 if specials else 0.0
+    rng = await stalled_start(tb, idle, backpressure, 4 * specials + 2 * idle + backpressure)
     fixed = [(1, 1, 1), (1, tb.rows + 1, tb.cols), (2 * tb.rows + 3, 2 * tb.rows, 2 * tb.cols + 1)]
     randoms = [(int(rng.integers(1, 20)), int(rng.integers(1, 3 * tb.rows + 2)),
                 int(rng.integers(1, 3 * tb.cols))) for _ in range(knobs.vectors(DEFAULT_GEMMS, limit=40))]
-    for m_size, k_size, n_size in fixed + randoms:
-        a = random_matrix(rng, (m_size, k_size), tb.element, fraction)
-        b = random_matrix(rng, (k_size, n_size), tb.element, fraction)
-        d = random_accumulator(rng, (m_size, n_size), tb.element, fraction) if tb.accumulate else None
-        measured, model = await tb.run_gemm(a, b, d, exact_cycles=not (idle or backpressure))
-        dut._log.info("GEMM %dx%dx%d: %d cycles (model %d)", m_size, k_size, n_size, measured, model)
+    await run_random_gemms(tb, rng, fixed + randoms, fraction=0.25 if specials else 0.0,
+                           exact_cycles=not (idle or backpressure))
     if specials:  # K = rows + 1: a ragged last k-tile whose rows past K must leave -0.0 alone
         shape = (5, tb.rows + 1, tb.cols + 1)
         await tb.run_gemm(*signed_zero_operands(rng, shape, tb.element, tb.accumulate),
                           exact_cycles=not (idle or backpressure))
 
 
-@cocotb.test()
-async def gemm_bits_and_cycles(dut):
-    """Random GEMMs (ragged k-tiles and n-tiles): bits equal gemm, cycles equal gemm_cycles."""
-    await run_test(dut, idle=False, backpressure=False, specials=False)
-
-
-@cocotb.test()
-async def special_values(dut):
-    """NaN, infinities, subnormals and signed zeros (a -0.0 D must survive rows past K)."""
-    await run_test(dut, idle=False, backpressure=False, specials=True)
-
-
-@cocotb.test()
-async def gemm_under_stalls(dut):
-    """Random gaps on every input stream and random backpressure on c: bits still exact."""
-    await run_test(dut, idle=True, backpressure=True, specials=True)
+globals().update(gemm_tests(run_test))
 
 
 @cocotb.test()
@@ -84,15 +67,8 @@ async def bad_commands_rejected(dut):
 async def reset_mid_gemm(dut, when):
     """Reset in the middle of a GEMM under random stalls: nothing leaks, a clean GEMM is exact."""
     tb = WeightStationaryTB(dut)
-
-    def operands(rng, shape):
-        m_size, k_size, n_size = shape
-        a = random_matrix(rng, (m_size, k_size), tb.element, 0.25)
-        b = random_matrix(rng, (k_size, n_size), tb.element, 0.25)
-        d = random_accumulator(rng, (m_size, n_size), tb.element, 0.25) if tb.accumulate else None
-        return a, b, d
-
-    await reset_mid_ws_job(tb, when, tb.run_gemm, operands)
+    await reset_mid_ws_job(tb, when, tb.run_gemm,
+                           lambda rng, shape: random_gemm(rng, shape, tb.element, tb.accumulate, 0.25))
 
 
 CASES = [
@@ -105,11 +81,6 @@ SLOW_CASES = [
 ]
 
 
-def _id(params):
-    return "-".join(f"{key}={value}" for key, value in params.items())
-
-
-@pytest.mark.parametrize("params", CASES + [pytest.param(p, marks=pytest.mark.slow) for p in SLOW_CASES],
-                         ids=_id)
+@parametrize_cases(CASES, SLOW_CASES)
 def test_ws_array(params):
     run_cocotb("ws_array", MODULE, params={**params, "max_m": 32, "max_k": 32, "max_tiles": 16})
