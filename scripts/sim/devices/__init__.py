@@ -19,7 +19,9 @@ that the CLI, the simulation tests and the hardware tests all drive):
                        :class:`~.aggregate.GemmDevice`, ``run_gemms``, ``run_aggregation``
 :mod:`.runtime`        ``runtime_cluster``: :class:`~.runtime.FCsNHost` (the seed's Table 4.1),
                        ``run_cluster``; a node on a switch port, :class:`~.runtime.SwitchPort`
-:mod:`.collective`     an all-reduce leaf on a switch port, :class:`~.collective.Leaf` (tests only)
+:mod:`.dlrm`           ``embedding_cache``: :class:`~.dlrm.CacheTB`, ``run_throughput``
+:mod:`.collective`     an all-reduce leaf on a switch port, :class:`~.collective.Leaf` (tests only);
+                       ``ring_cluster``: :class:`~.collective.RingTB`, ``measure_ring``
 :mod:`.stream`         stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check`` (``neartrain
                        run``), ``run_throughput``
 =====================  ==========================================================================

@@ -1,4 +1,11 @@
-"""Pieces the DLRM testbenches share: the embedding cache's bench (HBM model, drivers, golden)."""
+"""Host device of the DLRM blocks: the embedding cache's bench (HBM model, drivers, golden LRU).
+
+:class:`CacheTB` drives ``embedding_cache`` against an ``AxiRam`` of random rows and predicts
+every line with :class:`golden.dlrm.LruCache`; :func:`throughput_session` (session
+``dlrm.throughput``) measures lookups per cycle at hit and on a Zipf trace, and
+:func:`run_throughput` runs it in a simulation (``bench_dlrm throughput``; the cache's test
+``throughput_at_hit`` awaits the same session).
+"""
 
 import logging
 
@@ -9,7 +16,7 @@ from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
 
-__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES"]
+__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES", "BASE", "SESSIONS", "throughput_session", "run_throughput"]
 
 LINE_BYTES = 64
 BASE = 0x40000
@@ -110,3 +117,49 @@ class CacheTB(ClockedTB):
         expected = {"hits": self.golden.hits, "misses": self.golden.misses, "bad_index": self.expected_bad}
         assert counters == expected, f"counters {counters} != golden {expected}; {knobs.describe()}"
         assert int(self.dut.hbm_error.value) == 0
+
+
+async def _timed(tb, rows):
+    """Cycles from queueing ``rows`` to their last line, checked against the golden on the way."""
+    board = tb.lookups(rows)
+    start = tb.cycle
+    for _ in range(board.pending):
+        board.check(await tb.sink.recv())
+    return tb.cycle - start
+
+
+async def throughput_session(dut, job):
+    """One row line per cycle while ``job["lookups"]`` lookups hit, then the rate on a Zipf trace.
+
+    Every line is checked against the golden LRU on the way; returns ``{trace: {"lookups",
+    "cycles", "hits"}}`` for the all-hit trace and the Zipf one.
+    """
+    tb = CacheTB(dut, salt=50)
+    await tb.reset()
+    count = job["lookups"]
+    resident = list(range(tb.golden.sets * tb.golden.ways))  # every set filled, nothing evicted
+    await tb.check(tb.lookups(resident), len(resident))
+    rng = knobs.rng(51)
+    hits_before = tb.golden.hits
+    rows = [int(row) for row in rng.choice(resident, count)]
+    cycles = await _timed(tb, rows)
+    assert tb.golden.hits - hits_before == count
+    # One line per cycle (a row is dim / 16 lines), two cycles of latency, one for the source's valid.
+    assert cycles <= count * tb.lines + 4, f"{count} hits took {cycles} cycles; {knobs.describe()}"
+    result = {"all hits": {"lookups": count, "cycles": cycles, "hits": count}}
+    hits_before = tb.golden.hits
+    zipf = zipf_rows(count, rows=tb.rows, salt=52)
+    cycles = await _timed(tb, zipf)
+    result["Zipf (3,900 rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
+                                               "hits": tb.golden.hits - hits_before}
+    return result
+
+
+SESSIONS = {"throughput": throughput_session}
+
+
+def run_throughput(params, lookups):
+    """:func:`throughput_session` of ``lookups`` lookups on ``embedding_cache`` built with ``params``."""
+    from scripts.sim.devices import run_session
+
+    return run_session("embedding_cache", "dlrm.throughput", {"lookups": lookups}, params=params)
