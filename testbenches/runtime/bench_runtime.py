@@ -166,7 +166,7 @@ def flood(args):
 def scaling(args):
     from golden.runtime import kernels as gk
     from golden.runtime.protocol import Cluster
-    from scripts.demo.cluster import TRAFFIC, build_job
+    from golden.runtime.workload import TRAFFIC, build_job
     from scripts.sim.devices.runtime import run_cluster
 
     graphs = ["cora"] + (["pubmed"] if args.pubmed else [])
