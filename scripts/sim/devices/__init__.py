@@ -37,7 +37,7 @@ __all__ = ["SESSION_MODULE", "run_session"]
 SESSION_MODULE = "scripts.sim.session"
 
 
-def run_session(block, session, job=None, *, params=None, extra_env=None):
+def run_session(block, session, job=None, *, params=None, extra_env=None, internals=False):
     """Run the session ``session`` (``"<family>.<name>"``) on ``block`` in one simulation.
 
     Parameters
@@ -53,6 +53,9 @@ def run_session(block, session, job=None, *, params=None, extra_env=None):
         The block's parameters.
     extra_env : dict, optional
         Knob overrides (``NEARTRAIN_VECTORS``, ``NEARTRAIN_SEED``) for this run.
+    internals : bool, optional
+        Build the whole design public, for a session that reads inside a submodule (as
+        :func:`~scripts.sim.runner.run_cocotb`).
 
     Returns
     -------
@@ -67,4 +70,5 @@ def run_session(block, session, job=None, *, params=None, extra_env=None):
     from scripts.sim.runner import run_cocotb
 
     return run_cocotb(block, SESSION_MODULE, params=params, testcase="session",
-                      job={"session": session, "job": job}, extra_env=extra_env).reply
+                      job={"session": session, "job": job}, extra_env=extra_env,
+                      internals=internals).reply
