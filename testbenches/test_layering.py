@@ -326,11 +326,12 @@ def named_test_modules(source):
                   and node.body and isinstance(node.body[0], ast.Expr)
                   and isinstance(node.body[0].value, ast.Constant)}
     pieces = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    skipped = docstrings | pieces
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
             text = "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings | pieces:
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
             text = node.value
         else:
             continue
@@ -343,8 +344,8 @@ def test_benches_run_no_test_module():
     wrong = [f"{path.relative_to(ROOT)}:{line}: {text!r}"
              for path in sorted((ROOT / "testbenches").glob("*/bench_*.py"))
              for line, text in named_test_modules(path.read_text())]
-    assert not wrong, ("a bench runs a test module named in a string (move the measuring session into "
-                       "the family's device in scripts/sim/devices/ and call its run_*):\n" + "\n".join(wrong))
+    assert not wrong, ("a bench runs a test module named in a string (move the measuring session into the "
+                       "family's device in scripts/sim/devices/ and call its run_*):\n" + "\n".join(wrong))
 
 
 def test_the_architecture_checkers_see_a_wrong_import():
