@@ -12,8 +12,9 @@ import cocotb
 import pytest
 
 from scripts.sim import knobs
-from scripts.sim.devices.dlrm import BASE, LINE_BYTES, CacheTB, throughput_session, zipf_rows
+from scripts.sim.devices.dlrm import throughput_session
 from scripts.sim.runner import run_cocotb
+from testbenches.dlrm.tb import BASE, LINE_BYTES, CacheTB, zipf_rows
 
 
 @cocotb.test()
