@@ -29,6 +29,8 @@ that the CLI, the simulation tests and the hardware tests all drive):
                            :class:`~.collective.AllReduceTB` and :class:`~.collective.TieredTB`,
                            ``measure_traffic``; ``ring_cluster``: :class:`~.collective.RingTB`,
                            ``measure_ring``
+:mod:`.fp`                 FP units: :func:`~.fp.golden_binding`, :class:`~.fp.UnitTB`,
+                           ``measure_issue_rate``
 :mod:`.dlrm`               ``embedding_cache``: :class:`~.dlrm.CacheTB`, ``run_throughput``
 :mod:`.stream`             stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check``
                            (``neartrain run``), ``run_throughput``
