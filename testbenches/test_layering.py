@@ -23,7 +23,10 @@ Inside the folders (the architecture rules of issue 35):
   (:data:`COMPOSITIONS`); generic pieces come from ``rtl/lib``, ``rtl/net``, ``rtl/bus`` and
   ``rtl/fp`` (:data:`GENERIC`), which import no family;
 * the top of ``scripts/`` holds no module but ``__init__.py`` and ``install_verilator.py``: the
-  CLI, the flows, the simulation library, the demos, the proofs and Vitis each have a folder.
+  CLI, the flows, the simulation library, the demos, the proofs and Vitis each have a folder;
+* a bench names no test module in a string (``run_cocotb(block, "testbenches.<family>.test_<x>", ...)``:
+  an arrow from the bench to the test that the import graph cannot see); it measures through a
+  host device's ``run_*`` (:func:`scripts.sim.devices.run_session`).
 
 ``python -m testbenches.test_layering`` prints the graph's arrows between folders.
 """
@@ -31,6 +34,7 @@ Inside the folders (the architecture rules of issue 35):
 import ast
 import collections
 import pathlib
+import re
 
 import pytest
 
@@ -308,6 +312,63 @@ def test_scripts_top_holds_no_flow_or_demo_module():
                        "scripts/demo/, a host driver in scripts/sim/devices/):\n" + "\n".join(extra))
 
 
+# ---- benches: a simulation is run through a device, never through a test module named in a string ----
+
+TEST_MODULE_IN_A_STRING = re.compile(r"testbenches\.\w+\.test_")
+
+
+def named_test_modules(source):
+    """``(line, text)`` of every string of ``source`` (docstrings aside) that names a test module to
+    run, such as ``"testbenches.dlrm.test_embedding_cache"`` or ``f"testbenches.bus.test_{block}"``."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    pieces = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    skipped = docstrings | pieces
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            text = node.value
+        else:
+            continue
+        if TEST_MODULE_IN_A_STRING.search(text):
+            found.append((node.lineno, text))
+    return sorted(set(found))
+
+
+# Benches still waiting for their sessions to move, with the reason; each must still break the rule
+# (test_the_bench_waiting_list_is_current), so that the list empties as they move.
+BENCHES_WAITING = {
+    # The AXI DMA tests' throughput coroutines and their testbench (testbenches/bus/tb.py) are being
+    # deduplicated in the same commits of the "dups" pass; they move to a device after it.
+    "testbenches/bus/bench_axi.py": "after the bus DMA tests' deduplication",
+    # Likewise the compress testbench (testbenches/compress/tb.py) and the scatter and decompressor tests.
+    "testbenches/compress/bench_compress.py": "after the compress tests' deduplication",
+}
+
+
+def _benches_naming_test_modules():
+    return {str(path.relative_to(ROOT)): named_test_modules(path.read_text())
+            for path in sorted((ROOT / "testbenches").glob("*/bench_*.py"))}
+
+
+def test_benches_run_no_test_module():
+    wrong = [f"{name}:{line}: {text!r}" for name, found in _benches_naming_test_modules().items()
+             if name not in BENCHES_WAITING for line, text in found]
+    assert not wrong, ("a bench runs a test module named in a string (move the measuring session into the "
+                       "family's device in scripts/sim/devices/ and call its run_*):\n" + "\n".join(wrong))
+
+
+def test_the_bench_waiting_list_is_current():
+    found = _benches_naming_test_modules()
+    stale = sorted(name for name in BENCHES_WAITING if not found.get(name))
+    assert not stale, "BENCHES_WAITING names benches that no longer run a test module:\n" + "\n".join(stale)
+
+
 def test_the_architecture_checkers_see_a_wrong_import():
     edges = {"testbenches.a.test_x": {"testbenches.a.test_y", "testbenches.a.tb",
                                       "scripts.sim.devices.updater"},
@@ -330,6 +391,16 @@ def test_the_checker_sees_a_loop_and_a_wrong_arrow():
     edges = {"rtl.a": {"golden.b"}, "golden.b": {"golden.c"}, "golden.c": {"golden.b"}}
     assert cycles(edges) == [["golden.b", "golden.c"]]
     assert folder_arrows(edges) == {("rtl", "golden"): 1}
+
+
+def test_the_bench_checker_sees_a_test_module_in_a_string():
+    source = ('"""Runs ``testbenches.a.test_b`` no more."""\n'
+              'MODULE = "testbenches.a.test_b"\n'
+              'def f(block):\n'
+              '    """Not testbenches.a.test_c either."""\n'
+              '    run_cocotb(block, f"testbenches.bus.test_{block}")\n'
+              '    run_session(block, "stream.throughput")\n')
+    assert named_test_modules(source) == [(2, "testbenches.a.test_b"), (5, "testbenches.bus.test_{}")]
 
 
 if __name__ == "__main__":

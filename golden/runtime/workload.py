@@ -17,6 +17,10 @@
 
 Each output row's nonzeros therefore come from one spawner, in column order, which makes the
 float32 results independent of the network's timing (:mod:`golden.runtime.protocol`).
+
+:func:`build_job` is the GCN aggregation that ``neartrain demo cluster`` and ``bench_runtime
+scaling`` run on the cluster (a synthetic graph of :data:`GRAPHS`), and :data:`TRAFFIC` the
+packet counters of a node that they compare with :class:`golden.runtime.protocol.Cluster`'s.
 """
 
 from dataclasses import dataclass
@@ -24,11 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from golden.aggregate.graphs import GraphSpec, gcn_normalise, generate
+
 from .kernels import LINE_WORDS, words_line
 from .packet import ITEMS, TASK, Item, Packet, encode
 from .protocol import Config
 
-__all__ = ["Workload", "sparse_dense_workload", "PLACEMENTS"]
+__all__ = ["Workload", "sparse_dense_workload", "PLACEMENTS", "GRAPHS", "DEFAULT_FEATURES", "TRAFFIC",
+           "build_job"]
 
 PLACEMENTS = ("home", "next", "spread")
 
@@ -125,3 +132,19 @@ def sparse_dense_workload(adjacency, dense, *, nodes, block=20, home_shift=2, ra
         spawn[node] = [encode(Packet(TASK, range=index, slots=tuple(slots)), sealed=False)
                        for index, slots in packets]
     return Workload(config, spawn, memory, features)
+
+
+# The cluster demo's graphs: a 400-node graph of Cora's shape, and Cora's published statistics.
+GRAPHS = {"small": GraphSpec("small", 400, 800, 16, 4, 40, False), "cora": "cora"}
+DEFAULT_FEATURES = 4
+TRAFFIC = ("tx_task", "rx_task", "tx_rdma", "rx_rdma", "tx_data", "rx_data", "issued", "served")
+
+
+def build_job(*, nodes, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1):
+    """``(adjacency, dense, workload)`` of the GCN aggregation ``Â B`` on ``nodes`` nodes: ``Â`` the
+    normalised adjacency of the graph ``graph`` (:data:`GRAPHS`, or a name of
+    :mod:`golden.aggregate.graphs`), ``B`` seeded random float32 ``features`` wide."""
+    adjacency = gcn_normalise(generate(GRAPHS.get(graph, graph), seed=seed)).tocoo()
+    dense = np.random.default_rng(seed).standard_normal((adjacency.shape[0], features)).astype(np.float32)
+    workload = sparse_dense_workload(adjacency, dense, nodes=nodes, placement=placement)
+    return adjacency, dense, workload

@@ -20,10 +20,9 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from golden.aggregate.graphs import GraphSpec, gcn_normalise, generate
 from golden.runtime import kernels as gk
 from golden.runtime.protocol import Cluster
-from golden.runtime.workload import PLACEMENTS, sparse_dense_workload
+from golden.runtime.workload import DEFAULT_FEATURES, GRAPHS, PLACEMENTS, TRAFFIC, build_job
 
 __all__ = [
     "NODE_CHOICES",
@@ -37,9 +36,6 @@ __all__ = [
 ]
 
 NODE_CHOICES = (2, 4, 8, 16)
-GRAPHS = {"small": GraphSpec("small", 400, 800, 16, 4, 40, False), "cora": "cora"}
-DEFAULT_FEATURES = 4
-TRAFFIC = ("tx_task", "rx_task", "tx_rdma", "rx_rdma", "tx_data", "rx_data", "issued", "served")
 
 
 def check_arguments(*, nodes, graph, features, placement, seed):
@@ -53,14 +49,6 @@ def check_arguments(*, nodes, graph, features, placement, seed):
         raise ValueError(f"--placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
     if seed < 0:
         raise ValueError(f"--seed must be >= 0, not {seed}")
-
-
-def build_job(*, nodes, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1):
-    """``(adjacency, dense, workload)`` of the demo's aggregation."""
-    adjacency = gcn_normalise(generate(GRAPHS[graph], seed=seed)).tocoo()
-    dense = np.random.default_rng(seed).standard_normal((adjacency.shape[0], features)).astype(np.float32)
-    workload = sparse_dense_workload(adjacency, dense, nodes=nodes, placement=placement)
-    return adjacency, dense, workload
 
 
 @dataclasses.dataclass

@@ -48,7 +48,6 @@ COMMAND = ".venv/bin/python -m testbenches.aggregate.bench_aggregate"
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "build" / "bench"
 SEED = 1
 LANES = (1, 2, 4, 8)
-MODULE = "testbenches.aggregate.test_aggregation_pipeline"
 # The seed's Table 4.2 "NN Function Kernels" row (all kernels together, Alveo U280 at 294 MHz).
 TABLE_4_2 = {"LUT": 834876, "FF": 1182054, "DSP48E2": 2724, "BRAM18K": 2754, "MHz": 294}
 XCUP_CLOCK_MHZ = 300  # a stated UltraScale+ clock: the seed's kernel ran at 294 MHz on the U280
@@ -143,11 +142,10 @@ def rtl_params(lanes, nodes):
 
 
 def _run_graphs(lanes, jobs, capacity):
-    """Run ``jobs`` (name, packets, n_rows) on one build; returns the cocotb test's results."""
-    from scripts.sim.runner import run_cocotb
+    """Run ``jobs`` (name, packets, n_rows) on one build; returns the device session's results."""
+    from scripts.sim.devices.aggregate import run_graphs
 
-    return run_cocotb("aggregation_pipeline", MODULE, params=rtl_params(lanes, capacity),
-                      testcase="graph_bench", job=jobs).reply
+    return run_graphs(rtl_params(lanes, capacity), jobs)
 
 
 def rtl(args):

@@ -18,9 +18,10 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 from golden.aggregate import PacketFormat, execute, gcn_normalise, spawn, with_self_loops
 from scripts.sim import axi, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
+from scripts.sim.devices.aggregate import special_features
 from scripts.sim.runner import component_from_env, resolved_params_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
-from testbenches.aggregate.tb import small_graph, special_features
+from testbenches.aggregate.tb import small_graph
 
 MODULE = "testbenches.aggregate.test_aggregation_kernel"
 NS_PER_CYCLE = 10

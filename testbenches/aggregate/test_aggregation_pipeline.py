@@ -12,9 +12,11 @@ import pytest
 from cocotb.triggers import with_timeout
 
 from golden.aggregate import Packets, gcn_normalise, seed_rule, with_self_loops
-from scripts.sim import channel, knobs
+from scripts.sim import knobs
+from scripts.sim.devices.aggregate import AggregationTB as TB
+from scripts.sim.devices.aggregate import special_features
 from scripts.sim.runner import run_cocotb
-from testbenches.aggregate.tb import TB, small_graph, special_features
+from testbenches.aggregate.tb import small_graph
 
 MODULE = "testbenches.aggregate.test_aggregation_pipeline"
 DEFAULT_EDGES_PER_NODE = 2
@@ -195,27 +197,6 @@ async def relu_and_clear(dut):
     assert tb.device.counters() == dict.fromkeys(tb.device.counters(), 0)
     await _timed(tb, tb.run_job(spawned.packets, features, spawned.n_rows, what="after clear"),
                  100 * len(spawned.packets) + 20 * nodes + 5000)
-
-
-@cocotb.test(skip=not channel.has_job())
-async def graph_bench(dut):
-    """The bench's packet streams (whole graphs, the caller's job): bits, counters and stalls
-    checked; replies with the cycles."""
-    jobs = channel.job()
-    tb = TB(dut)
-    await tb.reset()
-    rng = knobs.rng(60)
-    results = []
-    for job in jobs:
-        packets = job["packets"]
-        features = special_features(rng, job["n_cols"], tb.features, specials=False)
-        _, counters = await tb.run_job(packets, features, job["n_rows"], what=job["name"], check_stalls=True)
-        first, last = tb.device.transfer_cycles[0], tb.device.transfer_cycles[-1]
-        results.append({key: job[key] for key in ("name", "packer", "nnz", "model_cycles")}
-                       | {"packets": len(packets), "cycles": last - first + 1, "bit_exact": True,
-                          "stall_cycles": counters["stall_cycles"]})
-        dut._log.info("%s", results[-1])
-    channel.reply(results)
 
 
 # ---- pytest runners ----

@@ -6,10 +6,10 @@ Parts (each writes its table there):
   parameters (:attr:`rtl.collective.reduction_unit.ReductionUnit.lines`), against the leaves;
 * ``area``: Yosys resources on ``xcup`` and ``ecp5`` of every collective block at its defaults
   and of the reduction unit in both orders;
-* ``traffic``: one all-reduce through the GCU, simulated (``test_gcu.traffic_of_one_all_reduce``)
+* ``traffic``: one all-reduce through the GCU, simulated (session ``collective.gcu_traffic``)
   for several leaf counts: packets and packet-hops beside the seed's formula, and cycles, with
   their projection to ``Z = 1M`` elements from the measured steady state;
-* ``tiered``: one all-reduce on two switch levels (``test_tiered.traffic_of_one_all_reduce``,
+* ``tiered``: one all-reduce on two switch levels (session ``collective.tiered_traffic``,
   regional control units under the GCU) for several region shapes: packets at both levels and
   packet-hops beside the seed's formula with ``S`` sub-region switches, and cycles;
 * ``compare``: the GCU's and the ring's figures at ``Z = 1M`` side by side, from the two tables'
@@ -91,19 +91,20 @@ def area(args):
 
 
 def gcu_traffic(leaves, shape=TRAFFIC_SHAPE):
-    """One simulated all-reduce through the GCU: the reply of ``traffic_of_one_all_reduce``, plus
+    """One simulated all-reduce through the GCU: the counts of ``collective.gcu_traffic``, plus
     ``cycles`` (the last partition's arrival at its last leaf), ``cycles_per_partition`` (the
     steady-state spacing of partitions) and ``projected_cycles`` (for ``Z = 1M``)."""
     nodes = next(size for size in (4, 8, 16) if size > leaves)
     params = dict(shape, nodes=nodes, leaves=leaves)
-    return _simulated("gcu_cluster", "testbenches.collective.test_gcu", params)
+    return _simulated("gcu_cluster", params)
 
 
-def _simulated(block, module, params):
-    """``traffic_of_one_all_reduce`` of ``module`` on ``block``: its reply and the cycle figures."""
-    from scripts.sim.runner import run_cocotb
+def _simulated(block, params):
+    """One all-reduce's traffic on ``block`` (:func:`scripts.sim.devices.collective.measure_traffic`):
+    its counts and the cycle figures."""
+    from scripts.sim.devices.collective import measure_traffic
 
-    measured = run_cocotb(block, module, params=params, testcase="traffic_of_one_all_reduce", job={}).reply
+    measured = measure_traffic(block, params)
     done = measured["partition_done"]
     # The steady state: the second half, once the leaves' windows of open partitions are full.
     half = len(done) // 2
@@ -134,7 +135,7 @@ def tiered(args):
     rows = []
     for regions, per_region in args.shapes:
         params = dict(TRAFFIC_SHAPE, regions=regions, region_leaves=per_region)
-        t = _simulated("tiered_cluster", "testbenches.collective.test_tiered", params)
+        t = _simulated("tiered_cluster", params)
         lines, leaves = t["elements"] // 14, regions * per_region
         formula = lines * 2 * (leaves + regions)  # Z/P * 2(N + S), S = regions
         packets = t["leaf_data_packets"] + t["root_data_packets"] + t["control_packets"]

@@ -27,7 +27,7 @@ import numpy as np
 
 from golden.collective import LINE_WORDS, ring_counts, seed_ring_counts
 from scripts.flow.docs import DOCS, write_table
-from scripts.sim.runner import run_cocotb
+from scripts.sim.devices.collective import measure_ring
 from testbenches.collective.tb import RING_BENCH_PARAMS as BENCH_PARAMS
 
 __all__ = ["ring_measurements", "measure_points", "lines_per_segment", "ELEMENTS", "FIT_LINES",
@@ -64,8 +64,7 @@ def measure_points(points):
     for nodes, lines in points:
         if not 2 <= nodes <= BENCH_PARAMS["nodes"] or not 1 <= lines or nodes * lines > BENCH_PARAMS["depth"]:
             raise ValueError(f"({nodes} nodes, {lines} lines) does not fit the bench build {BENCH_PARAMS}")
-    return run_cocotb("ring_cluster", "testbenches.collective.test_ring", params=BENCH_PARAMS,
-                      testcase="measure_ring", job=points).reply
+    return measure_ring(BENCH_PARAMS, points)
 
 
 def ring_measurements(nodes, lines):

@@ -12,16 +12,14 @@ scalars, and what every leaf fetches must be the new parameters of
 :func:`golden.collective.delayed_update_step`: one step of delayed-update training in the GCU.
 """
 
-from collections import Counter
 
 import cocotb
 import pytest
 from cocotb.triggers import ClockCycles
 
-from golden.collective import LINE_WORDS
 from golden.runtime import packet as gp
 from scripts.sim import knobs
-from scripts.sim.channel import has_job, reply
+from scripts.sim.devices.collective import gcu_traffic_session
 from scripts.sim.runner import run_cocotb
 from testbenches.collective.tb import TB, ZERO_COUNTERS, gradient_line
 
@@ -90,29 +88,9 @@ async def reset_mid_iteration(dut):
 
 @cocotb.test()
 async def traffic_of_one_all_reduce(dut):
-    """The packets of one all-reduce, counted at the leaves' ports, against the seed's formula.
-
-    Section 7.5.1: reduce plus broadcast moves ``Z/P * 2(N + S)`` packets (``P`` = 14 elements per
-    packet, ``S`` = 0 second-level switches here), each crossing two links (leaf to switch, switch
-    to GCU). Beyond the formula: one fetch request per leaf and partition, and per leaf a barrier
-    and its acknowledgement. With a job (``bench_collective traffic``) the counts and the cycle at
-    which each partition's last line reached its last leaf are replied.
-    """
-    tb = TB(dut, gaps=False, slow=False, salt=4)
-    await tb.reset()
-    await tb.run(knobs.rng(8), 1)
-    leaves, lines = len(tb.leaves), tb.partitions * tb.chunks
-    sent = sum((leaf.sent for leaf in tb.leaves), Counter())
-    got = sum((leaf.got for leaf in tb.leaves), Counter())
-    assert sent[gp.DATA] == got[gp.DATA] == leaves * lines, (sent, got, knobs.describe())
-    assert sent[gp.DATA] + got[gp.DATA] == lines * 2 * leaves  # Z/P * 2(N + S), S = 0
-    assert sent[gp.RDMA] == leaves * tb.partitions and sent[gp.TASK] == got[gp.TASK] == leaves, (sent, got)
-    assert got[gp.RDMA] == 0, got
-    if has_job():
-        done = [max(leaf.completed[1, p] for leaf in tb.leaves) - tb.started for p in range(tb.partitions)]
-        reply({"leaves": leaves, "elements": lines * LINE_WORDS, "data_packets": sent[gp.DATA] + got[gp.DATA],
-               "control_packets": sent[gp.RDMA] + sent[gp.TASK] + got[gp.TASK], "hops_per_packet": 2,
-               "partition_done": sorted(done)})
+    """The packets of one all-reduce, counted at the leaves' ports, against the seed's formula
+    (:func:`scripts.sim.devices.collective.gcu_traffic_session`, which the bench runs too)."""
+    await gcu_traffic_session(dut, None)
 
 
 SHAPES = {

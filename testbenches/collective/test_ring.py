@@ -10,95 +10,17 @@ switch port without a ring node; a reset cuts an all-reduce, and a clean one mus
 import cocotb
 import numpy as np
 import pytest
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
-from cocotb.utils import get_sim_time
 
-from golden.collective import LINE_WORDS, line_value, ring_all_reduce, ring_counts, ring_messages
+from golden.collective import LINE_WORDS, ring_all_reduce, ring_counts, ring_messages
 from golden.runtime import packet as gp
-from scripts.sim import channel, knobs
-from scripts.sim.runner import resolved_params_from_env, run_cocotb
-from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
+from scripts.sim import knobs
+from scripts.sim.devices.collective import COUNTERS, RingTB
+from scripts.sim.runner import run_cocotb
 from testbenches.collective.tb import RING_BENCH_PARAMS, random_words
-from testbenches.net.tb import SwitchPort
-
-COUNTERS = ("sent", "malformed", "unexpected")
 
 
-class TB(ClockedTB):
-    """Drives ``ring_cluster``: loads, starts with skew, reads back, and counts flits per node."""
-
-    def __init__(self, dut, *, salt=0):
-        super().__init__(dut)
-        self.params = resolved_params_from_env()
-        self.nodes, self.ports, self.depth = (self.params[k] for k in ("nodes", "ports", "depth"))
-        self.addr_bits = (self.depth - 1).bit_length()
-        self.rng = knobs.rng(salt)
-        self.up, self.down = [0] * self.nodes, [0] * self.nodes
-        for node in range(self.nodes):
-            for name in ("start", "load__valid", "read_addr"):
-                self.signal(node, name).value = 0
-        self.spare = None
-        if self.nodes < self.ports:
-            self.spare = SwitchPort(self, self.nodes, knobs.rng(salt + 50), True, True,
-                                    depth=self.params["switch_depth"], rx_credits=self.params["queue_depth"])
-        cocotb.start_soon(self._monitor())
-
-    def signal(self, node, name):
-        return getattr(self.dut, f"n{node}_{name}")
-
-    async def _monitor(self):
-        while True:
-            await RisingEdge(self.clock)
-            for node in range(self.nodes):
-                self.up[node] += int(self.signal(node, "up").value)
-                self.down[node] += int(self.signal(node, "down").value)
-
-    def clear(self):
-        """Forget the flits counted so far (a reset's ``driver``)."""
-        self.up, self.down = [0] * self.nodes, [0] * self.nodes
-
-    async def load(self, vectors):
-        """Write ``vectors[node]`` (shape ``(size, lines, 14)``) into each node, all nodes at once."""
-        size, lines = vectors.shape[1:3]
-        self.dut.size.value, self.dut.lines.value = size, lines
-        # An idle node always takes a load (its ``ready`` is ``not busy``).
-        assert not any(int(self.signal(node, "busy").value) for node in range(len(vectors))), knobs.describe()
-        for address in range(size * lines):
-            for node in range(len(vectors)):
-                word = line_value(vectors[node, address // lines, address % lines])
-                self.signal(node, "load__payload").value = address | word << self.addr_bits
-                self.signal(node, "load__valid").value = 1
-            await RisingEdge(self.clock)
-        for node in range(len(vectors)):
-            self.signal(node, "load__valid").value = 0
-
-    async def start(self, size, skew):
-        """Pulse each ring node's ``start`` at a random cycle in ``0 .. skew``."""
-        when = {node: int(self.rng.integers(0, skew + 1)) for node in range(size)}
-        for cycle in range(skew + 1):
-            for node in range(size):
-                self.signal(node, "start").value = int(when[node] == cycle)
-            await RisingEdge(self.clock)
-        for node in range(size):
-            self.signal(node, "start").value = 0
-
-    async def read(self, size, lines):
-        """Every ring node's vector, read back through its read port: ``(size, size, lines, 14)``."""
-        out = np.zeros((size, size, lines, LINE_WORDS), np.uint32)
-        mask = (1 << 32) - 1
-        for address in range(size * lines):
-            for node in range(size):
-                self.signal(node, "read_addr").value = address
-            await RisingEdge(self.clock)
-            await FallingEdge(self.clock)  # the data of the address taken at the rising edge
-            for node in range(size):
-                value = int(self.signal(node, "read_data").value)
-                out[node, address // lines, address % lines] = [value >> (32 * word) & mask
-                                                                for word in range(LINE_WORDS)]
-        return out
-
-    def counters(self, node):
-        return {name: int(self.signal(node, name).value) for name in COUNTERS}
+class TB(RingTB):
+    """:class:`~scripts.sim.devices.collective.RingTB` with a checked all-reduce of random vectors."""
 
     async def all_reduce(self, size, lines, *, skew=40, injected=None):
         """One all-reduce of random vectors on nodes ``0 .. size - 1``, checked bit for bit.
@@ -130,9 +52,6 @@ class TB(ClockedTB):
             assert now["sent"] == (counts["packets_per_node"] if in_ring else before[node]["sent"]), (
                 f"node {node} sent {now['sent']}; {knobs.describe()}")
         return before
-
-    def flits(self):
-        return {"packets": sum(self.up), "packet_hops": sum(self.up) + sum(self.down)}
 
 
 def _sizes(tb):
@@ -234,46 +153,6 @@ async def reset_in_the_middle_then_a_clean_all_reduce(dut):
         assert tb.counters(node) == dict.fromkeys(COUNTERS, 0), knobs.describe()
     await tb.all_reduce(size, lines)
     assert tb.flits()["packets"] == ring_counts(size, lines)["packets"], knobs.describe()
-
-
-@cocotb.test()
-async def measure_ring(dut):
-    """For ``bench_ring``: cycles, packets and packet-hops of each ``(size, lines)`` of the job.
-
-    Every ring node starts at the same cycle; ``cycles`` counts the rising edges from the one that
-    takes ``start`` to the one that raises the last ``done``. The vectors are what the previous
-    all-reduce left (zeros at first): the values never change the timing (the engine's latency is
-    fixed), and the counts are checked against the golden's for every point.
-    """
-    tb = TB(dut, salt=5)
-    await tb.reset()
-    results = []
-    for size, lines in channel.job():
-        tb.dut.size.value, tb.dut.lines.value = size, lines
-        tb.clear()
-        for node in range(size):
-            tb.signal(node, "start").value = 1
-        await RisingEdge(tb.clock)
-        first = get_sim_time("ns")
-        for node in range(size):
-            tb.signal(node, "start").value = 0
-
-        async def last_done(size=size):
-            while True:
-                await ReadOnly()
-                if all(int(tb.signal(node, "done").value) for node in range(size)):
-                    return get_sim_time("ns")
-                await RisingEdge(tb.clock)
-
-        last = await tb.bounded(last_done(), cycles=40 * size * size * lines + 2000, what=f"ring of {size}")
-        await tb.cycles(20)
-        point = {"nodes": size, "lines": lines, "cycles": round((last - first) / CLOCK_PERIOD_NS),
-                 **tb.flits(), "sent": [tb.counters(node)["sent"] for node in range(size)]}
-        expected = ring_counts(size, lines)
-        assert point["packets"] == expected["packets"] and point["packet_hops"] == expected["packet_hops"], (
-            f"{point} != {expected}")
-        results.append(point)
-    channel.reply(results)
 
 
 SHAPES = {

@@ -9,19 +9,19 @@ gaps and slow credits). Every leaf must fetch every partition's sums equal to
 in region order.
 """
 
-from collections import Counter
 
 import cocotb
 import pytest
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from golden.collective import LINE_WORDS, FetchRetry, reduce_hierarchical
+from golden.collective import FetchRetry
 from golden.collective.control import DAMAGED_BIT, REGION_COUNTERS
 from golden.runtime import packet as gp
 from scripts.sim import knobs
-from scripts.sim.channel import has_job, reply
+from scripts.sim.devices.collective import TieredTB as DeviceTieredTB
+from scripts.sim.devices.collective import tiered_traffic_session
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import TB, VC, ZERO_COUNTERS, gradient_line
+from testbenches.collective.tb import VC, ZERO_COUNTERS, gradient_line
 from testbenches.net.tb import SwitchPort
 
 # What a regional unit counts on its side of the GCU, that a clean all-reduce leaves at zero.
@@ -30,23 +30,8 @@ REGION_ZERO = (*ZERO_COUNTERS, "lost_fetches", "bad_replies", "unexpected_replie
 REGION_PORTS = (*REGION_COUNTERS, "overflow")
 
 
-def switch_size(ports):
-    """The runtime switch sizes (4, 8, 16 ports): the smallest with ``ports`` ports."""
-    return min(nodes for nodes in (4, 8, 16) if nodes >= ports)
-
-
-class TieredTB(TB):
-    """The leaves of ``tiered_cluster``, region after region."""
-
-    def leaf_count(self):
-        return self.params["regions"] * self.params["region_leaves"]
-
-    def placed(self, leaf):
-        per_region = self.params["region_leaves"]
-        return {"node": leaf % per_region, "dst": switch_size(per_region + 1) - 1}
-
-    def reduce(self, gradients):
-        return reduce_hierarchical(gradients, self.params["regions"])
+class TieredTB(DeviceTieredTB):
+    """:class:`~scripts.sim.devices.collective.TieredTB` with the counters and the injector the tests read."""
 
     def all_counters(self):
         """Every counter that a clean all-reduce leaves at zero: the GCU's, then ``r<k>_``."""
@@ -63,10 +48,6 @@ class TieredTB(TB):
         """The root switch's spare port (``p<leaves>``): it sends what the GCU never would."""
         return SwitchPort(self, len(self.leaves), knobs.rng(99), False, False,
                           depth=self.params["switch_depth"], rx_credits=self.params["queue_depth"])
-
-    @property
-    def gcu(self):
-        return switch_size(self.params["regions"] + 1) - 1
 
 
 @cocotb.test()
@@ -224,54 +205,11 @@ async def reset_mid_iteration(dut):
     assert counters == dict.fromkeys(counters, 0), knobs.describe()
 
 
-async def count_gcu_port(tb, counts):
-    """Count the packets into and out of the GCU's root switch port, by direction and type (the
-    root level's traffic: every packet there goes between a regional unit and the GCU)."""
-    gcu = tb.dut.block.gcu
-    while True:
-        await RisingEdge(tb.clock)
-        for direction in ("in", "out"):
-            if int(getattr(gcu, f"net_{direction}__valid").value):
-                word = int(getattr(gcu, f"net_{direction}__payload").value) & ((1 << gp.PACKET_BITS) - 1)
-                counts[direction, gp.decode(word).ptype] += 1
-
-
 @cocotb.test()
 async def traffic_of_one_all_reduce(dut):
-    """The packets of one all-reduce on two levels, against the seed's ``Z/P * 2(N + S)``.
-
-    Section 7.5.1 with ``S`` sub-region switches: the ``N`` leaves send ``Z/P`` lines each to their
-    region, the ``S`` regions send ``Z/P`` reduced lines each to the GCU, and the broadcast moves as
-    many back (each region fetches once for its leaves). Counted at the leaves' ports and at the
-    GCU's root port; each packet crosses two links at its level. Beyond the formula: a fetch request
-    per leaf (region) and partition, a barrier and its acknowledgement per leaf (region). With a job
-    (``bench_collective tiered``) the counts and the cycle at which each partition's last line reached
-    its last leaf are replied.
-    """
-    tb = TieredTB(dut, gaps=False, slow=False, salt=14)
-    await tb.reset()
-    root = Counter()
-    cocotb.start_soon(count_gcu_port(tb, root))
-    await tb.run(knobs.rng(18), 1)
-    leaves, regions, lines = len(tb.leaves), tb.params["regions"], tb.partitions * tb.chunks
-    sent = sum((leaf.sent for leaf in tb.leaves), Counter())
-    got = sum((leaf.got for leaf in tb.leaves), Counter())
-    assert sent[gp.DATA] == got[gp.DATA] == leaves * lines, (sent, got, knobs.describe())
-    assert root["in", gp.DATA] == root["out", gp.DATA] == regions * lines, (root, knobs.describe())
-    assert sent[gp.DATA] + got[gp.DATA] + root["in", gp.DATA] + root["out", gp.DATA] == lines * 2 * (
-        leaves + regions)  # Z/P * 2(N + S)
-    assert sent[gp.RDMA] == leaves * tb.partitions and sent[gp.TASK] == got[gp.TASK] == leaves, (sent, got)
-    assert root["in", gp.RDMA] == regions * tb.partitions, root
-    assert root["in", gp.TASK] == root["out", gp.TASK] == regions and not root["out", gp.RDMA], root
-    if has_job():
-        done = [max(leaf.completed[1, p] for leaf in tb.leaves) - tb.started for p in range(tb.partitions)]
-        leaf_control = sent[gp.RDMA] + sent[gp.TASK] + got[gp.TASK]
-        root_control = root["in", gp.RDMA] + root["in", gp.TASK] + root["out", gp.TASK]
-        reply({"leaves": leaves, "regions": regions, "elements": lines * LINE_WORDS,
-               "leaf_data_packets": sent[gp.DATA] + got[gp.DATA],
-               "root_data_packets": root["in", gp.DATA] + root["out", gp.DATA],
-               "control_packets": leaf_control + root_control, "hops_per_packet": 2,
-               "partition_done": sorted(done)})
+    """The packets of one all-reduce on two levels, against the seed's ``Z/P * 2(N + S)``
+    (:func:`scripts.sim.devices.collective.tiered_traffic_session`, which the bench runs too)."""
+    await tiered_traffic_session(dut, None)
 
 
 SHAPES = {

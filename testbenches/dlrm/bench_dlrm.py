@@ -20,7 +20,7 @@ import numpy as np
 
 from golden.dlrm import DATASETS, LruCache, hit_rate, lookup_trace
 from scripts.flow.docs import DOCS, write_table
-from scripts.sim.runner import run_cocotb
+from scripts.sim.devices.dlrm import run_throughput
 
 DOC = "dlrm.md"
 COMMAND = ".venv/bin/python -m testbenches.dlrm.bench_dlrm"
@@ -102,8 +102,7 @@ def savings(args):
 
 
 def throughput(args):
-    result = run_cocotb("embedding_cache", "testbenches.dlrm.test_embedding_cache", params=THROUGHPUT_SHAPE,
-                        testcase="throughput_at_hit", job={"lookups": args.lookups}).reply
+    result = run_throughput(THROUGHPUT_SHAPE, args.lookups)
     described = ", ".join(f"{key}={value}" for key, value in THROUGHPUT_SHAPE.items())
     rows = [[f"embedding_cache ({described}, dim=16)", name, point["lookups"], point["cycles"],
              f"{point['lookups'] / point['cycles']:.3f}", f"{100 * point['hits'] / point['lookups']:.1f}"]

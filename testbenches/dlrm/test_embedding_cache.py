@@ -11,7 +11,8 @@ cold cache.
 import cocotb
 import pytest
 
-from scripts.sim import channel, knobs
+from scripts.sim import knobs
+from scripts.sim.devices.dlrm import throughput_session
 from scripts.sim.runner import run_cocotb
 from testbenches.dlrm.tb import BASE, LINE_BYTES, CacheTB, zipf_rows
 
@@ -80,38 +81,10 @@ async def reset_in_the_middle_of_a_lookup(dut):
     await tb.check(tb.lookups(rows), len(rows))
 
 
-async def _timed(tb, rows):
-    """Cycles from queueing ``rows`` to their last line, checked against the golden on the way."""
-    board = tb.lookups(rows)
-    start = tb.cycle
-    for _ in range(board.pending):
-        board.check(await tb.sink.recv())
-    return tb.cycle - start
-
-
 @cocotb.test()
 async def throughput_at_hit(dut):
-    """One row line per cycle while lookups hit (and, for the bench, the rate on a Zipf trace)."""
-    tb = CacheTB(dut, salt=50)
-    await tb.reset()
-    count = channel.job()["lookups"] if channel.has_job() else knobs.vectors(400)
-    resident = list(range(tb.golden.sets * tb.golden.ways))  # every set filled, nothing evicted
-    await tb.check(tb.lookups(resident), len(resident))
-    rng = knobs.rng(51)
-    hits_before = tb.golden.hits
-    rows = [int(row) for row in rng.choice(resident, count)]
-    cycles = await _timed(tb, rows)
-    assert tb.golden.hits - hits_before == count
-    # One line per cycle (a row is dim / 16 lines), two cycles of latency, one for the source's valid.
-    assert cycles <= count * tb.lines + 4, f"{count} hits took {cycles} cycles; {knobs.describe()}"
-    result = {"all hits": {"lookups": count, "cycles": cycles, "hits": count}}
-    hits_before = tb.golden.hits
-    zipf = zipf_rows(count, rows=tb.rows, salt=52)
-    cycles = await _timed(tb, zipf)
-    result["Zipf (3,900 rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
-                                               "hits": tb.golden.hits - hits_before}
-    if channel.has_job():
-        channel.reply(result)
+    """One row line per cycle while lookups hit (the bench's session, at the test's length)."""
+    await throughput_session(dut, {"lookups": knobs.vectors(400)})
 
 
 @cocotb.test()

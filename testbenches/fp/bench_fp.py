@@ -6,7 +6,7 @@ Run: ``.venv/bin/python -m testbenches.fp.bench_fp [--no-fmax] [--no-issue-rate]
   ``synth_ecp5``), every registered ``fp`` unit in f32, f16 and bf16.
 * Latency: the unit's declared ``latency`` (cycles), which the cocotb tests check.
 * Issue rate: cocotb on Verilator feeds 1024 back-to-back operations and counts the
-  cycles between the first and the last result (``one_operation_per_cycle``).
+  cycles between the first and the last result (session ``fp.issue_rate``).
 * Fmax: a real ECP5 place and route through ``neartrain bitstream`` when that flow is
   available (``scripts.flow.bitstream``); otherwise the column says so.
 
@@ -61,13 +61,9 @@ def _synthesize_point(point):
 
 
 def _issue_rate(name, overrides):
-    from rtl.registry import get_block
-    from scripts.sim.runner import run_cocotb
+    from scripts.sim.devices.fp import measure_issue_rate
 
-    # The unit's test file (test_<rtl module>.py) holds the generic cocotb tests.
-    module = f"testbenches.fp.test_{get_block(name).component.__module__.rsplit('.', 1)[-1]}"
-    return run_cocotb(name, module, params=overrides,
-                      testcase="one_operation_per_cycle").reply["operations_per_cycle"]
+    return measure_issue_rate(name, overrides)["operations_per_cycle"]
 
 
 def _fmax(point):

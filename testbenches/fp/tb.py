@@ -1,7 +1,7 @@
 """What the FP units' tests share on Verilator: the generic cocotb tests and the run configurations.
 
 Every unit runs the same cocotb tests, against ``golden.fp`` through
-:func:`testbenches.fp.bindings.golden_binding`; each unit's ``test_<rtl module>.py`` imports
+:func:`scripts.sim.devices.fp.golden_binding`; each unit's ``test_<rtl module>.py`` imports
 them by name (cocotb runs the tests in a module's namespace) and holds the runners (made by
 :mod:`testbenches.fp.suite`):
 
@@ -9,7 +9,8 @@ them by name (cocotb runs the tests in a module's namespace) and holds the runne
   tag, when the unit has one); its ``o`` stream must return, in order, the result bits and
   the five flags that the golden model computes. Optional random gaps on ``i.valid`` and
   backpressure on ``o.ready`` check that the fixed-latency pipeline loses, duplicates and
-  reorders nothing; ``one_operation_per_cycle`` measures the issue rate (read by bench_fp.py).
+  reorders nothing; ``one_operation_per_cycle`` checks the issue rate (the session that
+  bench_fp.py measures with, :func:`scripts.sim.devices.fp.issue_rate_session`).
 * :data:`LANES_TEST` on :class:`testbenches.fp.parallel_units.ParallelUnits` (10^6 vectors
   per unit): the same operands (every special against every special, then class-mixing
   random tuples from ``golden.fp``), dealt round-robin over the lanes, with random gaps on
@@ -31,10 +32,10 @@ from cocotb.triggers import with_timeout
 
 import golden.fp as gfp
 from scripts.sim import channel, knobs
+from scripts.sim.devices.fp import UnitTB, golden_binding, issue_rate_session, operand_vectors, raw_bits
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.fp.bindings import golden_binding, operand_vectors, raw_bits
 from testbenches.fp.parallel_units import ParallelUnits
 
 __all__ = ["UNIT_TESTS", "LANES_TEST", "UnitTB", "LanesTB", "golden_match_under_stalls",
@@ -50,51 +51,6 @@ UNIT_RANDOM_VECTORS = 3000
 # Reset test: rounds of (operations, reset in their middle, clean operations), operations per batch.
 RESET_ROUNDS = 25
 RESET_OPERATIONS = 200
-
-
-class UnitTB(ClockedTB):
-    """One FP unit on its own ``i``/``o`` streams."""
-
-    def __init__(self, dut):
-        super().__init__(dut)
-        self.component = component_from_env()
-        self.block = channel.block()
-        self.binding = golden_binding(self.block, params_from_env())
-        self.input_layout = stream_layout(self.component, "i")
-        self.output_layout = stream_layout(self.component, "o")
-        self.tag_width = self.input_layout.size - sum(
-            self.input_layout[name].width for name in self.binding.operands)
-        self.source = StreamSource(dut, "i", self.clock, self.input_layout)
-        self.sink = StreamSink(dut, "o", self.clock, self.output_layout)
-
-    def set_idle_generator(self, generator=None):
-        self.source.set_pause_generator(generator)
-
-    def set_backpressure_generator(self, generator=None):
-        self.sink.set_backpressure_generator(generator)
-
-    def payloads(self, operands):
-        columns = [raw_bits(values, self.input_layout[name].width)
-                   for name, values in zip(self.binding.operands, operands, strict=True)]
-        payloads = []
-        for index, row in enumerate(zip(*columns, strict=True)):
-            payload = dict(zip(self.binding.operands, row, strict=True))
-            if self.tag_width:
-                payload["tag"] = index & ((1 << self.tag_width) - 1)
-            payloads.append(payload)
-        return payloads
-
-    def expectations(self, operands):
-        result, flags = self.binding.evaluate(*operands)
-        width = self.output_layout["result"].width
-        expected = []
-        flag_list = np.asarray(flags).tolist()
-        for index, (value, flag) in enumerate(zip(raw_bits(result, width), flag_list, strict=True)):
-            item = {"result": value, "flags": int(flag)}
-            if self.tag_width:
-                item["tag"] = index & ((1 << self.tag_width) - 1)
-            expected.append(item)
-        return expected
 
 
 async def _run_unit(dut, idle, backpressure):
@@ -133,22 +89,8 @@ async def golden_match_under_stalls(dut, stalls):
 
 @cocotb.test()
 async def one_operation_per_cycle(dut):
-    """Back-to-back issue: N operations leave in N + latency - 1 cycles (the benchmark reads this)."""
-    tb = UnitTB(dut)
-    await tb.reset()
-    count = 1024
-    operands = operand_vectors(tb.binding, knobs.rng(9), count)
-    payloads = tb.payloads(operands)[-count:]
-    tb.source.send_many(payloads)
-    await tb.sink.recv()
-    first_out = tb.cycle
-    for _ in range(count - 1):
-        await tb.sink.recv()
-    cycles = tb.cycle - first_out + 1
-    result = {"operations": count, "cycles": cycles, "operations_per_cycle": count / cycles,
-              "latency": tb.component.latency}
-    assert cycles == count, f"{count} back-to-back operations took {cycles} output cycles, expected {count}"
-    channel.reply(result)
+    """Back-to-back issue: N operations leave in N + latency - 1 cycles (the bench's session)."""
+    await issue_rate_session(dut, None)
 
 
 @cocotb.test()

@@ -346,8 +346,7 @@ def test_rtl_vector_sets_against_softfloat(block, params):
     so does this test, so RTL == golden there and golden == SoftFloat here cover the same set.
     """
     from rtl.registry import get_block
-
-    from .bindings import golden_binding, operand_vectors
+    from scripts.sim.devices.fp import golden_binding, operand_vectors
 
     full = get_block(block).resolve(params)
     binding = golden_binding(block, full)

@@ -24,7 +24,8 @@ import numpy as np
 
 from golden.runtime import packet as gp
 from scripts.flow.docs import DOCS, write_table
-from scripts.sim.runner import BUILD_ROOT, run_cocotb
+from scripts.sim.devices.runtime_sessions import measure_flood, measure_node
+from scripts.sim.runner import BUILD_ROOT
 
 DOC = "runtime.md"
 COMMAND = ".venv/bin/python -m testbenches.runtime.bench_runtime"
@@ -37,10 +38,6 @@ AREA_POINTS = (
 )
 # Table 4.2's hardware runtime row, in the xcup columns (its 717 BRAM18K are 358.5 BRAM36).
 TABLE_4_2 = {"LUT": 64089, "FF": 87813, "DSP48E2": 0, "BRAM": "358.5 (717 BRAM18K)"}
-
-
-def _bench_json(block, module, params, testcase, extra_env=None):
-    return run_cocotb(block, module, params=params, testcase=testcase, extra_env=extra_env).reply
 
 
 def packet(args):
@@ -96,7 +93,7 @@ _PAYLOAD_MEANING = {
 
 
 def rate(args):
-    result = _bench_json("runtime_node", "testbenches.runtime.test_runtime_node", RATE_PARAMS, "line_rate")
+    result = measure_node("line_rate", RATE_PARAMS)
     params = ", ".join(f"{key}={value}" for key, value in RATE_PARAMS.items())
     rows = [[path, f"{value:.3f}"] for path, value in result.items()]
     write_table(
@@ -111,9 +108,7 @@ def rate(args):
 
 
 def latency(args):
-    result = _bench_json(
-        "runtime_node", "testbenches.runtime.test_runtime_node", RATE_PARAMS, "arrival_to_issue"
-    )
+    result = measure_node("arrival_to_issue", RATE_PARAMS)
     rows = [
         ["range owned by the node", result["local"]],
         ["range on another node (RDMA fetch of 20 lines)", result["remote"]],
@@ -135,7 +130,7 @@ def flood(args):
     for nodes in args.nodes or FLOOD_NODES:
         # The parameters of test_cluster.py's test_deadlock_flood, so that the two share a build.
         params = {"nodes": nodes, **CLUSTER_PARAMS, "queue_depth": 2, "switch_depth": 2, "aggregation": False}
-        result = _bench_json("runtime_cluster", "testbenches.runtime.test_cluster", params, "deadlock_flood")
+        result = measure_flood(params)
         rows.append(
             [
                 nodes,
@@ -166,7 +161,7 @@ def flood(args):
 def scaling(args):
     from golden.runtime import kernels as gk
     from golden.runtime.protocol import Cluster
-    from scripts.demo.cluster import TRAFFIC, build_job
+    from golden.runtime.workload import TRAFFIC, build_job
     from scripts.sim.devices.runtime import run_cluster
 
     graphs = ["cora"] + (["pubmed"] if args.pubmed else [])

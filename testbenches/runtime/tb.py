@@ -1,6 +1,8 @@
 """Pieces the runtime testbenches share: configuration, packet generators, pulse counters, drain loops.
 
-(A node on a switch port, :class:`SwitchPort`, is the host device's: :mod:`scripts.sim.devices.runtime`.)
+(A node on a switch port, :class:`SwitchPort`, is the host device's: :mod:`scripts.sim.devices.runtime`;
+the stream testbench :class:`RuntimeTB` is the base of the node's in
+:mod:`scripts.sim.devices.runtime_sessions`, and named here for the units' tests.)
 """
 
 import cocotb
@@ -9,8 +11,8 @@ from cocotb.triggers import RisingEdge, SimTimeoutError, with_timeout
 from golden.runtime import packet as gp
 from golden.runtime.protocol import Config
 from scripts.sim import knobs
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
-from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
+from scripts.sim.devices.runtime_sessions import RuntimeTB
+from scripts.sim.tb import CLOCK_PERIOD_NS
 
 __all__ = ["RuntimeTB", "PulseCounter", "MergeBoard", "set_config", "random_config",
            "random_task", "corrupt", "drain", "read_entry", "CONFIG_FIELDS", "CLUSTER_PARAMS"]
@@ -90,25 +92,6 @@ class PulseCounter:
                 for bit, name in enumerate(self.names):
                     if value >> bit & 1:
                         self.counts[name] += 1
-
-
-class RuntimeTB(ClockedTB):
-    """Clock, reset and a set of stream drivers with shared idle and backpressure generators."""
-
-    def __init__(self, dut, *, sources=(), sinks=(), idle=False, backpressure=False, salt=0):
-        super().__init__(dut)
-        self.sources = {
-            name: StreamSource(dut, name, self.clock,
-                               pause=random_pauses(knobs.rng(salt + 100 + i), 0.4) if idle else never())
-            for i, name in enumerate(sources)}
-        self.sinks = {name: StreamSink(dut, name, self.clock,
-                                       backpressure=random_pauses(knobs.rng(salt + 200 + i), 0.4)
-                                       if backpressure else never())
-                      for i, name in enumerate(sinks)}
-
-    @property
-    def drivers(self):
-        return list(self.sources.values()) + list(self.sinks.values())
 
 
 async def drain(tb, scoreboards, cycles_per_item=40, slack=200):

@@ -32,108 +32,18 @@ import scipy.sparse as sp
 from cocotb.triggers import ClockCycles
 
 from golden.runtime import kernels as gk
-from golden.runtime.protocol import Cluster
-from golden.runtime.tables import HOST_COUNTERS, HOST_TARGETS, KERNEL_COUNTERS, MEMORY_COUNTERS
-from golden.runtime.workload import sparse_dense_workload
-from scripts.sim import channel, knobs
+from golden.runtime.tables import HOST_TARGETS
+from scripts.sim import knobs
 from scripts.sim.devices.runtime import FCsNHost, HostReadError, prepare
+from scripts.sim.devices.runtime_sessions import (
+    flood_session,
+    golden_run,
+    no_errors,
+    random_job,
+    run_and_check,
+)
 from scripts.sim.runner import params_from_env, run_cocotb
 from testbenches.runtime.tb import CLUSTER_PARAMS
-
-COUNTERS_CHECKED = (
-    "rx_task",
-    "rx_rdma",
-    "rx_data",
-    "tx_task",
-    "tx_rdma",
-    "tx_data",
-    "spawned",
-    "issued",
-    "completed",
-    "served",
-)
-
-
-def random_job(rng, params, *, density, placement, integer=False, home_shift=2):
-    nodes, rows, features = params["nodes"], params["lines"], params["features"]
-    adjacency = sp.random(
-        rows, rows, density=density, random_state=np.random.RandomState(rng.integers(1 << 31)), format="coo"
-    )
-    if integer:
-        adjacency.data = rng.integers(0, 1 << 32, adjacency.nnz, dtype=np.uint64).astype(np.float64)
-        dense = rng.integers(0, 1 << 32, (rows, features), dtype=np.uint64).astype(np.uint32)
-        values = "uint32"
-    else:
-        adjacency.data = rng.standard_normal(adjacency.nnz)
-        dense = rng.standard_normal((rows, features)).astype(np.float32)
-        values = "float32"
-    workload = sparse_dense_workload(
-        adjacency,
-        dense,
-        nodes=nodes,
-        block=params["block"],
-        home_shift=home_shift,
-        placement=placement,
-        values=values,
-    )
-    return adjacency, dense, workload
-
-
-def golden_run(workload, kernels):
-    """Per kernel: the golden protocol result; and the final per-row outputs gathered from their homes."""
-    config = workload.config
-    model = Cluster(config, workload.memory)
-    results, out = [], None
-    for task_id in kernels:
-        result = model.run(workload.spawn, task_id)
-        results.append(result)
-        out = gk.execute(
-            result.issued, workload.memory, rows=config.rows, features=workload.features, out=out
-        )
-    gathered = np.array([out[config.home(row)][row] for row in range(config.rows)], dtype=np.uint32)
-    return results, gathered
-
-
-async def run_and_check(dut, workload, kernels, *, timeout_cycles):
-    """The Table 4.1 sequence on the cluster, checked against the golden; returns the cycles per kernel."""
-    params = params_from_env()
-    host = FCsNHost(dut, params["nodes"])
-    overlay, handler = await prepare(host, params["nodes"], workload)
-    results, expected = golden_run(workload, kernels)
-    cycles = []
-    for run, task_id in enumerate(kernels):
-        start = host.cycle
-        await host.Kernel_Start(overlay, task_id)
-        status = await host.wait_kernel(overlay, timeout_cycles=timeout_cycles)
-        cycles.append(status.cycle - start)
-        for node in range(overlay.nodes):
-            got = {name: status.counters[node][name] for name in COUNTERS_CHECKED}
-            # The counters accumulate over the runs since reset.
-            want = {
-                name: sum(result.counters[node][name] for result in results[: run + 1])
-                for name in COUNTERS_CHECKED
-            }
-            assert got == want, f"kernel {task_id} node {node}: {got} != golden {want}; {knobs.describe()}"
-            drops = {
-                name: value
-                for name, value in status.counters[node].items()
-                if (name.startswith("drop_") or name == "overflow") and value
-            }
-            assert not drops, f"node {node} dropped packets: {drops}"
-    out = await host.Sync_to_Host(overlay, handler)
-    mismatches = np.flatnonzero((out != expected).any(axis=1))
-    assert not mismatches.size, (
-        f"rows {mismatches[:8].tolist()} differ from the golden: "
-        f"{out[mismatches[0]]} != {expected[mismatches[0]]}; {knobs.describe()}"
-    )
-    assert host.host_errors() == no_errors(params["nodes"]), knobs.describe()
-    await host.System_Finalize(overlay)
-    return cycles, out
-
-
-def no_errors(nodes):
-    return {**dict.fromkeys(HOST_COUNTERS, 0), **{f"kernel_{name}": [0] * nodes for name in KERNEL_COUNTERS},
-            **{f"memory_{name}": [0] * nodes for name in MEMORY_COUNTERS}}
 
 
 def float_bound_check(adjacency, dense, out):
@@ -176,40 +86,11 @@ async def spmm_then_relu(dut):
     assert np.array_equal(out, np.where(product >> 31, np.uint32(0), product)), knobs.describe()
 
 
-def flood_bound(workload, result, params):
-    """A cycle bound for the flood: everything done one after the other, nothing overlapped.
-
-    Every kernel item (3 cycles each for kernel 2, plus the task's 2), every packet on the
-    network (4 cycles: send, switch, receive, classify) and every data line (2 more: read,
-    write), plus 4,000 cycles of host polling and start-up.
-    """
-    items = sum(len([s for s in task.slots if s is not None]) for tasks in result.issued for task in tasks)
-    tasks = sum(len(tasks) for tasks in result.issued)
-    packets = sum(c["tx_task"] + c["tx_rdma"] + c["tx_data"] for c in result.counters)
-    lines = sum(c["tx_data"] for c in result.counters)
-    return 3 * items + 2 * tasks + 4 * packets + 2 * lines + 4000
-
-
 @cocotb.test()
 async def deadlock_flood(dut):
-    """Every node floods every other node with tasks whose data is on a third node, with 2-entry queues."""
-    params = params_from_env()
-    rng = knobs.rng(220)
-    adjacency, dense, workload = random_job(rng, params, density=0.05, placement="spread", integer=True)
-    result = Cluster(workload.config, workload.memory).run(workload.spawn, gk.SPMM)
-    # The flood is a flood only if the tasks travel: with "spread" placement every spawned task
-    # is sent at least once (split tasks are sent again), so the network carries at least as
-    # many task packets as were spawned.
-    remote = sum(c["tx_task"] for c in result.counters)
-    assert remote >= workload.packets or params["nodes"] == 1, (remote, workload.packets)
-    bound = flood_bound(workload, result, params)
-    cycles, _ = await run_and_check(dut, workload, [gk.SPMM], timeout_cycles=bound)
-    dut._log.info("deadlock flood: %d packets, %d cycles (bound %d)", workload.packets, cycles[0], bound)
-    assert cycles[0] <= bound
-    network = sum(c["tx_task"] + c["tx_rdma"] + c["tx_data"] for c in result.counters)
-    channel.reply({"nodes": params["nodes"], "spawned": workload.packets, "network_packets": network,
-                   "rdma_requests": sum(c["tx_rdma"] for c in result.counters), "cycles": cycles[0],
-                   "bound": bound})
+    """Every node floods every other node with tasks whose data is on a third node, with 2-entry
+    queues, within :func:`~scripts.sim.devices.runtime_sessions.flood_bound` (the bench's session)."""
+    await flood_session(dut, None)
 
 
 @cocotb.test()

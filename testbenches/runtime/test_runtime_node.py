@@ -15,175 +15,27 @@ its issue on ``kernel_task``, for a task whose range is local and one that needs
 it replies with them (:mod:`scripts.sim.channel`) for the bench to write into ``docs/runtime.md``.
 """
 
-import logging
 
 import cocotb
-import numpy as np
-import scipy.sparse as sp
-from cocotb.triggers import RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from golden.runtime import packet as gp
 from golden.runtime.protocol import Cluster, detect_request, respond, serve, spawn, split
 from golden.runtime.tables import NODE_STATUS_COUNTERS as COUNTERS
-from golden.runtime.workload import sparse_dense_workload
-from scripts.sim import channel, knobs
-from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
+from scripts.sim import knobs
+from scripts.sim.devices.runtime_sessions import (
+    NODE,
+    NODES,
+    TASK_ID,
+    NodeTB,
+    arrival_to_issue_session,
+    line_rate_session,
+)
+from scripts.sim.devices.runtime_sessions import (
+    node_job as job,
+)
+from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, corrupt
-
-NODES = 4
-NODE = 0
-TASK_ID = 2
-
-
-class Network:
-    """The switch and nodes 1-3: sends flits into node 0 within its credits, takes what it sends."""
-
-    def __init__(self, tb, rng, gaps):
-        self.tb, self.dut, self.rng, self.gaps = tb, tb.dut, rng, gaps
-        params = params_from_env()
-        self.rx_depth, self.tx_credits = params["queue_depth"], params["tx_credits"]
-        self.clear()
-        self.dut.net_in__valid.value = 0
-        self.dut.net_out__ready.value = 1
-        self.dut.net_out_credit.value = 0
-        cocotb.start_soon(self._run())
-
-    credit_delay = (1, 8)  # cycles before the switch frees a buffer entry: random in [1, 8)
-
-    def clear(self):
-        self.credits = [self.rx_depth] * 3
-        self.outbound = []  # (vc, word)
-        self.in_flight = [0] * 3
-        self.returns = []
-        self.received = []  # (cycle, vc, word)
-        self.sent_cycles = {}  # word -> cycle it entered net_in
-        self.on_receive = None
-
-    async def _run(self):
-        dut = self.dut
-        while True:
-            await RisingEdge(self.tb.clock)
-            credit = int(dut.net_in_credit.value)
-            for vc in range(3):
-                self.credits[vc] += credit >> vc & 1
-            if int(dut.net_out__valid.value):
-                word = int(dut.net_out__payload.value)
-                vc, packet = word >> 512, word & ((1 << 512) - 1)
-                self.in_flight[vc] += 1
-                assert self.in_flight[vc] <= self.tx_credits, f"channel {vc} overran its credits"
-                self.received.append((self.tb.cycle, vc, packet))
-                self.returns.append((self.tb.cycle + int(self.rng.integers(*self.credit_delay)), vc))
-                if self.on_receive is not None:
-                    self.on_receive(vc, packet)
-            pulses = 0
-            for entry in [entry for entry in self.returns if entry[0] <= self.tb.cycle]:
-                if not pulses >> entry[1] & 1:
-                    pulses |= 1 << entry[1]
-                    self.returns.remove(entry)
-                    self.in_flight[entry[1]] -= 1
-            dut.net_out_credit.value = pulses
-            dut.net_in__valid.value = 0
-            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
-                # Any channel with a credit may go: a channel waiting for credits blocks no other.
-                for index, (vc, word) in enumerate(self.outbound):
-                    if vc == 3 or self.credits[vc]:
-                        self.outbound.pop(index)
-                        if vc < 3:
-                            self.credits[vc] -= 1
-                        dut.net_in__payload.value = word | vc << 512
-                        dut.net_in__valid.value = 1
-                        self.sent_cycles.setdefault(word, self.tb.cycle)
-                        break
-
-
-class NodeTB(RuntimeTB):
-    def __init__(self, dut, *, stalls, salt):
-        super().__init__(dut, sources=["spawn_load"], sinks=[])
-        self.stalls = stalls
-        self.rng = knobs.rng(salt)
-        self.kernel = StreamSink(
-            dut,
-            "kernel_task",
-            self.clock,
-            backpressure=random_pauses(knobs.rng(salt + 1), 0.3) if stalls else never(),
-        )
-        self.mem_cmd = StreamSink(
-            dut,
-            "mem_rd_cmd",
-            self.clock,
-            backpressure=random_pauses(knobs.rng(salt + 2), 0.3) if stalls else never(),
-        )
-        self.mem_data = StreamSource(
-            dut,
-            "mem_rd_data",
-            self.clock,
-            pause=random_pauses(knobs.rng(salt + 3), 0.3) if stalls else never(),
-        )
-        self.mem_wr = StreamSink(dut, "mem_wr", self.clock)
-        self.network = Network(self, knobs.rng(salt + 4), stalls)
-        self.host = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control_"), dut.clk, dut.rst)
-        for interface in (self.host.write_if, self.host.read_if):  # they log every access at INFO
-            interface.log.setLevel(logging.WARNING)
-        self.registers = {entry["name"]: entry["offset"] for entry in component_from_env().register_map()}
-        self.spawn_bits = component_from_env().spawn_bits
-        self.memory = {}
-        self.issued = []  # (cycle, task word)
-        self.written = []  # (line, value)
-        self.pending_done = 0
-        dut.kernel_done__valid.value = 0
-        cocotb.start_soon(self._kernel_and_memory())
-
-    async def _kernel_and_memory(self):
-        while True:
-            await RisingEdge(self.clock)
-            done = 0
-            while not self.kernel.empty():
-                task = self.kernel.queue.popleft()
-                self.issued.append((self.cycle, task))
-                done += 1
-            self.pending_done += done
-            self.dut.kernel_done__valid.value = 0
-            if self.pending_done:
-                self.pending_done -= 1
-                self.dut.kernel_done__valid.value = 1
-                self.dut.kernel_done__payload.value = TASK_ID
-            while not self.mem_cmd.empty():
-                self.mem_data.send_nowait(self.memory.get(self.mem_cmd.queue.popleft(), 0))
-            while not self.mem_wr.empty():
-                write = self.mem_wr.queue.popleft()
-                self.written.append((write & 0xFFFFFF, write >> 24))
-
-    async def write(self, name, value):
-        await self.host.write_dword(self.registers[name], int(value))
-
-    async def read(self, name):
-        return await self.host.read_dword(self.registers[name])
-
-    async def configure(self, config):
-        for name, value in (
-            ("node", NODE),
-            ("nodes", config.nodes),
-            ("home_shift", config.home_shift),
-            ("range_shift", config.range_shift),
-            ("rows", config.rows),
-            ("ranges", config.ranges),
-        ):
-            await self.write(name, value)
-
-
-def job(rng, placement="spread"):
-    rows = 200
-    adjacency = sp.random(
-        rows, rows, density=0.03, random_state=np.random.RandomState(rng.integers(1 << 31)), format="coo"
-    )
-    adjacency.data = rng.integers(0, 1 << 32, adjacency.nnz, dtype=np.uint64).astype(np.float64)
-    dense = rng.integers(0, 1 << 32, (rows, 4), dtype=np.uint64).astype(np.uint32)
-    return sparse_dense_workload(
-        adjacency, dense, nodes=NODES, home_shift=2, placement=placement, values="uint32"
-    )
+from testbenches.runtime.tb import corrupt
 
 
 def bad_flits(rng, config):
@@ -307,47 +159,8 @@ async def node_in_a_cluster(dut, stalls):
 
 @cocotb.test()
 async def arrival_to_issue(dut):
-    """Cycles from net_in to kernel_task: a task whose range is local, then one that must be fetched."""
-    tb = NodeTB(dut, stalls=False, salt=320)
-    workload = job(knobs.rng(321), placement="home")
-    config = workload.config
-    await tb.reset()
-    await tb.configure(config)
-    local_range = next(g for g in range(config.ranges) if config.range_owner(g) == NODE)
-    remote_range = next(g for g in range(config.ranges) if config.range_owner(g) != NODE)
-    row = next(r for r in range(config.rows) if config.home(r) == NODE)
-
-    def on_receive(vc, word):
-        if vc == gp.RDMA:
-            for reply in serve(gp.decode(word), gp.decode(word).dst, config, workload.memory):
-                tb.network.outbound.append((gp.DATA, reply))
-
-    tb.network.on_receive = on_receive
-    results = {}
-    for name, index in (("local", local_range), ("remote", remote_range)):
-        first, _ = config.range_lines(index)
-        word = gp.encode(
-            gp.Packet(
-                gp.TASK,
-                task_id=TASK_ID,
-                dst=NODE,
-                src=1,
-                range=index,
-                slots=(gp.Item(row, first, 1),) + (None,) * 3,
-            )
-        )
-        count = len(tb.issued)
-        tb.network.outbound.append((gp.TASK, word))
-        for _ in range(1000):
-            await RisingEdge(tb.clock)
-            if len(tb.issued) > count:
-                break
-        assert len(tb.issued) > count, f"the {name} task was never issued"
-        results[name] = tb.issued[-1][0] - tb.network.sent_cycles[word]
-        await tb.cycles(20)
-    dut._log.info("arrival to issue: %s", results)
-    assert results["remote"] > results["local"] > 0
-    channel.reply(results)
+    """Cycles from net_in to kernel_task, a local task before a fetched one (the bench's session)."""
+    await arrival_to_issue_session(dut, None)
 
 
 @cocotb.test()
@@ -375,127 +188,11 @@ async def reset_mid_packet(dut):
     await run_scenario(tb, job(knobs.rng(332)))
 
 
-def _rate(cycles):
-    """Packets per cycle over a run of transfers at the given cycles (first to last)."""
-    return round((len(cycles) - 1) / max(1, cycles[-1] - cycles[0]), 3) if len(cycles) > 1 else 0.0
-
-
 @cocotb.test()
 async def line_rate(dut):
-    """Packets per cycle through each path with nothing else stalling (for docs/runtime.md, not a check
-    of speed): network tasks to the kernel, spawned tasks to the kernel, spawned tasks to the network,
-    RDMA requests to data replies, data replies to the memory."""
-    tb = NodeTB(dut, stalls=False, salt=340)
-    tb.network.credit_delay = (1, 2)
-    count = knobs.vectors(200)
-    workload = job(knobs.rng(341), placement="home")
-    config = workload.config
-    await tb.reset()
-    await tb.configure(config)
-    mine = [g for g in range(config.ranges) if config.range_owner(g) == NODE]
-    others = [g for g in range(config.ranges) if config.range_owner(g) != NODE]
-    local_row = next(r for r in range(config.rows) if config.home(r) == NODE)
-    remote_row = next(r for r in range(config.rows) if config.home(r) == 1)
-    rates = {}
-
-    def task(index, row, src):
-        first, _ = config.range_lines(index)
-        return gp.Packet(
-            gp.TASK,
-            task_id=TASK_ID,
-            dst=NODE,
-            src=src,
-            range=index,
-            slots=(gp.Item(row, first, 1),) + (None,) * 3,
-        )
-
-    async def wait_for(predicate, limit=20 * count + 500):
-        for _ in range(limit):
-            await RisingEdge(tb.clock)
-            if predicate():
-                return
-        raise AssertionError("line-rate run did not finish")
-
-    # Network tasks (wholly local, local range) to the kernel.
-    tb.issued.clear()
-    for _ in range(count):
-        tb.network.outbound.append((gp.TASK, gp.encode(task(mine[0], local_row, 1))))
-    await wait_for(lambda: len(tb.issued) >= count)
-    rates["network task -> kernel"] = _rate([cycle for cycle, _ in tb.issued])
-
-    # Spawned tasks to the kernel, then spawned tasks split off to the network.
-    for name, row in (("spawned task -> kernel", local_row), ("spawned task -> network", remote_row)):
-        for address in range(count):
-            entry = gp.encode(task(mine[0], row, NODE), sealed=False)
-            tb.sources["spawn_load"].send_nowait(address | entry << tb.spawn_bits)
-        await tb.sources["spawn_load"].wait_idle()
-        tb.issued.clear()
-        tb.network.received.clear()
-        await tb.write("task_id", TASK_ID)
-        await tb.write("spawn_first", 0)
-        await tb.write("spawn_count", count)
-        await tb.write("CTRL", 1)
-        if row == local_row:
-            await wait_for(lambda: len(tb.issued) >= count)
-            rates[name] = _rate([cycle for cycle, _ in tb.issued])
-        else:
-            await wait_for(lambda: len(tb.network.received) >= count)
-            rates[name] = _rate([cycle for cycle, vc, _ in tb.network.received if vc == gp.TASK])
-        await tb.cycles(20)
-
-    # RDMA requests of one line each to data replies.
-    tb.network.received.clear()
-    for index in range(count):
-        first, lines = config.range_lines(mine[index % len(mine)])
-        line = first + index % lines
-        tb.network.outbound.append(
-            (
-                gp.RDMA,
-                gp.encode(
-                    gp.Packet(
-                        gp.RDMA,
-                        task_id=TASK_ID,
-                        dst=NODE,
-                        src=1,
-                        range=mine[index % len(mine)],
-                        first=line,
-                        lines=1,
-                    )
-                ),
-            )
-        )
-    await wait_for(lambda: len(tb.network.received) >= count)
-    rates["RDMA request -> data reply"] = _rate(
-        [cycle for cycle, vc, _ in tb.network.received if vc == gp.DATA]
-    )
-
-    # Data replies to the memory: the node fetches remote ranges; the testbench answers at once.
-    def on_receive(vc, word):
-        if vc == gp.RDMA:
-            replies = serve(gp.decode(word), gp.decode(word).dst, config, workload.memory)
-            tb.network.outbound.extend((gp.DATA, reply) for reply in replies)
-
-    tb.network.on_receive = on_receive
-    tb.issued.clear()
-    tb.written.clear()
-    write_cycles = []
-    wanted = sum(config.range_lines(index)[1] for index in others)
-    for index in others:
-        tb.network.outbound.append((gp.TASK, gp.encode(task(index, local_row, 1))))
-
-    async def watch():
-        while True:
-            await RisingEdge(tb.clock)
-            if int(dut.mem_wr__valid.value):  # mem_wr is always ready
-                write_cycles.append(tb.cycle)
-
-    watcher = cocotb.start_soon(watch())
-    await wait_for(lambda: len(tb.issued) >= len(others))
-    watcher.cancel()
-    assert len(write_cycles) == wanted
-    rates["data reply -> memory"] = _rate(write_cycles)
-    dut._log.info("line rate (packets per cycle): %s", rates)
-    channel.reply(rates)
+    """Packets per cycle through each path with nothing stalling (the bench's session): every path
+    finishes, and every fetched line reaches the memory."""
+    await line_rate_session(dut, None)
 
 
 def test_runtime_node():

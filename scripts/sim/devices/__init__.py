@@ -9,20 +9,32 @@ that the CLI, the simulation tests and the hardware tests all drive):
   the reply, listed in the module's ``SESSIONS``;
 * a synchronous ``run_*`` API, which runs one session in a simulation through
   :func:`run_session` and returns NumPy results (where a flow outside the block's own tests
-  needs one: the top-k kernel and the all-reduce leaf have none yet).
+  needs one: the top-k kernel has none yet).
 
-=====================  ==========================================================================
-:mod:`.updater`        ``*_updater`` kernels: :class:`~.updater.UpdaterDevice`, ``run_jobs``,
-                       ``update``, ``statistics``, ``run_program``
-:mod:`.topk`           ``topk_updater``: :class:`~.topk.TopKUpdaterDevice` (tests only)
-:mod:`.aggregate`      ``aggregation_pipeline`` and ``tiled_gemm``: :class:`~.aggregate.AggregationDevice`,
-                       :class:`~.aggregate.GemmDevice`, ``run_gemms``, ``run_aggregation``
-:mod:`.runtime`        ``runtime_cluster``: :class:`~.runtime.FCsNHost` (the seed's Table 4.1),
-                       ``run_cluster``; a node on a switch port, :class:`~.runtime.SwitchPort`
-:mod:`.collective`     an all-reduce leaf on a switch port, :class:`~.collective.Leaf` (tests only)
-:mod:`.stream`         stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check`` (``neartrain
-                       run``), ``run_throughput``
-=====================  ==========================================================================
+=========================  ======================================================================
+:mod:`.updater`            ``*_updater`` kernels: :class:`~.updater.UpdaterDevice`, ``run_jobs``,
+                           ``update``, ``statistics``, ``run_program``
+:mod:`.topk`               ``topk_updater``: :class:`~.topk.TopKUpdaterDevice` (tests only)
+:mod:`.aggregate`          ``aggregation_pipeline`` and ``tiled_gemm``:
+                           :class:`~.aggregate.AggregationDevice`, :class:`~.aggregate.GemmDevice`,
+                           ``run_gemms``, ``run_aggregation``; the checked pipeline testbench
+                           :class:`~.aggregate.AggregationTB`, ``run_graphs`` (the bench's)
+:mod:`.runtime`            ``runtime_cluster``: :class:`~.runtime.FCsNHost` (the seed's Table 4.1),
+                           ``run_cluster``; a node on a switch port, :class:`~.runtime.SwitchPort`
+:mod:`.runtime_sessions`   the runtime's checked sessions (beside the host API, which is long
+                           enough alone): one ``runtime_node`` with the cluster played
+                           (:class:`~.runtime_sessions.NodeTB`), a cluster job checked against the
+                           golden protocol; ``measure_node``, ``measure_flood``
+:mod:`.collective`         an all-reduce leaf on a switch port, :class:`~.collective.Leaf`, in
+                           :class:`~.collective.AllReduceTB` and :class:`~.collective.TieredTB`,
+                           ``measure_traffic``; ``ring_cluster``: :class:`~.collective.RingTB`,
+                           ``measure_ring``
+:mod:`.fp`                 FP units: :func:`~.fp.golden_binding`, :class:`~.fp.UnitTB`,
+                           ``measure_issue_rate``
+:mod:`.dlrm`               ``embedding_cache``: :class:`~.dlrm.CacheTB`, ``run_throughput``
+:mod:`.stream`             stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check``
+                           (``neartrain run``), ``run_throughput``
+=========================  ======================================================================
 
 The demos and ``neartrain run`` drive the simulator only through these devices; tests and
 benches use their drivers inside their own cocotb tests, or their ``run_*``. The one cocotb module
@@ -35,7 +47,7 @@ __all__ = ["SESSION_MODULE", "run_session"]
 SESSION_MODULE = "scripts.sim.session"
 
 
-def run_session(block, session, job=None, *, params=None, extra_env=None):
+def run_session(block, session, job=None, *, params=None, extra_env=None, internals=False):
     """Run the session ``session`` (``"<family>.<name>"``) on ``block`` in one simulation.
 
     Parameters
@@ -51,6 +63,9 @@ def run_session(block, session, job=None, *, params=None, extra_env=None):
         The block's parameters.
     extra_env : dict, optional
         Knob overrides (``NEARTRAIN_VECTORS``, ``NEARTRAIN_SEED``) for this run.
+    internals : bool, optional
+        Build the whole design public, for a session that reads inside a submodule (as
+        :func:`~scripts.sim.runner.run_cocotb`).
 
     Returns
     -------
@@ -65,4 +80,5 @@ def run_session(block, session, job=None, *, params=None, extra_env=None):
     from scripts.sim.runner import run_cocotb
 
     return run_cocotb(block, SESSION_MODULE, params=params, testcase="session",
-                      job={"session": session, "job": job}, extra_env=extra_env).reply
+                      job={"session": session, "job": job}, extra_env=extra_env,
+                      internals=internals).reply

@@ -5,18 +5,25 @@ counters) and :class:`GemmDevice` a ``tiled_gemm`` (one GEMM: command, A, B (and
 element, result rows placed back in either dataflow's order). Their tests, ``neartrain demo
 gcn`` and the benches use these drivers; :func:`run_gemms` and :func:`run_aggregation` run
 them in a simulation (sessions ``aggregate.gemm`` and ``aggregate.aggregation``).
+
+:class:`AggregationTB` adds to the pipeline's device stall patterns, the spawner and the check of
+every job's OUT bits, counters and stall cycles against the golden; the pipeline's tests use it,
+and :func:`graphs_session` (session ``aggregate.graphs``, run by :func:`run_graphs`) streams the
+bench's whole graphs through it.
 """
 
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
-from scripts.sim import channel
-from scripts.sim.runner import component_from_env
-from scripts.sim.stream import StreamSink, StreamSource, stream_layout
+from golden.aggregate import PacketFormat, execute, issue_cycles, live_slots, spawn
+from scripts.sim import channel, knobs
+from scripts.sim.runner import component_from_env, resolved_params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
 
-__all__ = ["AggregationDevice", "GemmDevice", "MODE_RUN", "SESSIONS", "run_gemms", "run_aggregation"]
+__all__ = ["AggregationDevice", "GemmDevice", "AggregationTB", "special_features", "MODE_RUN", "SESSIONS",
+           "run_gemms", "run_aggregation", "run_graphs"]
 
 MODE_RUN = 1  # rtl.aggregate.aggregation_pipeline.Mode.RUN
 COUNTERS = ("packet_count", "nonzero_count", "stall_cycles", "header_errors", "range_errors", "bank_errors")
@@ -222,7 +229,117 @@ async def aggregate_session(dut, job):
             "stream_cycles": cycles[-1] - cycles[0] + 1 if cycles else 0}
 
 
-SESSIONS = {"gemm": gemm_session, "aggregation": aggregate_session}
+# ---------------------------------------------------------------- the checked testbench
+def special_features(rng, rows, features, *, specials=True):
+    """Random binary32 B rows; with ``specials``, some NaN, infinities, subnormals and signed zeros."""
+    values = (rng.standard_normal((rows, features)) * 10.0 ** rng.integers(-3, 4, (rows, features)))
+    values = values.astype(np.float32)
+    if specials and rows * features >= 8:
+        picks = rng.choice(rows * features, 6, replace=False)
+        flat = values.reshape(-1)
+        flat[picks] = np.array([np.nan, np.inf, -np.inf, 1e-40, -0.0, 3e38], np.float32)
+    return values
+
+
+class AggregationTB(ClockedTB):
+    """Testbench of one ``aggregation_pipeline`` build: :class:`AggregationDevice` with stall
+    patterns, the spawner, and every job checked against :func:`golden.aggregate.execute`."""
+
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.component = component_from_env()
+        self.params = resolved_params_from_env()
+        self.lanes, self.features = self.params["lanes"], self.params["features"]
+        self.weighted, self.b_banks = self.params["weighted"], self.params["b_banks"]
+        self.capacity_rows, self.capacity_cols = self.params["rows"], self.params["cols"]
+        self.format = PacketFormat(self.lanes, self.params["row_bits"], self.params["col_bits"],
+                                   self.weighted)
+        self.device = AggregationDevice(dut, self.component, self.clock)
+        assert self.component.hazard_window == _golden_window(), "RTL and golden hazard windows differ"
+
+    def stall(self, idle, backpressure, salt):
+        """Random valid gaps on both input streams and random backpressure on ``drain`` (30 %)."""
+        self.device.packets.set_pause_generator(random_pauses(knobs.rng(salt + 1), 0.3) if idle else never())
+        self.device.loads.set_pause_generator(random_pauses(knobs.rng(salt + 2), 0.3) if idle else never())
+        self.device.drained.set_backpressure_generator(
+            random_pauses(knobs.rng(salt + 3), 0.3) if backpressure else never())
+
+    def spawn(self, adjacency):
+        """The spawner's packets for this build (lanes, weighted, B banks, hazard window)."""
+        return spawn(adjacency, lanes=self.lanes, weighted=self.weighted, b_banks=self.b_banks,
+                     window=self.component.hazard_window)
+
+    async def run_job(self, packets, features, n_rows, *, relu=False, what="job", check_stalls=False):
+        """Load B, stream ``packets``, drain ``n_rows`` rows; check bits and counters against the golden.
+
+        Returns the drained OUT (uint32) and the counters (deltas over this job).
+        """
+        before = self.device.counters()
+        self.device.configure(n_rows, len(features))
+        await self.device.wait_run()
+        await self.device.load_b(features.view(np.uint32))
+        self.device.transfer_cycles.clear()
+        await self.device.send(self.format.encode(packets))
+        out = await self.device.drain(n_rows, relu=relu)
+        after = self.device.counters()
+        counters = {name: (after[name] - before[name]) % (1 << 32) for name in after}
+        expected, golden_counters = execute(packets, features, n_rows=n_rows, weighted=self.weighted,
+                                            b_banks=self.b_banks)
+        if relu:
+            expected = np.where(np.signbit(expected), np.float32(0), expected)
+        mismatch = np.argwhere(out != expected.view(np.uint32))
+        if mismatch.size:
+            row, feature = mismatch[0]
+            raise AssertionError(
+                f"{what} {self.params}: OUT[{row}, {feature}] = {out[row, feature]:#010x}, expected "
+                f"{expected.view(np.uint32)[row, feature]:#010x} ({len(mismatch)} mismatches); "
+                f"{knobs.describe()}")
+        for name in ("packets", "nonzeros", "header_errors", "range_errors", "bank_errors"):
+            register = {"packets": "packet_count", "nonzeros": "nonzero_count"}.get(name, name)
+            assert counters[register] == getattr(golden_counters, name), (
+                f"{what}: {register} = {counters[register]}, golden {getattr(golden_counters, name)}; "
+                f"{knobs.describe()}")
+        live, _ = live_slots(packets, n_rows=n_rows, n_cols=len(features), weighted=self.weighted,
+                             b_banks=self.b_banks)
+        times = issue_cycles(packets, window=self.component.hazard_window, live=live)
+        model_stalls = int(times[-1] + 1 - len(packets)) if len(packets) else 0
+        if check_stalls:
+            assert counters["stall_cycles"] == model_stalls, (
+                f"{what}: {counters['stall_cycles']} stall cycles, cycle model {model_stalls}; "
+                f"{knobs.describe()}")
+        else:
+            assert counters["stall_cycles"] <= model_stalls, (counters, model_stalls)
+        return out, counters
+
+
+def _golden_window():
+    from golden.aggregate import HAZARD_WINDOW
+
+    return HAZARD_WINDOW
+
+
+async def graphs_session(dut, job):
+    """The bench's packet streams (whole graphs: ``[{"name", "packets", "n_rows", "n_cols", ...}]``),
+    bits, counters and stalls checked on each; returns each one's ``cycles`` (first to last packet
+    transfer), ``stall_cycles`` and the keys ``name``, ``packer``, ``nnz`` and ``model_cycles`` of its job."""
+    tb = AggregationTB(dut)
+    await tb.reset()
+    rng = knobs.rng(60)
+    results = []
+    for item in job:
+        packets = item["packets"]
+        features = special_features(rng, item["n_cols"], tb.features, specials=False)
+        _, counters = await tb.run_job(packets, features, item["n_rows"], what=item["name"],
+                                       check_stalls=True)
+        first, last = tb.device.transfer_cycles[0], tb.device.transfer_cycles[-1]
+        results.append({key: item[key] for key in ("name", "packer", "nnz", "model_cycles")}
+                       | {"packets": len(packets), "cycles": last - first + 1, "bit_exact": True,
+                          "stall_cycles": counters["stall_cycles"]})
+        dut._log.info("%s", results[-1])
+    return results
+
+
+SESSIONS = {"gemm": gemm_session, "aggregation": aggregate_session, "graphs": graphs_session}
 
 
 # -------------------------------------------------------------------- synchronous API
@@ -243,3 +360,10 @@ def run_aggregation(params, b_bits, words, n_rows, *, relu=False):
 
     return run_session("aggregation_pipeline", "aggregate.aggregation",
                        {"b": b_bits, "words": words, "n_rows": n_rows, "relu": relu}, params=params)
+
+
+def run_graphs(params, jobs):
+    """:func:`graphs_session` of ``jobs`` on one ``aggregation_pipeline`` build of ``params``."""
+    from scripts.sim.devices import run_session
+
+    return run_session("aggregation_pipeline", "aggregate.graphs", list(jobs), params=params)

@@ -1,0 +1,165 @@
+"""Host device of the DLRM blocks: the embedding cache's bench (HBM model, drivers, golden LRU).
+
+:class:`CacheTB` drives ``embedding_cache`` against an ``AxiRam`` of random rows and predicts
+every line with :class:`golden.dlrm.LruCache`; :func:`throughput_session` (session
+``dlrm.throughput``) measures lookups per cycle at hit and on a Zipf trace, and
+:func:`run_throughput` runs it in a simulation (``bench_dlrm throughput``; the cache's test
+``throughput_at_hit`` awaits the same session).
+"""
+
+import logging
+
+from golden.dlrm import LruCache, lookup_trace
+from scripts.sim import knobs
+from scripts.sim.axi import RAM_SIZE, FaultyAxiRam, random_pauses_all
+from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.tb import ClockedTB, Scoreboard
+
+__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES", "BASE", "SESSIONS", "throughput_session", "run_throughput"]
+
+LINE_BYTES = 64
+BASE = 0x40000
+
+
+def zipf_rows(count, *, rows, alpha=1.05, salt=0):
+    """``count`` row ids of a Criteo-Kaggle-shaped Zipf trace scaled down to ``rows`` rows."""
+    samples = count // 26 + 1
+    trace = lookup_trace("criteo-kaggle", samples=samples, alpha=alpha, seed=knobs.seed() * 1000 + salt,
+                         rows=rows)
+    return [int(row) for row in trace.ravel()[:count]]
+
+
+class CacheTB(ClockedTB):
+    """The embedding cache with its HBM (an ``AxiRam`` of random rows) and the golden LRU.
+
+    ``stall`` is the probability of a pause on every AXI channel, of an idle cycle on ``i`` and
+    ``u``, and of backpressure on ``o``.
+    """
+
+    def __init__(self, dut, *, rows=3900, stall=0.0, salt=0):
+        super().__init__(dut)
+        self.component = component_from_env()
+        self.params = params_from_env()
+        self.lines = self.component.lines
+        self.row_bytes = self.lines * LINE_BYTES
+        self.rows = rows
+        if BASE + rows * self.row_bytes > RAM_SIZE:
+            raise ValueError(f"{rows} rows do not fit the HBM model")
+        self.ram = FaultyAxiRam(dut, "m_axi_", self.clock, dut.rst, in_flight=4)
+        for interface in (self.ram.read_if, self.ram.write_if):
+            interface.log.setLevel(logging.WARNING)
+        self.image = bytearray(knobs.rng(salt + 1).bytes(rows * self.row_bytes))
+        self.ram.write(BASE, bytes(self.image))
+        if stall:
+            self.ram.set_pause_generators(random_pauses_all(knobs.rng(salt + 2), stall))
+
+        def pauses(offset):
+            return random_pauses(knobs.rng(salt + offset), stall) if stall else never()
+
+        def layout(port):
+            return stream_layout(self.component, port)
+
+        self.source = StreamSource(dut, "i", self.clock, layout("i"), pause=pauses(3))
+        self.updates = StreamSource(dut, "u", self.clock, layout("u"), pause=pauses(4))
+        self.sink = StreamSink(dut, "o", self.clock, layout("o"), backpressure=pauses(5))
+        dut.rows.value = rows
+        dut.base.value = BASE
+        self.stall = stall
+        self.golden = LruCache(sets=self.params.get("sets", 64), ways=self.params.get("ways", 4))
+        self.expected_bad = 0
+
+    @property
+    def drivers(self):
+        return [self.source, self.updates, self.sink]
+
+    def cold(self):
+        """Start the golden over, as the cache is after a reset."""
+        self.golden = LruCache(sets=self.golden.sets, ways=self.golden.ways)
+        self.expected_bad = 0
+
+    def line(self, row, line):
+        start = row * self.row_bytes + line * LINE_BYTES
+        return int.from_bytes(self.image[start:start + LINE_BYTES], "little")
+
+    def lookups(self, rows, board=None):
+        """Send lookups of ``rows`` (tags count up); return the scoreboard of the lines predicted."""
+        board = board or Scoreboard("embedding cache o")
+        tag_mask = (1 << max(self.params.get("tag_width", 8), 1)) - 1
+        for number, row in enumerate(rows):
+            tag = number & tag_mask
+            self.source.send_nowait({"index": row, "tag": tag})
+            if row >= self.rows:
+                self.expected_bad += 1
+                continue
+            hit, _ = self.golden.access(row)
+            for line in range(self.lines):
+                board.expect({"index": row, "tag": tag, "line": line, "last": int(line == self.lines - 1),
+                              "hit": int(hit), "data": self.line(row, line)}, {"lookup": number, "row": row})
+        return board
+
+    def update(self, row, line, value):
+        """Send a write-through update; the image (what HBM must hold) follows it."""
+        self.updates.send_nowait({"index": row, "line": line, "data": value})
+        if row >= self.rows or line >= self.lines:
+            self.expected_bad += 1
+            return
+        start = row * self.row_bytes + line * LINE_BYTES
+        self.image[start:start + LINE_BYTES] = value.to_bytes(LINE_BYTES, "little")
+
+    def bound(self, lookups):
+        """Cycles enough for ``lookups`` lookups if each missed, with stalls."""
+        return int((lookups * (self.lines + 30) + 300) * (1 + 6 * self.stall))
+
+    async def check(self, board, lookups):
+        await self.expect_from(self.sink, board, cycles=self.bound(lookups))
+        counters = {name: int(getattr(self.dut, name).value) for name in ("hits", "misses", "bad_index")}
+        expected = {"hits": self.golden.hits, "misses": self.golden.misses, "bad_index": self.expected_bad}
+        assert counters == expected, f"counters {counters} != golden {expected}; {knobs.describe()}"
+        assert int(self.dut.hbm_error.value) == 0
+
+
+async def _timed(tb, rows):
+    """Cycles from queueing ``rows`` to their last line, checked against the golden on the way."""
+    board = tb.lookups(rows)
+    start = tb.cycle
+    for _ in range(board.pending):
+        board.check(await tb.sink.recv())
+    return tb.cycle - start
+
+
+async def throughput_session(dut, job):
+    """One row line per cycle while ``job["lookups"]`` lookups hit, then the rate on a Zipf trace.
+
+    Every line is checked against the golden LRU on the way; returns ``{trace: {"lookups",
+    "cycles", "hits"}}`` for the all-hit trace and the Zipf one.
+    """
+    tb = CacheTB(dut, salt=50)
+    await tb.reset()
+    count = job["lookups"]
+    resident = list(range(tb.golden.sets * tb.golden.ways))  # every set filled, nothing evicted
+    await tb.check(tb.lookups(resident), len(resident))
+    rng = knobs.rng(51)
+    hits_before = tb.golden.hits
+    rows = [int(row) for row in rng.choice(resident, count)]
+    cycles = await _timed(tb, rows)
+    assert tb.golden.hits - hits_before == count
+    # One line per cycle (a row is dim / 16 lines), two cycles of latency, one for the source's valid.
+    assert cycles <= count * tb.lines + 4, f"{count} hits took {cycles} cycles; {knobs.describe()}"
+    result = {"all hits": {"lookups": count, "cycles": cycles, "hits": count}}
+    hits_before = tb.golden.hits
+    zipf = zipf_rows(count, rows=tb.rows, salt=52)
+    cycles = await _timed(tb, zipf)
+    result["Zipf (3,900 rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
+                                               "hits": tb.golden.hits - hits_before}
+    return result
+
+
+SESSIONS = {"throughput": throughput_session}
+
+
+def run_throughput(params, lookups):
+    """:func:`throughput_session` of ``lookups`` lookups on ``embedding_cache`` built with ``params``."""
+    from scripts.sim.devices import run_session
+
+    return run_session("embedding_cache", "dlrm.throughput", {"lookups": lookups}, params=params)
