@@ -343,10 +343,7 @@ def named_test_modules(source):
 # Benches still waiting for their sessions to move, with the reason; each must still break the rule
 # (test_the_bench_waiting_list_is_current), so that the list empties as they move.
 BENCHES_WAITING = {
-    # The AXI DMA tests' throughput coroutines and their testbench (testbenches/bus/tb.py) are being
-    # deduplicated in the same commits of the "dups" pass; they move to a device after it.
-    "testbenches/bus/bench_axi.py": "after the bus DMA tests' deduplication",
-    # Likewise the compress testbench (testbenches/compress/tb.py) and the scatter and decompressor tests.
+    # The compress testbench (testbenches/compress/tb.py) and the scatter and decompressor tests.
     "testbenches/compress/bench_compress.py": "after the compress tests' deduplication",
 }
 

@@ -9,12 +9,22 @@ replies with what it returned. Not a test of its own, and never collected by pyt
 import cocotb
 
 from scripts.sim import channel
-from scripts.sim.devices import aggregate, collective, dlrm, fp, runtime, runtime_sessions, stream, updater
+from scripts.sim.devices import (
+    aggregate,
+    bus,
+    collective,
+    dlrm,
+    fp,
+    runtime,
+    runtime_sessions,
+    stream,
+    updater,
+)
 
 __all__ = ["SESSIONS"]
 
 SESSIONS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": function
-            for module in (aggregate, collective, dlrm, fp, runtime, runtime_sessions, stream, updater)
+            for module in (aggregate, bus, collective, dlrm, fp, runtime, runtime_sessions, stream, updater)
             for name, function in module.SESSIONS.items()}
 
 

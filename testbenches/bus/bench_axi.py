@@ -1,10 +1,10 @@
 """Throughput of the AXI4 DMA engines with nothing stalling; writes the tables in ``docs/bus_axi.md``.
 
-Run: ``.venv/bin/python -m testbenches.bus.bench_axi [--beats N]``. Each point runs the cocotb test
-``throughput_without_stalls`` of the reader or writer on Verilator against cocotbext-axi's
-``AxiRam`` (no pause generators) and counts clock cycles: for the reader from the first to
-the last beat on ``data``, for the writer from the first to the last W transfer. No
-wall-clock timing is involved.
+Run: ``.venv/bin/python -m testbenches.bus.bench_axi [--beats N]``. Each point runs the throughput
+session of the reader or writer (:func:`scripts.sim.devices.bus.run_throughput`) on Verilator
+against cocotbext-axi's ``AxiRam`` (no pause generators) and counts clock cycles: for the reader
+from the first to the last beat on ``data``, for the writer from the first to the last W
+transfer. No wall-clock timing is involved.
 
 The AXI4-Lite register maps in the docs (:data:`REGISTER_MAPS`: the example of
 ``axi_lite_control`` at its registry defaults, and the kernels ``adam_updater`` and
@@ -14,11 +14,10 @@ The AXI4-Lite register maps in the docs (:data:`REGISTER_MAPS`: the example of
 
 import argparse
 import logging
-import os
 
 from rtl.registry import get_block
 from scripts.flow.docs import write_table
-from scripts.sim.runner import run_cocotb
+from scripts.sim.devices.bus import run_throughput
 
 DOC = "bus_axi.md"
 COMMAND = ".venv/bin/python -m testbenches.bus.bench_axi"
@@ -31,15 +30,10 @@ POINTS = [
 ]
 
 
-def measure(block, params, beats=BEATS):
-    return run_cocotb(block, f"testbenches.bus.test_{block}", params=params,
-                      testcase="throughput_without_stalls", extra_env={"NEARTRAIN_VECTORS": str(beats)}).reply
-
-
 def throughput_rows(beats=BEATS):
     rows = []
     for block, params in POINTS:
-        result = measure(block, params, beats)
+        result = run_throughput(block, params, beats)
         rows.append([block, ", ".join(f"{key}={value}" for key, value in params.items()), result["beats"],
                      result["cycles"], f"{result['beats_per_cycle']:.3f}", result["command_to_done_cycles"],
                      result["peak_outstanding"]])
@@ -80,7 +74,6 @@ def main(argv=None):
     write_register_maps()
     if args.register_maps:
         return
-    os.environ["NEARTRAIN_VECTORS"] = str(args.beats)
     command = COMMAND + (f" --beats {args.beats}" if args.beats != BEATS else "")
     write_table(DOC, "axi-throughput",
                 ["block", "parameters", "beats", "cycles (first to last beat)", "beats per cycle",

@@ -20,51 +20,20 @@ import cocotb
 import pytest
 
 from scripts.sim import knobs
+from scripts.sim.devices.bus import ReaderTB, reader_throughput
 from scripts.sim.runner import params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, stream_layout
 from scripts.sim.tb import Scoreboard
 
 from .tb import (
     DMA_CONFIGS,
     RESET_ROUNDS,
-    DmaTB,
     beat_addresses,
     dma_config_id,
     dma_tests,
     fault_near,
     random_commands,
     random_run,
-    throughput_command,
 )
-
-
-class ReaderTB(DmaTB):
-    def __init__(self, dut, **kwargs):
-        super().__init__(dut, direction="read", **kwargs)
-        self.sink = StreamSink(dut, "data", self.clock, layout=stream_layout(self.component, "data"),
-                               backpressure=self.pauses(4))
-
-    def expected_beats(self, commands, fault_start=None):
-        """The beats the reader must deliver: RAM contents, zero from beat ``fault_start`` on."""
-        offsets = beat_addresses(commands, self.beat_bytes)
-        lasts = {sum(length for _, length in commands[:i + 1]) - 1 for i in range(len(commands))}
-        beats = []
-        for index, offset in enumerate(offsets):
-            word = int.from_bytes(self.image[offset:offset + self.beat_bytes], "little")
-            if fault_start is not None and index >= fault_start:
-                word = 0
-            beats.append({"data": word, "last": int(index in lasts)})
-        return beats
-
-    async def check_end(self, scoreboard, resp):
-        """Ten cycles after ``done``: no beat beyond the expected ones (a duplicate fails), none
-        missing, the bursts within the AXI rules, and the error state ``resp`` (None: no error)."""
-        await self.cycles(10)
-        while not self.sink.empty():
-            scoreboard.check(self.sink.queue.popleft())
-        scoreboard.check_complete()
-        self.check_bus()
-        self.check_error(resp)
 
 
 async def run_reads(dut, *, stall, faulty=False, salt=0):
@@ -131,33 +100,12 @@ async def error_clears_when_idle(dut):
 
 @cocotb.test()
 async def throughput_without_stalls(dut):
-    """Beats per cycle on ``data`` with memory and consumer never stalling (read by bench_axi.py).
+    """Beats per cycle on ``data`` with memory and consumer never stalling.
 
-    Every beat must still be the RAM's contents with ``last`` on the final one, nothing more, and
-    the bursts must keep the AXI rules (:meth:`DmaTB.check_bus`), as in the stalled tests.
+    The session :func:`scripts.sim.devices.bus.reader_throughput` that ``bench_axi`` runs, on the default
+    NEARTRAIN_VECTORS beats (4096 by default): every beat checked as in the stalled tests.
     """
-    commands, length = throughput_command(params_from_env())
-    tb = ReaderTB(dut)
-    await tb.reset()
-    scoreboard = Scoreboard("axi_burst_reader data (throughput)")
-    scoreboard.expect_many(tb.expected_beats(commands))
-    start = tb.cycle
-    tb.send_commands(commands)
-
-    async def drain():
-        scoreboard.check(await tb.sink.recv())
-        first = tb.cycle
-        for _ in range(length - 1):
-            scoreboard.check(await tb.sink.recv())
-        return first
-
-    first = await tb.within(drain(), beats=length)
-    cycles = tb.cycle - first + 1
-    await tb.finish(tb.cmd, beats=length)
-    command_to_done = tb.cycle - start
-    await tb.check_end(scoreboard, None)
-    tb.reply_throughput(length, cycles, command_to_done)
-
+    await reader_throughput(dut, {"beats": knobs.vectors(4096)})
 
 
 async def cut_then_clean(dut, *, cancel):

@@ -20,56 +20,21 @@ engine are in :mod:`testbenches.bus.tb`.
 
 import cocotb
 import pytest
-from cocotb.triggers import RisingEdge
 
 from golden.bus import random_words
 from scripts.sim import knobs
+from scripts.sim.devices.bus import WriterTB, writer_throughput
 from scripts.sim.runner import params_from_env, run_cocotb
-from scripts.sim.stream import StreamSource
 
 from .tb import (
     DMA_CONFIGS,
     RAM_SIZE,
     RESET_ROUNDS,
-    DmaTB,
     beat_addresses,
     dma_config_id,
     dma_tests,
     random_run,
-    throughput_command,
 )
-
-
-class WriterTB(DmaTB):
-    def __init__(self, dut, **kwargs):
-        super().__init__(dut, direction="write", **kwargs)
-        self.source = StreamSource(dut, "data", self.clock, pause=self.pauses(5))
-        self.w_beats = []  # cycle of every W transfer
-        self.w_strobes = []  # wstrb of every W transfer
-        cocotb.start_soon(self._count_w())
-
-    async def _count_w(self):
-        wvalid, wready, wstrb = self.dut.m_axi__wvalid, self.dut.m_axi__wready, self.dut.m_axi__wstrb
-        while True:
-            await RisingEdge(self.clock)
-            if wvalid.value and wready.value:
-                self.w_beats.append(self.cycle)
-                self.w_strobes.append(int(wstrb.value))
-
-    def expected_image(self, offsets, words, written):
-        """The initial image with beats ``[0, written)`` applied, except the ones the RAM refused."""
-        image = bytearray(self.image)
-        for offset, word in zip(offsets[:written], words[:written], strict=True):
-            if self.ram.fault_at(offset, self.beat_bytes) is None:
-                image[offset:offset + self.beat_bytes] = word.to_bytes(self.beat_bytes, "little")
-        return image
-
-    def check_memory(self, expected):
-        actual = self.ram.read(0, RAM_SIZE)
-        if actual != bytes(expected):
-            first = next(i for i in range(RAM_SIZE) if actual[i] != expected[i])
-            raise AssertionError(f"RAM differs first at offset {first:#x}: {actual[first:first + 8].hex()} "
-                                 f"instead of {bytes(expected[first:first + 8]).hex()}; {knobs.describe()}")
 
 
 async def run_writes(dut, *, stall, faulty=False, salt=0):
@@ -112,36 +77,12 @@ async def run_writes(dut, *, stall, faulty=False, salt=0):
 
 @cocotb.test()
 async def throughput_without_stalls(dut):
-    """W beats per cycle with producer and memory never stalling (read by testbenches/bus/bench_axi.py).
+    """W beats per cycle with producer and memory never stalling.
 
-    The bursts must then cover the command's beats in order, every W beat with all its strobes
-    on, and the RAM must hold exactly the data sent, as in the stalled tests.
+    The session :func:`scripts.sim.devices.bus.writer_throughput` that ``bench_axi`` runs, on the default
+    NEARTRAIN_VECTORS beats (4096 by default): every beat checked as in the stalled tests.
     """
-    params = params_from_env()
-    commands, length = throughput_command(params)
-    beat_bytes = params["data_width"] // 8
-    tb = WriterTB(dut)
-    await tb.reset()
-    start = tb.cycle
-    words = random_words(knobs.rng(30), length, params["data_width"])
-    tb.send_commands(commands)
-    tb.source.send_many(words)
-    await tb.finish(tb.cmd, tb.source, beats=length)
-    cycles = tb.w_beats[-1] - tb.w_beats[0] + 1
-    tb.check_bus()
-    tb.check_error(None)
-    offsets = beat_addresses(commands, beat_bytes)
-    issued = [address % RAM_SIZE + beat * beat_bytes
-              for _, address, beats in tb.monitor.bursts for beat in range(beats)]
-    assert issued == offsets, (f"bursts cover {len(issued)} beats, not the command's {length} in order; "
-                               f"{knobs.describe()}")
-    assert len(tb.w_beats) == length, f"{len(tb.w_beats)} W beats for {length}; {knobs.describe()}"
-    full = (1 << beat_bytes) - 1
-    assert all(strobe == full for strobe in tb.w_strobes), (f"a W beat without all its strobes; "
-                                                            f"{knobs.describe()}")
-    tb.check_memory(tb.expected_image(offsets, words, length))
-    tb.reply_throughput(length, cycles, tb.cycle - start)
-
+    await writer_throughput(dut, {"beats": knobs.vectors(4096)})
 
 
 def written_image(image, offsets, words, count, beat_bytes):

@@ -32,6 +32,8 @@ that the CLI, the simulation tests and the hardware tests all drive):
 :mod:`.fp`                 FP units: :func:`~.fp.golden_binding`, :class:`~.fp.UnitTB`,
                            ``measure_issue_rate``
 :mod:`.dlrm`               ``embedding_cache``: :class:`~.dlrm.CacheTB`, ``run_throughput``
+:mod:`.bus`                the AXI DMA engines: :class:`~.bus.DmaTB`, :class:`~.bus.ReaderTB`,
+                           :class:`~.bus.WriterTB`, ``run_throughput``
 :mod:`.stream`             stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check``
                            (``neartrain run``), ``run_throughput``
 =========================  ======================================================================
