@@ -1,14 +1,14 @@
 """Scatter rate of ``topk_scatter`` against the lane count, and measured fused-mode DRAM traffic.
 
-Run: ``.venv/bin/python -m testbenches.compress.bench_compress`` (``--quick`` for L = 1 and 4 only, docs left
-unchanged). Each scatter point runs the cocotb test ``throughput`` on Verilator: one chunk of pairs
-at full rate, no stalls, cycles counted in simulation (no wall clock); the output is checked
-bit-exact as always. The fused-mode traffic rows run the cocotb test ``traffic`` of
-``topk_axi_decompressor``: the pair stream is read from cocotbext-axi's ``AxiRam`` and every AXI
-beat is counted. The paper-mode rows (``--paper`` runs only those) run the cocotb test ``measure_traffic`` of
-``topk_dram_scatter``: zero fill and read-modify-write scatter into a dense region of an ``AxiRam``,
-every AXI beat counted, the region checked bit for bit. The other DRAM rows are the model
-:mod:`golden.compress.traffic`.
+Run: ``.venv/bin/python -m testbenches.compress.bench_compress`` (``--quick`` for L = 1 and 4 only,
+docs left unchanged). Each scatter point runs the session ``compress.scatter_throughput`` of the
+host device :mod:`scripts.sim.devices.compress` on Verilator: one chunk of pairs at full rate, no
+stalls, cycles counted in simulation (no wall clock); the output is checked bit-exact as always.
+The fused-mode traffic rows run the cocotb test ``traffic`` of ``topk_axi_decompressor``: the pair
+stream is read from cocotbext-axi's ``AxiRam`` and every AXI beat is counted. The paper-mode rows
+(``--paper`` runs only those) run the cocotb test ``measure_traffic`` of ``topk_dram_scatter``: zero
+fill and read-modify-write scatter into a dense region of an ``AxiRam``, every AXI beat counted,
+the region checked bit for bit. The other DRAM rows are the model :mod:`golden.compress.traffic`.
 
 The rows go to ``docs/data/compress-*.json`` and the ``compress-scatter``, ``compress-dram-scatter``
 and ``compress-traffic`` tables of ``docs/compress.md`` (:func:`scripts.flow.docs.write_table`);
@@ -21,11 +21,11 @@ import logging
 
 from golden.compress import dram_traffic
 from scripts.flow.docs import DATA, write_table
+from scripts.sim.devices.compress import run_scatter_throughput
 from scripts.sim.runner import run_cocotb
 from testbenches.compress.tb import AXI_PARAMS, dram_scatter_config
 
 DOC = "compress.md"
-MODULE = "testbenches.compress.test_scatter"
 CHUNK_SIZE = 8192
 KINDS = ("random", "shuffled", "consecutive", "same_bank", "same_index")
 LANES = (1, 4, 8, 16)
@@ -36,11 +36,6 @@ def engine_params(lanes):
     banks = max(2, 2 * lanes)
     return {"lanes": lanes, "banks": banks, "chunk_size": CHUNK_SIZE, "out_lanes": min(16, banks),
             "value_format": "f32", "bank_writes": 3, "queue_depth": 8}
-
-
-def measure(params, kind, pairs):
-    return run_cocotb("topk_scatter", MODULE, params=params, testcase="throughput", job=kind,
-                      extra_env={"NEARTRAIN_VECTORS": str(pairs)}).reply
 
 
 SCATTER_HEADERS = ["L", "banks", "pattern", "pairs", "steady cycles", "steady pairs/cycle", "per lane",
@@ -55,7 +50,7 @@ def scatter_rows(lanes_list):
             pairs = CHUNK_SIZE // params["banks"] if kind == "same_bank" else CHUNK_SIZE // 2
             if kind == "same_index":
                 pairs = min(pairs, 512)
-            result = measure(params, kind, pairs)
+            result = run_scatter_throughput(params, kind, pairs)
             rate = result["steady_rate"]
             rows.append([lanes, params["banks"], kind, result["pairs"], result["steady_cycles"],
                          f"{rate:.2f}", f"{rate / lanes:.2f}", f"{result['total_rate']:.2f}"])

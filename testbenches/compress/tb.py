@@ -1,7 +1,9 @@
 """Helpers the compress cocotb tests share: pair values, beat packing, the golden dense chunks,
 chunked Top-K wire streams (well formed and corrupted), and the stream testbench.
 
-Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import it.
+Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import it. The pair values,
+the golden dense beats and :class:`CompressTB` are the host device's
+(:mod:`scripts.sim.devices.compress`), re-exported here.
 """
 
 import numpy as np
@@ -13,16 +15,21 @@ from golden.compress import (
     chunk_count,
     encode_stream,
     group_by_chunk,
-    scatter,
     scatter_stream,
-    value_dtype,
 )
 from golden.compress.registers import ERROR_NAMES, error_fields, traffic_fields
-from golden.fp.vectors import random_operands
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env, params_from_env
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout, unpack
-from scripts.sim.tb import ClockedTB
+from scripts.sim.devices.compress import (
+    CLOCK_NS,
+    PAUSE_PROBABILITY,
+    CompressTB,
+    dense_beats,
+    padded_beats,
+    random_values,
+    stall_salt,
+    value_bits,
+)
+from scripts.sim.stream import unpack
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
@@ -30,7 +37,6 @@ __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PR
            "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared",
            "wait_report", "check_report"]
 
-PAUSE_PROBABILITY = 0.35
 # Top-K densities the well-formed streams cycle through: 0.1%, 1% and 10%.
 RATIOS = (0.001, 0.01, 0.1)
 
@@ -56,41 +62,9 @@ def traffic_layout():
     """``topk_dram_scatter``'s ``traffic`` output as the tests read it (:mod:`golden.compress.registers`)."""
     return data.StructLayout(traffic_fields())
 
-CLOCK_NS = 10
 # Every malformation ``corrupted_stream`` makes.
 CORRUPTIONS = ("out_of_range", "chunk_violation", "unsorted", "excess", "truncated", "header_count",
                "huge_header", "duplicates", "empty_transfer", "random_words")
-
-
-def random_values(rng, n, value_format):
-    """``n`` pair values in ``value_format``: 30% corner cases (every class), 70% moderate normals.
-
-    The moderate share keeps duplicate chains finite so that their rounding, not a NaN, is compared.
-    """
-    dtype = value_dtype(value_format)
-    corner = random_operands(rng, n, value_format).view(dtype)
-    magnitude = np.exp2(rng.integers(-8, 9, n)) * (1 + rng.random(n))
-    moderate = (rng.choice([-1.0, 1.0], n) * magnitude).astype(dtype)
-    return np.where(rng.random(n) < 0.3, corner, moderate)
-
-
-def value_bits(values):
-    """Raw bit patterns of float32/float16 values, as Python ints."""
-    return values.view(np.uint32 if values.dtype == np.float32 else np.uint16).astype(np.int64).tolist()
-
-
-def _chunk_beats(bits, out_lanes):
-    """One chunk's dense ``bits`` as output beats, zero-padded: ``{"data": [...], "last": 0/1}`` dicts."""
-    beats = -(-len(bits) // out_lanes)
-    padded = np.zeros(beats * out_lanes, np.uint32)
-    padded[:len(bits)] = bits
-    return [{"data": padded[n * out_lanes:(n + 1) * out_lanes].astype(np.int64).tolist(),
-             "last": int(n == beats - 1)} for n in range(beats)]
-
-
-def dense_beats(indices, values, length, out_lanes):
-    """The golden output beats of one chunk: ``{"data": [...], "last": 0/1}`` dicts."""
-    return _chunk_beats(scatter(np.asarray(indices, np.int64), values, length).view(np.uint32), out_lanes)
 
 
 def expect_dense_stream(scoreboard, words, size, promised_sorted, label, *,
@@ -104,7 +78,7 @@ def expect_dense_stream(scoreboard, words, size, promised_sorted, label, *,
                                    sorted_within_chunk=promised_sorted)
     bits = dense.view(np.uint32)
     for chunk in range(chunk_count(size, chunk_size)):
-        beats = _chunk_beats(bits[chunk * chunk_size:(chunk + 1) * chunk_size], out_lanes)
+        beats = padded_beats(bits[chunk * chunk_size:(chunk + 1) * chunk_size], out_lanes)
         for n, beat in enumerate(beats):
             scoreboard.expect(beat, {**label, "chunk": chunk, "beat": n})
     return errors
@@ -135,46 +109,6 @@ async def collect_reports(tb):
         await RisingEdge(tb.clock)
         if tb.dut.done.value:
             tb.reports.append((unpack(layout, int(tb.dut.errors.value)), int(tb.dut.status.value)))
-
-
-def stall_salt(idle, backpressure):
-    return 2 * int(idle) + int(backpressure)
-
-
-class CompressTB(ClockedTB):
-    """Clock, reset, a source on ``i`` and a sink on ``o`` with the component's layouts."""
-
-    def __init__(self, dut, *, idle=False, backpressure=False, salt=0):
-        super().__init__(dut)
-        self.component = component_from_env()
-        self.params = params_from_env()
-        self.source = StreamSource(dut, "i", self.clock, stream_layout(self.component, "i"),
-                                   pause=random_pauses(knobs.rng(100 + salt), PAUSE_PROBABILITY)
-                                   if idle else never())
-        self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"),
-                               backpressure=random_pauses(knobs.rng(200 + salt), PAUSE_PROBABILITY)
-                               if backpressure else never())
-
-    @classmethod
-    async def started(cls, dut, idle, backpressure, *, salt):
-        """A testbench with the stalls asked for, after its reset, and the test's random generator.
-
-        ``salt`` (plus :func:`stall_salt`) seeds the stall patterns and the generator, so that
-        every stall combination of a test draws its own data.
-        """
-        salt += stall_salt(idle, backpressure)
-        tb = cls(dut, idle=idle, backpressure=backpressure, salt=salt)
-        rng = knobs.rng(salt)
-        await tb.reset()
-        return tb, rng
-
-    async def wait_ready(self, limit=1 << 16):
-        """Wait (bounded) until the block raises ``i.ready`` after its reset-time buffer clear."""
-        for _ in range(limit):
-            await RisingEdge(self.clock)
-            if self.dut.i__ready.value:
-                return
-        raise AssertionError("i.ready never rose after reset")
 
 
 class CutBursts:

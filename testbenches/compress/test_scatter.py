@@ -5,19 +5,20 @@ Chunks of every index pattern of :func:`golden.compress.adversarial_indices` (pl
 with duplicates, and empty chunks) stream through back to back, with holes in the pair slots and
 random valid gaps and backpressure; every output beat must equal :func:`golden.compress.scatter` of
 its chunk bit for bit. ``throughput`` counts clock cycles for one long chunk at full rate (the
-benchmark ``testbenches/compress/bench_compress.py`` reads its result).
+session of the host device :mod:`scripts.sim.devices.compress` that ``bench_compress.py`` runs).
 """
 
 import cocotb
 import numpy as np
 import pytest
-from cocotb.triggers import RisingEdge, with_timeout
+from cocotb.triggers import with_timeout
 
 from golden.compress import adversarial_indices
 from scripts.sim import channel, knobs
-from scripts.sim.runner import run_cocotb
+from scripts.sim.devices.compress import EngineTB, chunk_beats, scatter_throughput
+from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.compress.tb import CLOCK_NS, CompressTB, dense_beats, random_values, value_bits
+from testbenches.compress.tb import CLOCK_NS, dense_beats, random_values
 
 MODULE = __name__
 DEFAULT_CHUNKS = 12
@@ -36,27 +37,6 @@ def chunk_indices(rng, kind, length, banks, limit):
     return adversarial_indices(kind, int(rng.integers(1, min(capacity, limit) + 1)), length, banks, rng)
 
 
-def chunk_beats(rng, indices, values, length, lanes, hole_probability):
-    """Scatter-stream beats of one chunk: pairs in slot order with random holes, then ``last``."""
-    bits = value_bits(values)
-    beats, slots = [], []
-    position = 0
-    while position < len(indices):
-        if rng.random() < hole_probability:
-            slots.append({"valid": 0})
-        else:
-            slots.append({"valid": 1, "index": int(indices[position]), "value": bits[position]})
-            position += 1
-        if len(slots) == lanes:
-            beats.append({"pairs": slots, "last": 0})
-            slots = []
-    # The chunk end rides on the beat with the final pairs or, at random, on a beat of its own.
-    if slots or not beats or rng.random() < 0.5:
-        beats.append({"pairs": slots + [{"valid": 0}] * (lanes - len(slots)), "last": 0})
-    beats[-1].update(last=1, length=length)
-    return beats
-
-
 def random_chunk(tb, rng, chunk, scoreboard):
     """Chunk number ``chunk`` of a sequence (its pattern from ``KINDS``): its golden beats go to
     ``scoreboard``; returns its input beats and a cycle budget for it."""
@@ -69,15 +49,6 @@ def random_chunk(tb, rng, chunk, scoreboard):
                                       for n in range(len(expected))])
     beats = chunk_beats(rng, indices, values, length, tb.lanes, hole_probability=0.2)
     return beats, len(beats) + len(indices) * 6 + len(expected)
-
-
-class EngineTB(CompressTB):
-    def __init__(self, dut, **kwargs):
-        super().__init__(dut, **kwargs)
-        params = self.params
-        self.lanes, self.banks = params["lanes"], params["banks"]
-        self.chunk_size, self.out_lanes = params["chunk_size"], params["out_lanes"]
-        self.value_format = params["value_format"]
 
 
 @cocotb.test()
@@ -108,49 +79,12 @@ async def chunks_bit_exact(dut, idle, backpressure):
 async def throughput(dut):
     """Cycles for one chunk of pairs at full rate; the caller's job names the pattern (default random).
 
-    The steady rate counts pairs over the cycles from the first to the last accepted pair beat; the
-    total rate also includes the pipeline latency up to the chunk's first output beat.
+    The session :func:`scripts.sim.devices.compress.scatter_throughput` that ``bench_compress``
+    runs, on NEARTRAIN_VECTORS pairs (half a chunk by default); every output beat checked.
     """
-    tb = EngineTB(dut)
-    kind = channel.job() or "random"
-    rng = knobs.rng(11)
-    await tb.reset()
-    await tb.wait_ready()
-    length = tb.chunk_size
-    pairs = knobs.vectors(length // 2, limit=length)  # one chunk holds at most `length` pairs
-    if kind != "same_index":  # the other patterns have distinct indices
-        pairs = min(pairs, length // tb.banks if kind == "same_bank" else length)
-    # "shuffled": distinct uniform indices in random order (banks drawn independently per pair).
-    indices = adversarial_indices("random" if kind == "shuffled" else kind, pairs, length, tb.banks, rng)
-    if kind == "shuffled":
-        rng.shuffle(indices)
-    values = random_values(rng, len(indices), tb.value_format)
-    expected = dense_beats(indices, values, length, tb.out_lanes)
-    beats = chunk_beats(rng, indices, values, length, tb.lanes, hole_probability=0.0)
-    accepted = []
-
-    async def watch_input():
-        while True:
-            await RisingEdge(tb.clock)
-            if dut.i__valid.value and dut.i__ready.value:
-                accepted.append(tb.cycle)
-
-    cocotb.start_soon(watch_input())
-    tb.source.send_many(beats)
-    first_output = None
-    for n, beat in enumerate(expected):
-        received = await with_timeout(tb.sink.recv(), (20 * pairs + 4 * length + 1000) * CLOCK_NS, "ns")
-        if first_output is None:
-            first_output = tb.cycle
-        assert received == beat, f"beat {n}: expected {beat}, got {received}; {knobs.describe()}"
-    pair_beats = -(-pairs // tb.lanes)
-    # Steady input rate: the pair beats only (the chunk-end beat may be extra), first to last accepted.
-    steady_cycles = accepted[pair_beats - 1] - accepted[0] + 1
-    result = {"kind": kind, "lanes": tb.lanes, "banks": tb.banks, "pairs": pairs,
-              "steady_cycles": steady_cycles, "steady_rate": pairs / steady_cycles,
-              "total_cycles": first_output - accepted[0], "total_rate": pairs / (first_output - accepted[0])}
-    dut._log.info("throughput: %s", result)
-    channel.reply(result)
+    length = params_from_env()["chunk_size"]
+    await scatter_throughput(dut, {"kind": channel.job() or "random",
+                                   "pairs": knobs.vectors(length // 2, limit=length)})
 
 
 @cocotb.test()

@@ -31,6 +31,8 @@ that the CLI, the simulation tests and the hardware tests all drive):
                            ``measure_ring``
 :mod:`.fp`                 FP units: :func:`~.fp.golden_binding`, :class:`~.fp.UnitTB`,
                            ``measure_issue_rate``
+:mod:`.compress`           compress blocks: :class:`~.compress.CompressTB`,
+                           :class:`~.compress.EngineTB`, ``run_scatter_throughput``
 :mod:`.dlrm`               ``embedding_cache``: :class:`~.dlrm.CacheTB`, ``run_throughput``
 :mod:`.bus`                the AXI DMA engines: :class:`~.bus.DmaTB`, :class:`~.bus.ReaderTB`,
                            :class:`~.bus.WriterTB`, ``run_throughput``
