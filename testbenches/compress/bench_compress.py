@@ -4,11 +4,12 @@ Run: ``.venv/bin/python -m testbenches.compress.bench_compress`` (``--quick`` fo
 docs left unchanged). Each scatter point runs the session ``compress.scatter_throughput`` of the
 host device :mod:`scripts.sim.devices.compress` on Verilator: one chunk of pairs at full rate, no
 stalls, cycles counted in simulation (no wall clock); the output is checked bit-exact as always.
-The fused-mode traffic rows run the cocotb test ``traffic`` of ``topk_axi_decompressor``: the pair
-stream is read from cocotbext-axi's ``AxiRam`` and every AXI beat is counted. The paper-mode rows
-(``--paper`` runs only those) run the cocotb test ``measure_traffic`` of ``topk_dram_scatter``: zero
-fill and read-modify-write scatter into a dense region of an ``AxiRam``, every AXI beat counted,
-the region checked bit for bit. The other DRAM rows are the model :mod:`golden.compress.traffic`.
+The fused-mode traffic rows run the session ``compress.decompressor_traffic`` of the same
+device on ``topk_axi_decompressor``: the pair stream is read from cocotbext-axi's ``AxiRam`` and
+every AXI beat is counted. The paper-mode rows (``--paper`` runs only those) run the cocotb test
+``measure_traffic`` of ``topk_dram_scatter``: zero fill and read-modify-write scatter into a dense
+region of an ``AxiRam``, every AXI beat counted, the region checked bit for bit. The other DRAM
+rows are the model :mod:`golden.compress.traffic`.
 
 The rows go to ``docs/data/compress-*.json`` and the ``compress-scatter``, ``compress-dram-scatter``
 and ``compress-traffic`` tables of ``docs/compress.md`` (:func:`scripts.flow.docs.write_table`);
@@ -21,9 +22,9 @@ import logging
 
 from golden.compress import dram_traffic
 from scripts.flow.docs import DATA, write_table
-from scripts.sim.devices.compress import run_scatter_throughput
+from scripts.sim.devices.compress import AXI_PARAMS, run_decompressor_traffic, run_scatter_throughput
 from scripts.sim.runner import run_cocotb
-from testbenches.compress.tb import AXI_PARAMS, dram_scatter_config
+from testbenches.compress.tb import dram_scatter_config
 
 DOC = "compress.md"
 CHUNK_SIZE = 8192
@@ -62,10 +63,8 @@ TRAFFIC_CHUNKS = 16  # chunks of AXI_PARAMS["chunk_size"] in the measured shard
 
 
 def measured_fused_rows():
-    """Rows of the fused mode measured by counting AXI beats (``traffic`` test), with the model beside."""
-    results = run_cocotb("topk_axi_decompressor", "testbenches.compress.test_axi_decompressor",
-                         params=AXI_PARAMS, testcase="traffic",
-                         extra_env={"NEARTRAIN_VECTORS": str(TRAFFIC_CHUNKS)}).reply
+    """Rows of the fused mode measured by counting AXI beats (``traffic`` session), with the model beside."""
+    results = run_decompressor_traffic(AXI_PARAMS, TRAFFIC_CHUNKS)
     rows = []
     for r in results:
         model = dram_traffic("fused", ratio=r["pairs"] / r["size"], param_copy_bytes=4,

@@ -2,32 +2,33 @@
 chunked Top-K wire streams (well formed and corrupted), and the stream testbench.
 
 Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import it. The pair values,
-the golden dense beats and :class:`CompressTB` are the host device's
+the golden dense beats, the well-formed streams, the ``done`` reports' checks and
+:class:`CompressTB` are the host device's
 (:mod:`scripts.sim.devices.compress`), re-exported here.
 """
 
 import numpy as np
 from amaranth.lib import data
-from cocotb.triggers import RisingEdge, with_timeout
+from cocotb.triggers import RisingEdge
 
-from golden.compress import (
-    adversarial_indices,
-    chunk_count,
-    encode_stream,
-    group_by_chunk,
-    scatter_stream,
-)
-from golden.compress.registers import ERROR_NAMES, error_fields, traffic_fields
+from golden.compress import chunk_count
+from golden.compress.registers import traffic_fields
 from scripts.sim import knobs
 from scripts.sim.devices.compress import (
+    AXI_PARAMS,
     CLOCK_NS,
     PAUSE_PROBABILITY,
+    RATIOS,
     CompressTB,
+    check_report,
     dense_beats,
-    padded_beats,
+    errors_layout,
+    expect_dense_stream,
     random_values,
     stall_salt,
+    top_k_stream,
     value_bits,
+    wait_report,
 )
 from scripts.sim.stream import unpack
 
@@ -37,25 +38,12 @@ __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PR
            "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared",
            "wait_report", "check_report"]
 
-# Top-K densities the well-formed streams cycle through: 0.1%, 1% and 10%.
-RATIOS = (0.001, 0.01, 0.1)
-
-# The 512-bit configuration of a SmartSSD/Alveo memory port: test_axi_decompressor.py runs
-# ``topk_axi_decompressor`` on it, and bench_compress.py measures traffic on the same build.
-AXI_PARAMS = {"lanes": 8, "banks": 16, "chunk_size": 1024, "out_lanes": 16, "value_format": "f32",
-              "max_burst": 16, "max_outstanding": 4}
-
 
 def dram_scatter_config(lanes, data_width, value_format="f32", rmw_depth=16, **extra):
     """Parameters of ``topk_dram_scatter`` (32-bit addresses, 16-beat bursts, 4 outstanding), as
     test_dram_scatter.py and bench_compress.py build it."""
     return {"lanes": lanes, "data_width": data_width, "value_format": value_format, "rmw_depth": rmw_depth,
             "address_width": 32, "max_burst": 16, "max_outstanding": 4, **extra}
-
-
-def errors_layout():
-    """The ``errors`` output as the tests read it: :mod:`golden.compress.registers`, not the RTL's layout."""
-    return data.StructLayout(error_fields())
 
 
 def traffic_layout():
@@ -65,41 +53,6 @@ def traffic_layout():
 # Every malformation ``corrupted_stream`` makes.
 CORRUPTIONS = ("out_of_range", "chunk_violation", "unsorted", "excess", "truncated", "header_count",
                "huge_header", "duplicates", "empty_transfer", "random_words")
-
-
-def expect_dense_stream(scoreboard, words, size, promised_sorted, label, *,
-                        value_format, chunk_size, out_lanes):
-    """Queue on ``scoreboard`` the golden dense beats of one decompressed wire stream; return its errors.
-
-    The golden is :func:`golden.compress.scatter_stream`; each beat is labelled with ``label``
-    plus its chunk and beat number.
-    """
-    dense, errors = scatter_stream(words, size, value_format=value_format, chunk_size=chunk_size,
-                                   sorted_within_chunk=promised_sorted)
-    bits = dense.view(np.uint32)
-    for chunk in range(chunk_count(size, chunk_size)):
-        beats = padded_beats(bits[chunk * chunk_size:(chunk + 1) * chunk_size], out_lanes)
-        for n, beat in enumerate(beats):
-            scoreboard.expect(beat, {**label, "chunk": chunk, "beat": n})
-    return errors
-
-
-async def wait_report(tb, reports, budget):
-    """Wait, at most ``budget`` cycles, for a ``done`` report past the first ``reports`` of ``tb.reports``."""
-    async def done():
-        while len(tb.reports) == reports:
-            await RisingEdge(tb.clock)
-
-    await with_timeout(done(), budget * CLOCK_NS, "ns")
-
-
-def check_report(report, expected, label):
-    """A ``done`` report ``(errors, status, ...)`` holds the golden counters and status bits ``expected``."""
-    errors, status = report[:2]
-    wanted = {name: getattr(expected, name) for name in ERROR_NAMES}
-    assert errors == wanted, f"{label}: errors {errors}, expected {wanted}; {knobs.describe()}"
-    assert status == int(expected.status), \
-        f"{label}: status {status:#x}, expected {int(expected.status):#x}; {knobs.describe()}"
 
 
 async def collect_reports(tb):
@@ -140,18 +93,6 @@ async def idle_after_reset(tb, ports, cycles=32):
         high = [name for name in names if int(getattr(tb.dut, name).value)]
         assert not high, f"{', '.join(high)} high after the reset (cycle {tb.cycle}); {knobs.describe()}"
         await RisingEdge(tb.clock)
-
-
-def top_k_stream(rng, size, chunk_size, ratio, value_format, promised_sorted):
-    """A well-formed chunked stream of about ``ratio * size`` distinct pairs: (words, indices, values)."""
-    n = min(size, max(1, int(round(ratio * size)))) if size else 0
-    indices = adversarial_indices("random", n, size, 1, rng) if size else np.zeros(0, np.int64)
-    if not promised_sorted:
-        rng.shuffle(indices)
-    values = random_values(rng, n, value_format)
-    indices, values, counts = group_by_chunk(indices, values, size=size, chunk_size=chunk_size,
-                                             sort_within_chunk=promised_sorted)
-    return encode_stream(indices, values, value_format=value_format, counts=counts), indices, values, counts
 
 
 def corrupted_stream(rng, kind, size, chunk_size, value_format):
