@@ -340,14 +340,6 @@ def named_test_modules(source):
     return sorted(set(found))
 
 
-# Benches still waiting for their sessions to move, with the reason; each must still break the rule
-# (test_the_bench_waiting_list_is_current), so that the list empties as they move.
-BENCHES_WAITING = {
-    # The compress testbench (testbenches/compress/tb.py) and the scatter and decompressor tests.
-    "testbenches/compress/bench_compress.py": "after the compress tests' deduplication",
-}
-
-
 def _benches_naming_test_modules():
     return {str(path.relative_to(ROOT)): named_test_modules(path.read_text())
             for path in sorted((ROOT / "testbenches").glob("*/bench_*.py"))}
@@ -355,15 +347,9 @@ def _benches_naming_test_modules():
 
 def test_benches_run_no_test_module():
     wrong = [f"{name}:{line}: {text!r}" for name, found in _benches_naming_test_modules().items()
-             if name not in BENCHES_WAITING for line, text in found]
+             for line, text in found]
     assert not wrong, ("a bench runs a test module named in a string (move the measuring session into the "
                        "family's device in scripts/sim/devices/ and call its run_*):\n" + "\n".join(wrong))
-
-
-def test_the_bench_waiting_list_is_current():
-    found = _benches_naming_test_modules()
-    stale = sorted(name for name in BENCHES_WAITING if not found.get(name))
-    assert not stale, "BENCHES_WAITING names benches that no longer run a test module:\n" + "\n".join(stale)
 
 
 def test_the_architecture_checkers_see_a_wrong_import():

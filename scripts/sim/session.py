@@ -14,6 +14,7 @@ from scripts.sim.devices import (
     bus,
     collective,
     compress,
+    compress_dram,
     dlrm,
     fp,
     runtime,
@@ -25,8 +26,8 @@ from scripts.sim.devices import (
 __all__ = ["SESSIONS"]
 
 SESSIONS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": function
-            for module in (aggregate, bus, collective, compress, dlrm, fp, runtime, runtime_sessions, stream,
-                           updater)
+            for module in (aggregate, bus, collective, compress, compress_dram, dlrm, fp, runtime,
+                           runtime_sessions, stream, updater)
             for name, function in module.SESSIONS.items()}
 
 

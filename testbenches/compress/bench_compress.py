@@ -6,10 +6,11 @@ host device :mod:`scripts.sim.devices.compress` on Verilator: one chunk of pairs
 stalls, cycles counted in simulation (no wall clock); the output is checked bit-exact as always.
 The fused-mode traffic rows run the session ``compress.decompressor_traffic`` of the same
 device on ``topk_axi_decompressor``: the pair stream is read from cocotbext-axi's ``AxiRam`` and
-every AXI beat is counted. The paper-mode rows (``--paper`` runs only those) run the cocotb test
-``measure_traffic`` of ``topk_dram_scatter``: zero fill and read-modify-write scatter into a dense
-region of an ``AxiRam``, every AXI beat counted, the region checked bit for bit. The other DRAM
-rows are the model :mod:`golden.compress.traffic`.
+every AXI beat is counted. The paper-mode rows (``--paper`` runs only those) run the session
+``compress_dram.traffic`` of :mod:`scripts.sim.devices.compress_dram` on ``topk_dram_scatter``:
+zero fill and read-modify-write scatter into a dense region of an ``AxiRam``, every AXI beat
+counted, the region checked bit for bit. The other DRAM rows are the model
+:mod:`golden.compress.traffic`.
 
 The rows go to ``docs/data/compress-*.json`` and the ``compress-scatter``, ``compress-dram-scatter``
 and ``compress-traffic`` tables of ``docs/compress.md`` (:func:`scripts.flow.docs.write_table`);
@@ -23,8 +24,7 @@ import logging
 from golden.compress import dram_traffic
 from scripts.flow.docs import DATA, write_table
 from scripts.sim.devices.compress import AXI_PARAMS, run_decompressor_traffic, run_scatter_throughput
-from scripts.sim.runner import run_cocotb
-from testbenches.compress.tb import dram_scatter_config
+from scripts.sim.devices.compress_dram import dram_scatter_config, run_dram_scatter_traffic
 
 DOC = "compress.md"
 CHUNK_SIZE = 8192
@@ -81,7 +81,6 @@ def measured_fused_rows():
     return rows
 
 
-DRAM_MODULE = "testbenches.compress.test_dram_scatter"
 DRAM_SIZE = 16384      # elements of the dense region per paper-mode run
 DRAM_LANES = (1, 4, 8, 16)
 UPDATER_READ_BACK = 4  # f32 dense gradient bytes the updater reads back per parameter (model)
@@ -93,9 +92,8 @@ def dram_scatter_params(lanes):
 
 
 def measure_dram_scatter(lanes, size=DRAM_SIZE):
-    """Run the ``measure_traffic`` test of ``topk_dram_scatter`` with ``lanes``; return its results."""
-    return run_cocotb("topk_dram_scatter", DRAM_MODULE, params=dram_scatter_params(lanes),
-                      testcase="measure_traffic", extra_env={"NEARTRAIN_VECTORS": str(size)}).reply
+    """The ``compress_dram.traffic`` session on ``topk_dram_scatter`` with ``lanes``: its results."""
+    return run_dram_scatter_traffic(dram_scatter_params(lanes), size)
 
 
 DRAM_HEADERS = ["L", "ratio", "pairs", "zero-fill + scatter cycles", "scatter cycles",

@@ -3,16 +3,15 @@ chunked Top-K wire streams (well formed and corrupted), and the stream testbench
 
 Not a cocotb test module itself; the blocks' ``test_<module>.py`` files import it. The pair values,
 the golden dense beats, the well-formed streams, the ``done`` reports' checks and
-:class:`CompressTB` are the host device's
-(:mod:`scripts.sim.devices.compress`), re-exported here.
+:class:`CompressTB` are the host device's (:mod:`scripts.sim.devices.compress`), and the
+``topk_dram_scatter`` configuration and ``traffic`` layout :mod:`scripts.sim.devices.compress_dram`'s,
+re-exported here.
 """
 
 import numpy as np
-from amaranth.lib import data
 from cocotb.triggers import RisingEdge
 
 from golden.compress import chunk_count
-from golden.compress.registers import traffic_fields
 from scripts.sim import knobs
 from scripts.sim.devices.compress import (
     AXI_PARAMS,
@@ -30,6 +29,7 @@ from scripts.sim.devices.compress import (
     value_bits,
     wait_report,
 )
+from scripts.sim.devices.compress_dram import dram_scatter_config, traffic_layout
 from scripts.sim.stream import unpack
 
 __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PROBABILITY", "CLOCK_NS",
@@ -38,17 +38,6 @@ __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PR
            "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared",
            "wait_report", "check_report"]
 
-
-def dram_scatter_config(lanes, data_width, value_format="f32", rmw_depth=16, **extra):
-    """Parameters of ``topk_dram_scatter`` (32-bit addresses, 16-beat bursts, 4 outstanding), as
-    test_dram_scatter.py and bench_compress.py build it."""
-    return {"lanes": lanes, "data_width": data_width, "value_format": value_format, "rmw_depth": rmw_depth,
-            "address_width": 32, "max_burst": 16, "max_outstanding": 4, **extra}
-
-
-def traffic_layout():
-    """``topk_dram_scatter``'s ``traffic`` output as the tests read it (:mod:`golden.compress.registers`)."""
-    return data.StructLayout(traffic_fields())
 
 # Every malformation ``corrupted_stream`` makes.
 CORRUPTIONS = ("out_of_range", "chunk_violation", "unsorted", "excess", "truncated", "header_count",

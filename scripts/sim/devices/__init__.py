@@ -32,7 +32,10 @@ that the CLI, the simulation tests and the hardware tests all drive):
 :mod:`.fp`                 FP units: :func:`~.fp.golden_binding`, :class:`~.fp.UnitTB`,
                            ``measure_issue_rate``
 :mod:`.compress`           compress blocks: :class:`~.compress.CompressTB`,
-                           :class:`~.compress.EngineTB`, ``run_scatter_throughput``
+                           :class:`~.compress.EngineTB`, :class:`~.compress.AxiDecompressorTB`,
+                           ``run_scatter_throughput``, ``run_decompressor_traffic``
+:mod:`.compress_dram`      ``topk_dram_scatter``: :class:`~.compress_dram.DramScatterTB`,
+                           ``run_dram_scatter_traffic``
 :mod:`.dlrm`               ``embedding_cache``: :class:`~.dlrm.CacheTB`, ``run_throughput``
 :mod:`.bus`                the AXI DMA engines: :class:`~.bus.DmaTB`, :class:`~.bus.ReaderTB`,
                            :class:`~.bus.WriterTB`, ``run_throughput``
