@@ -3,6 +3,10 @@
 :class:`LaneConverterTB` drives ``counted_gearbox`` and ``counted_width_converter`` (clock,
 reset, a source on ``i`` and a sink on ``o`` with the stalls of :data:`STALLS`, and a
 :class:`PortMonitor` on both ports); each test file adds its lengths and its checks.
+:func:`back_to_back` and :func:`reset_rounds` are the two converters' test bodies.
+
+``NEARTRAIN_SEED`` seeds the data and the stalls; ``NEARTRAIN_VECTORS`` (default 100) is the
+number of random lengths per stall pattern (a quarter as many reset rounds).
 """
 
 import cocotb
@@ -15,7 +19,7 @@ from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import ClockedTB, Scoreboard, hex_of
 
 __all__ = ["DEFAULT_TENSORS", "STALLS", "SETTLE", "ceil_div", "reproduce", "PortMonitor", "LaneConverterTB",
-           "back_to_back"]
+           "back_to_back", "reset_rounds", "one_per_cycle"]
 
 # Random tensor lengths per stall pattern without NEARTRAIN_VECTORS.
 DEFAULT_TENSORS = 100
@@ -220,3 +224,31 @@ async def back_to_back(dut, stall, make_tb):
     await tb.reset()
     for number, n in enumerate(tb.lengths(rng, knobs.vectors(DEFAULT_TENSORS))):
         await tb.run(rng, n, f"stall={stall} tensor {number}", full_rate=stall == "none")
+
+
+async def reset_rounds(dut, make_tb):
+    """The ``reset_mid_transfer`` test body: rounds of a tensor of ``tb.cut_length(rng)`` words cut by
+    a reset under stalls, ``tb.after_reset(rng, where)`` (nothing may move before the next start),
+    the handshake check, and a fresh tensor of ``tb.fresh_length(rng)`` words that must be exact."""
+    tb = make_tb(dut, stall="both", salt=7)
+    rng = knobs.rng(8)
+    await tb.reset()
+    for round_ in range(max(1, knobs.vectors(DEFAULT_TENSORS) // 4)):
+        cycle, where = await tb.cut(rng, tb.cut_length(rng), round_)
+        await tb.after_reset(rng, where)
+        tb.check_protocol(where)
+        await tb.run(rng, tb.fresh_length(rng),
+                     f"round {round_}: the tensor after the reset at cycle {cycle}")
+
+
+async def one_per_cycle(tb, payloads):
+    """Send ``payloads`` back to back to ``tb.source`` with ``tb.sink`` always ready, and check that
+    their results leave on consecutive cycles (II = 1, no credit stall)."""
+    count = len(payloads)
+    tb.source.send_many(payloads)
+    await tb.sink.recv()
+    first = tb.cycle
+    for _ in range(count - 1):
+        await tb.sink.recv()
+    cycles = tb.cycle - first + 1
+    assert cycles == count, f"{count} back-to-back transfers left over {cycles} cycles"

@@ -18,6 +18,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
+from testbenches.optim.tb import one_per_cycle
 
 MODULE = __name__
 DEFAULT_VECTORS = 1500
@@ -95,14 +96,9 @@ async def one_transfer_per_cycle(dut):
     tb.set_coefficients(COEFFICIENTS[1], COEFFICIENTS[2])
     count = 300
     rng = knobs.rng(7)
-    tb.source.send_many([{"a": f32_tensor(rng, tb.lanes).tolist(), "b": f32_tensor(rng, tb.lanes).tolist()}
-                         for _ in range(count)])
-    await tb.sink.recv()
-    first = tb.cycle
-    for _ in range(count - 1):
-        await tb.sink.recv()
-    cycles = tb.cycle - first + 1
-    assert cycles == count, f"{count} back-to-back transfers left over {cycles} cycles"
+    payloads = [{"a": f32_tensor(rng, tb.lanes).tolist(), "b": f32_tensor(rng, tb.lanes).tolist()}
+                for _ in range(count)]
+    await one_per_cycle(tb, payloads)
 
 
 @cocotb.test()

@@ -18,20 +18,17 @@ A monitor counts the handshakes on both ports and checks that an output, once of
 * ``reset_mid_transfer``: reset while a tensor flows under stalls; until the next ``start`` the
   gearbox takes no input and sends no output, and a fresh tensor then converts correctly.
 
-``NEARTRAIN_SEED`` seeds the data and the stalls; ``NEARTRAIN_VECTORS`` (default 100) is the
-number of random lengths per stall pattern (a quarter as many reset rounds). The pytest runner
-is at the bottom of this file.
+The knobs are those of :mod:`.tb`. The pytest runner is at the bottom of this file.
 """
 
 import cocotb
 import pytest
 
 from golden.bus import random_words
-from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import hex_of
 
-from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce
+from .tb import SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce, reset_rounds
 
 
 class TB(LaneConverterTB):
@@ -72,6 +69,22 @@ class TB(LaneConverterTB):
                     break
         return lengths
 
+    def cut_length(self, rng):
+        return int(rng.integers(8 * (self.p + self.q), 16 * (self.p + self.q)))
+
+    def fresh_length(self, rng):
+        return int(rng.integers(1, 6 * (self.p + self.q)))
+
+    async def after_reset(self, rng, where):
+        """Before the next start, a beat on the input is not taken and nothing leaves."""
+        self.source.send_many(random_words(rng, 1, self.p * self.word))
+        await self.cycles(SETTLE)
+        took, sent = self.monitor.since_clear
+        assert (took, sent) == (0, 0) and self.sink.empty(), (
+            f"{where}: {took} inputs taken and {sent} outputs sent after the reset, before a start "
+            f"(received {hex_of(list(self.sink.queue))}); {reproduce()}")
+        self.source.clear()
+
 
 @cocotb.test()
 @cocotb.parametrize(stall=list(STALLS))
@@ -83,24 +96,7 @@ async def tensors_back_to_back(dut, stall):
 @cocotb.test()
 async def reset_mid_transfer(dut):
     """Reset while a tensor flows under stalls; nothing moves until a start; then a fresh tensor is exact."""
-    tb = TB(dut, stall="both", salt=7)
-    rng = knobs.rng(8)
-    p, q = tb.p, tb.q
-    await tb.reset()
-    for round_ in range(max(1, knobs.vectors(DEFAULT_TENSORS) // 4)):
-        n = int(rng.integers(8 * (p + q), 16 * (p + q)))
-        cycle, where = await tb.cut(rng, n, round_)
-        # Before the next start, a beat on the input is not taken and nothing leaves.
-        tb.source.send_many(random_words(rng, 1, p * tb.word))
-        await tb.cycles(SETTLE)
-        took, sent = tb.monitor.since_clear
-        assert (took, sent) == (0, 0) and tb.sink.empty(), (
-            f"{where}: {took} inputs taken and {sent} outputs sent after the reset, before a start "
-            f"(received {hex_of(list(tb.sink.queue))}); {reproduce()}")
-        tb.check_protocol(where)
-        tb.source.clear()
-        await tb.run(rng, int(rng.integers(1, 6 * (p + q))),
-                     f"round {round_}: the tensor after the reset at cycle {cycle}")
+    await reset_rounds(dut, TB)
 
 
 # ---------------------------------------------------------------- pytest

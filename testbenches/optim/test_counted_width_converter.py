@@ -20,19 +20,16 @@ offered output is held until it is taken.
 * ``reset_mid_transfer``: reset while a tensor flows under stalls; until the next ``start``
   nothing leaves, and a fresh tensor then converts correctly.
 
-``NEARTRAIN_SEED`` seeds the data and the stalls; ``NEARTRAIN_VECTORS`` (default 100) is the
-number of random lengths per stall pattern (a quarter as many reset rounds). The pytest runner
-is at the bottom of this file.
+The knobs are those of :mod:`.tb`. The pytest runner is at the bottom of this file.
 """
 
 import cocotb
 import pytest
 
-from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import hex_of
 
-from .tb import DEFAULT_TENSORS, SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce
+from .tb import SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce, reset_rounds
 
 
 class TB(LaneConverterTB):
@@ -62,6 +59,20 @@ class TB(LaneConverterTB):
                 lengths.append(n)
         return lengths
 
+    def cut_length(self, rng):
+        return int(rng.integers(16 * self.ratio, 32 * self.ratio))
+
+    def fresh_length(self, rng):
+        return int(rng.integers(1, 8 * self.ratio + 8))
+
+    async def after_reset(self, rng, where):
+        """Before the next start nothing leaves (the source offers nothing: the converter's contract)."""
+        await self.cycles(SETTLE)
+        sent = self.monitor.since_clear[1]
+        assert sent == 0 and self.sink.empty(), (
+            f"{where}: {sent} outputs after the reset, before a start (received "
+            f"{hex_of(list(self.sink.queue))}); {reproduce()}")
+
 
 @cocotb.test()
 @cocotb.parametrize(stall=list(STALLS))
@@ -73,21 +84,7 @@ async def tensors_back_to_back(dut, stall):
 @cocotb.test()
 async def reset_mid_transfer(dut):
     """Reset while a tensor flows under stalls; nothing leaves until a start; then a fresh tensor is exact."""
-    tb = TB(dut, stall="both", salt=7)
-    rng = knobs.rng(8)
-    await tb.reset()
-    for round_ in range(max(1, knobs.vectors(DEFAULT_TENSORS) // 4)):
-        n = int(rng.integers(16 * tb.ratio, 32 * tb.ratio))
-        cycle, where = await tb.cut(rng, n, round_)
-        # Before the next start nothing leaves (the source offers nothing: the converter's contract).
-        await tb.cycles(SETTLE)
-        sent = tb.monitor.since_clear[1]
-        assert sent == 0 and tb.sink.empty(), (
-            f"{where}: {sent} outputs after the reset, before a start (received "
-            f"{hex_of(list(tb.sink.queue))}); {reproduce()}")
-        tb.check_protocol(where)
-        await tb.run(rng, int(rng.integers(1, 8 * tb.ratio + 8)),
-                     f"round {round_}: the tensor after the reset at cycle {cycle}")
+    await reset_rounds(dut, TB)
 
 
 # ---------------------------------------------------------------- pytest

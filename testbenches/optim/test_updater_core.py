@@ -29,6 +29,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, PulseCounter, Scoreboard
+from testbenches.optim.tb import one_per_cycle
 
 MODULE = __name__
 DEFAULT_VECTORS = 600
@@ -155,13 +156,8 @@ async def one_transfer_per_cycle(dut):
     hyper, grad_format, copy_format, tensors, expected = random_run(tb, rng, n, 0)
     tb.configure(hyper, grad_format, copy_format)
     payloads, _ = transfers(tb, tensors, expected, n)
-    tb.source.send_many(payloads)
-    await tb.sink.recv()
-    first = tb.cycle
-    for _ in range(count - 1):
-        await tb.sink.recv()
-    cycles = tb.cycle - first + 1
-    assert cycles == count, f"{count} back-to-back transfers left over {cycles} cycles"
+    assert len(payloads) == count
+    await one_per_cycle(tb, payloads)
 
 
 @cocotb.test()
