@@ -40,6 +40,15 @@ class ClockedTB:
     async def cycles(self, count):
         await ClockCycles(self.clock, count)
 
+    async def output_cycles(self, sink, count):
+        """Receive ``count`` items from ``sink``; return the cycles from the first to the last, inclusive
+        (``count`` for a block that puts out one item per cycle)."""
+        await sink.recv()
+        first = self.cycle
+        for _ in range(count - 1):
+            await sink.recv()
+        return self.cycle - first + 1
+
     async def reset_mid_transfer(self, rng, *, after, drivers=(), cycles=None, until=None, signal=None):
         """Assert reset at a random cycle while traffic is in flight, then release it.
 

@@ -246,9 +246,5 @@ async def one_per_cycle(tb, payloads):
     their results leave on consecutive cycles (II = 1, no credit stall)."""
     count = len(payloads)
     tb.source.send_many(payloads)
-    await tb.sink.recv()
-    first = tb.cycle
-    for _ in range(count - 1):
-        await tb.sink.recv()
-    cycles = tb.cycle - first + 1
+    cycles = await tb.output_cycles(tb.sink, count)
     assert cycles == count, f"{count} back-to-back transfers left over {cycles} cycles"
