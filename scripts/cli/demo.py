@@ -7,11 +7,12 @@ from .common import Parser, UsageError
 __all__ = ["register"]
 
 
-def _run_demo(module, options, banner):
-    """Check ``options`` with ``module.check_arguments``, print ``banner``, run ``module.run_demo``.
+def _run_demo(module, options, banner, passed):
+    """Check ``options`` with ``module.check_arguments``, print ``banner``, run ``module.run_demo``
+    and print its ``format_report``.
 
-    Returns the demo's result, or None when a simulation failed (its one-line reason printed).
-    Raises UsageError for bad arguments.
+    Returns the exit status: 0 when ``passed(result)``, 1 when not or when a simulation failed
+    (its one-line reason printed). Raises UsageError for bad arguments.
     """
     import logging
 
@@ -24,12 +25,14 @@ def _run_demo(module, options, banner):
     print(banner, flush=True)
     logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
     try:
-        return module.run_demo(**options)
+        result = module.run_demo(**options)
     except SimulationError as failure:
         print(f"neartrain: simulation failed: {failure}", file=sys.stderr)
-        return None
+        return 1
     finally:
         logging.disable(logging.NOTSET)
+    print(module.format_report(result))
+    return 0 if passed(result) else 1
 
 
 def command_demo_train(args):
@@ -38,13 +41,10 @@ def command_demo_train(args):
     options = {"optimizer": args.optimizer, "steps": args.steps, "lanes": args.lanes, "seed": args.seed,
                "ratio": args.topk, "error_feedback": args.error_feedback, "compare": args.compare,
                "lr": args.lr}
-    result = _run_demo(demo_train, options,
-                       "neartrain demo train: simulating the updater kernel (the first run builds it with "
-                       "Verilator, minutes; then a few seconds per step at most)")
-    if result is None:
-        return 1
-    print(demo_train.format_report(result))
-    return 0 if result.bit_exact else 1
+    return _run_demo(demo_train, options,
+                     "neartrain demo train: simulating the updater kernel (the first run builds it with "
+                     "Verilator, minutes; then a few seconds per step at most)",
+                     lambda result: result.bit_exact)
 
 
 def command_demo_gcn(args):
@@ -52,13 +52,10 @@ def command_demo_gcn(args):
 
     options = {"graph": args.graph, "features": args.features, "hidden": args.hidden, "lanes": args.lanes,
                "seed": args.seed}
-    result = _run_demo(demo_gcn, options,
-                       "neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run "
-                       "builds both with Verilator, many minutes; then a minute or two per layer)")
-    if result is None:
-        return 1
-    print(demo_gcn.format_report(result))
-    return 0 if result.ok else 1
+    return _run_demo(demo_gcn, options,
+                     "neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run "
+                     "builds both with Verilator, many minutes; then a minute or two per layer)",
+                     lambda result: result.ok)
 
 
 def register(commands):
@@ -107,13 +104,10 @@ def command_demo_cluster(args):
 
     options = {"nodes": args.nodes, "graph": args.graph, "features": args.features,
                "placement": args.placement, "seed": args.seed}
-    result = _run_demo(demo_cluster, options,
-                       f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
-                       "switch (the first run builds them with Verilator, minutes)")
-    if result is None:
-        return 1
-    print(demo_cluster.format_report(result))
-    return 0 if result.bit_exact and result.within_bound and result.counters_match else 1
+    return _run_demo(demo_cluster, options,
+                     f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
+                     "switch (the first run builds them with Verilator, minutes)",
+                     lambda result: result.bit_exact and result.within_bound and result.counters_match)
 
 
 def _register_cluster(demos):
