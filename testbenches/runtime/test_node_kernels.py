@@ -128,19 +128,22 @@ async def run_sequence(tb, rng, kernels, floats, specials=False):
     return out
 
 
+async def fresh_sequence(dut, salt, kernels, **options):
+    """A testbench seeded by ``salt``, reset, then :func:`run_sequence` seeded by ``salt + 1``."""
+    tb = KernelsTB(dut, salt)
+    await tb.reset()
+    return await run_sequence(tb, knobs.rng(salt + 1), kernels, **options)
+
+
 @cocotb.test()
 async def aggregation_then_relu(dut):
-    tb = KernelsTB(dut, 500)
-    await tb.reset()
-    await run_sequence(tb, knobs.rng(501), [gk.AGGREGATION, gk.ACTIVATION], floats=True)
+    await fresh_sequence(dut, 500, [gk.AGGREGATION, gk.ACTIVATION], floats=True)
 
 
 @cocotb.test()
 async def aggregation_non_finite(dut):
     """NaNs and infinities in B and in the weights: bit-exact with the golden (canonical NaN), then ReLU."""
-    tb = KernelsTB(dut, 530)
-    await tb.reset()
-    out = await run_sequence(tb, knobs.rng(531), [gk.AGGREGATION, gk.ACTIVATION], floats=True, specials=True)
+    out = await fresh_sequence(dut, 530, [gk.AGGREGATION, gk.ACTIVATION], floats=True, specials=True)
     words = out.view(np.float32)
     reached = np.isnan(words).any() and np.isinf(words).any()
     assert reached, f"no NaN or infinity reached the output; {knobs.describe()}"
@@ -148,9 +151,7 @@ async def aggregation_non_finite(dut):
 
 @cocotb.test()
 async def spmm_then_relu(dut):
-    tb = KernelsTB(dut, 510)
-    await tb.reset()
-    await run_sequence(tb, knobs.rng(511), [gk.SPMM, gk.ACTIVATION], floats=False)
+    await fresh_sequence(dut, 510, [gk.SPMM, gk.ACTIVATION], floats=False)
 
 
 @cocotb.test()
