@@ -111,12 +111,21 @@ class _Kernels:
         raise AssertionError(f"task sent: {sent}, reported done: {done}")
 
 
-def test_kernels_refuse_rows_past_the_memory():
-    dut = NodeKernels(features=1, rows=4, aggregation=False)
+def _run_kernels(script, *, aggregation=False, b=0, settle=2):
+    """Simulate a NodeKernels of 1 feature and 4 rows (with the aggregation pipeline if ``aggregation``),
+    B the constant line ``b``: ``settle`` cycles, then ``script(ctx, dut, kernels)``."""
+    dut = NodeKernels(features=1, rows=4, aggregation=aggregation)
 
     async def bench(ctx):
-        k = _Kernels(ctx, dut, 7)
-        await ctx.tick().repeat(2)
+        k = _Kernels(ctx, dut, b)
+        await ctx.tick().repeat(settle)
+        await script(ctx, dut, k)
+
+    _run(dut, bench)
+
+
+def test_kernels_refuse_rows_past_the_memory():
+    async def script(ctx, dut, k):
         for row in range(4):
             await k.write(row, 100 + row)
         # Slot 1 on row 5 (1 with 2 address bits), slot 2 on row 2 (good), slot 3 column 9 (past B).
@@ -143,15 +152,11 @@ def test_kernels_refuse_rows_past_the_memory():
         assert ctx.get(dut.range_errors) == 6
         assert ctx.get(dut.bank_errors) == 0
 
-    _run(dut, bench)
+    _run_kernels(script, b=7)
 
 
 def test_aggregation_refuses_rows_past_the_memory_and_counts_bank_errors():
-    dut = NodeKernels(features=1, rows=4, aggregation=True)
-
-    async def bench(ctx):
-        k = _Kernels(ctx, dut, 0)
-        await ctx.tick().repeat(4)
+    async def script(ctx, dut, k):
         for row in range(4):
             await k.write(row, 0)
         for line, value in ((0, 2.0), (1, 3.0), (6, 5.0)):  # line 6 is past the pipeline's B
@@ -166,22 +171,18 @@ def test_aggregation_refuses_rows_past_the_memory_and_counts_bank_errors():
         assert ctx.get(dut.range_errors) == 3, "b_load line 6, slot row 5, slot column 7"
         assert ctx.get(dut.bank_errors) == 1, "row 1 in slot 3"
 
-    _run(dut, bench)
+    _run_kernels(script, aggregation=True, settle=4)
 
 
 def test_kernel_counters_saturate():
-    dut = NodeKernels(features=1, rows=4, aggregation=False)
-
-    async def bench(ctx):
-        k = _Kernels(ctx, dut, 0)
-        await ctx.tick().repeat(2)
+    async def script(ctx, dut, k):
         ctx.set(dut.range_errors, TOP - 2)
         await k.task(SPMM, [gp.Item(4, 0, 1), gp.Item(5, 0, 1), gp.Item(6, 0, 1), gp.Item(7, 0, 1)])
         assert ctx.get(dut.range_errors) == TOP, "4 refusals from 2**32 - 3 must stop at 2**32 - 1"
         await k.write(9, 1)
         assert ctx.get(dut.range_errors) == TOP
 
-    _run(dut, bench)
+    _run_kernels(script)
 
 
 def test_memory_counts_lines_past_its_end():
