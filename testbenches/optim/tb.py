@@ -19,7 +19,7 @@ from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import ClockedTB, Scoreboard, hex_of
 
 __all__ = ["DEFAULT_TENSORS", "STALLS", "SETTLE", "ceil_div", "reproduce", "PortMonitor", "LaneConverterTB",
-           "back_to_back", "reset_rounds", "one_per_cycle"]
+           "back_to_back", "reset_rounds", "one_per_cycle", "stall_pattern"]
 
 # Random tensor lengths per stall pattern without NEARTRAIN_VECTORS.
 DEFAULT_TENSORS = 100
@@ -240,6 +240,15 @@ async def reset_rounds(dut, make_tb):
         await tb.run(rng, tb.fresh_length(rng),
                      f"round {round_}: the tensor after the reset at cycle {cycle}")
 
+
+def stall_pattern(tb, idle, backpressure, *, hold):
+    """Random idle cycles (30 %) on ``tb.source`` if ``idle``, random backpressure (probability ``hold``)
+    on ``tb.sink`` if ``backpressure``; returns the pattern's salt, 0 to 3, for the test's data."""
+    salt = 2 * idle + backpressure
+    tb.source.set_pause_generator(random_pauses(knobs.rng(salt + 100), 0.3) if idle else never())
+    tb.sink.set_backpressure_generator(random_pauses(knobs.rng(salt + 200), hold) if backpressure
+                                       else never())
+    return salt
 
 async def one_per_cycle(tb, payloads):
     """Send ``payloads`` back to back to ``tb.source`` with ``tb.sink`` always ready, and check that

@@ -16,9 +16,9 @@ from golden.optim.axpby import axpby
 from golden.optim.vectors import f32_tensor
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.stream import StreamSink, StreamSource, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.optim.tb import one_per_cycle
+from testbenches.optim.tb import one_per_cycle, stall_pattern
 
 MODULE = __name__
 DEFAULT_VECTORS = 1500
@@ -81,9 +81,7 @@ async def run_batches(tb, rng, total):
 async def golden_match_under_stalls(dut, idle, backpressure):
     """Random vectors and coefficients; every lane's bits equal golden.optim.axpby."""
     tb = TB(dut)
-    salt = 2 * idle + backpressure
-    tb.source.set_pause_generator(random_pauses(knobs.rng(salt + 100), 0.3) if idle else never())
-    tb.sink.set_backpressure_generator(random_pauses(knobs.rng(salt + 200), 0.4) if backpressure else never())
+    salt = stall_pattern(tb, idle, backpressure, hold=0.4)
     await tb.reset()
     await run_batches(tb, knobs.rng(salt), knobs.vectors(DEFAULT_VECTORS) // tb.lanes + 1)
 

@@ -27,9 +27,9 @@ from golden.optim.host import (
 from golden.optim.vectors import f32_tensor, gradient_tensor, random_hyper
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
+from scripts.sim.stream import StreamSink, StreamSource, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, PulseCounter, Scoreboard
-from testbenches.optim.tb import one_per_cycle
+from testbenches.optim.tb import one_per_cycle, stall_pattern
 
 MODULE = __name__
 DEFAULT_VECTORS = 600
@@ -136,9 +136,7 @@ async def run_updates(tb, rng, runs, elements, first_variant):
 async def golden_match_under_stalls(dut, idle, backpressure):
     """Random runs (hyper-parameters, formats, lengths); outputs and status equal golden.optim."""
     tb = TB(dut)
-    salt = 2 * idle + backpressure
-    tb.source.set_pause_generator(random_pauses(knobs.rng(salt + 100), 0.3) if idle else never())
-    tb.sink.set_backpressure_generator(random_pauses(knobs.rng(salt + 200), 0.5) if backpressure else never())
+    salt = stall_pattern(tb, idle, backpressure, hold=0.5)
     await tb.reset()
     elements = max(1, knobs.vectors(DEFAULT_VECTORS) // 3)
     # The four stall patterns run variants 0-11 between them: every model branch and format pair.
