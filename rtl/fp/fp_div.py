@@ -6,7 +6,7 @@ from ..registration import NO_DROPS, Parameterized, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
 from .pipeline import BITS_PER_STAGE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
-from .rounding import denormalise, denormalise_shift, round_aligned
+from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
 __all__ = ["FloatDivider"]
@@ -147,10 +147,8 @@ class FloatDivider(Parameterized, FloatUnit):
         s = pipe.stage(s, "sign", "special", **aligned._asdict())
 
         # Stage: round and pack, then let the special cases override.
-        rounded = round_aligned(fmt, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                                sticky=s.sticky, flush_subnormals=flush)
-        result, flags = s.special.result(fmt, s.sign).select(*rounded)
-        pipe.output(result=result, flags=flags)
+        pipe.round_output(fmt, s.special.result(fmt, s.sign), sign=s.sign, exponent=s.exponent,
+                          significand=s.significand, sticky=s.sticky, flush_subnormals=flush)
 
 
 register_block(
