@@ -22,11 +22,44 @@ below, which saves an inverter per step.
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
+from ..registration import Parameterized
 from .classify import SpecialResult, canonical_nan, infinity, zero
+from .pipeline import BITS_PER_STAGE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
 
-__all__ = ["SpecialCase", "stage_sizes", "signed_range_shape", "fit_signed", "sum_is_zero",
+__all__ = ["RecurrenceUnit", "SpecialCase", "stage_sizes", "signed_range_shape", "fit_signed", "sum_is_zero",
            "signed_remainder", "divide_first_step", "divide_step", "divide_remainder_nonzero",
            "SQRT_START", "sqrt_step", "sqrt_remainder_nonzero"]
+
+
+class RecurrenceUnit(Parameterized, FloatUnit):
+    """Base of the digit-recurrence units (divider, square root): parameters, ports, latency.
+
+    A subclass names its ``OPERANDS`` and its ``EXTRA_STEPS`` (recurrence steps beyond the
+    precision ``p``) and implements ``_datapath``. The latency is 1 (unpack) + 1 (normalise
+    subnormal operands; absent with ``flush_subnormals``) + one per recurrence stage + 2.
+
+    Parameters
+    ----------
+    fmt, flush_subnormals, tag_width, bits_per_stage
+        As the subclass documents them.
+    """
+
+    PARAMS = (
+        FORMAT_PARAM,
+        FLUSH_PARAM,
+        TAG_PARAM,
+        BITS_PER_STAGE_PARAM,
+    )
+    OPERANDS = ()
+    EXTRA_STEPS = 0
+
+    def __init__(self, *, fmt="f32", flush_subnormals=False, tag_width=0, bits_per_stage=1):
+        self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
+        self._bits_per_stage = bits_per_stage
+        steps = self._fmt.precision + self.EXTRA_STEPS
+        latency = (1 if self._flush else 2) + len(stage_sizes(steps, self._bits_per_stage)) + 2
+        super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=self.OPERANDS,
+                         tag_width=tag_width, latency=latency)
 
 
 class SpecialCase:

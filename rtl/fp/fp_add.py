@@ -5,7 +5,6 @@ from amaranth.hdl import Cat, Const, Mux
 from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
-from .rounding import round_aligned
 from .shift import add_or_subtract, count_leading_zeros, normalise_left, one_hot_from_top, shift_right_sticky
 
 __all__ = ["FloatAdder"]
@@ -112,10 +111,8 @@ class FloatAdder(Parameterized, FloatUnit):
                        exponent=s.big_exponent + 1 - s.shift)
 
         # Stage 6: round, then let NaN and infinity override.
-        rounded = round_aligned(fmt, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                                sticky=0, flush_subnormals=flush)
-        result, flags = s.special.select(*rounded)
-        pipe.output(result=result, flags=flags)
+        pipe.round_output(fmt, s.special, sign=s.sign, exponent=s.exponent, significand=s.significand,
+                          sticky=0, flush_subnormals=flush)
 
 
 register_block(

@@ -6,7 +6,7 @@ from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .format import FloatFormat
 from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
-from .rounding import Aligned, denormalise, denormalise_shift, round_aligned
+from .rounding import Aligned, denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
 __all__ = ["FloatConverter"]
@@ -98,10 +98,8 @@ class FloatConverter(Parameterized, FloatUnit):
             aligned = Aligned(s.exponent, s.significand, Const(0))
         s = pipe.stage(s, "sign", "special", enabled=self._denormalise_stage, **aligned._asdict())
 
-        rounded = round_aligned(target, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                                sticky=s.sticky, flush_subnormals=flush)
-        result, flags = s.special.select(*rounded)
-        pipe.output(result=result, flags=flags)
+        pipe.round_output(target, s.special, sign=s.sign, exponent=s.exponent, significand=s.significand,
+                          sticky=s.sticky, flush_subnormals=flush)
 
 
 register_block(

@@ -6,7 +6,7 @@ from ..registration import NO_DROPS, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import PRODUCT_UNIT_PARAMS, FloatUnit, check_lut_bits
 from .product import DEFAULT_TILE, TiledProduct
-from .rounding import denormalise, denormalise_shift, round_aligned
+from .rounding import denormalise, denormalise_shift
 from .shift import (
     add_or_subtract,
     block_leading_zeros,
@@ -215,10 +215,8 @@ class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
             aligned = s
 
         # Last stage: round, then let NaN and infinity override.
-        rounded = round_aligned(fmt, sign=s.sign, exponent=aligned.exponent, significand=aligned.significand,
-                                sticky=aligned.sticky, flush_subnormals=flush)
-        result, flags = s.special.select(*rounded)
-        pipe.output(result=result, flags=flags)
+        pipe.round_output(fmt, s.special, sign=s.sign, exponent=aligned.exponent,
+                          significand=aligned.significand, sticky=aligned.sticky, flush_subnormals=flush)
 
 
 register_block(

@@ -6,7 +6,7 @@ from ..registration import NO_DROPS, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import PRODUCT_UNIT_PARAMS, FloatUnit, check_lut_bits
 from .product import DEFAULT_TILE, TiledProduct, partial_count
-from .rounding import denormalise, denormalise_shift, round_aligned
+from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
 __all__ = ["FloatMultiplier"]
@@ -130,10 +130,8 @@ class FloatMultiplier(Parameterized, FloatUnit):
         s = pipe.stage(s, "sign", "special", **aligned._asdict())
 
         # Last stage: round, then let NaN and infinity override.
-        rounded = round_aligned(fmt, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                                sticky=s.sticky, flush_subnormals=flush)
-        result, flags = s.special.select(*rounded)
-        pipe.output(result=result, flags=flags)
+        pipe.round_output(fmt, s.special, sign=s.sign, exponent=s.exponent, significand=s.significand,
+                          sticky=s.sticky, flush_subnormals=flush)
 
 
 register_block(

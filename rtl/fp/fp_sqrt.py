@@ -2,17 +2,16 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Parameterized, register_block
+from ..registration import NO_DROPS, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
-from .pipeline import BITS_PER_STAGE_PARAM, FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
-from .rounding import denormalise, denormalise_shift, round_aligned
+from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
 __all__ = ["FloatSquareRoot"]
 
 
-class FloatSquareRoot(Parameterized, FloatUnit):
+class FloatSquareRoot(dr.RecurrenceUnit):
     """IEEE-754 square root of ``a``, rounded to nearest even, one operation per cycle.
 
     Results and flags match Berkeley SoftFloat (RISC-V NaNs) bit for bit: subnormal
@@ -61,20 +60,8 @@ class FloatSquareRoot(Parameterized, FloatUnit):
     is ``~o.valid | o.ready`` and a stalled output freezes the whole pipeline.
     """
 
-    PARAMS = (
-        FORMAT_PARAM,
-        FLUSH_PARAM,
-        TAG_PARAM,
-        BITS_PER_STAGE_PARAM,
-    )
-
-    def __init__(self, *, fmt="f32", flush_subnormals=False, tag_width=0, bits_per_stage=1):
-        self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._bits_per_stage = bits_per_stage
-        steps = self._fmt.precision + 1
-        latency = (1 if self._flush else 2) + len(dr.stage_sizes(steps, self._bits_per_stage)) + 2
-        super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a",),
-                         tag_width=tag_width, latency=latency)
+    OPERANDS = ("a",)
+    EXTRA_STEPS = 1
 
     def _datapath(self, m, pipe):
         fmt, flush = self._fmt, self._flush
@@ -149,10 +136,8 @@ class FloatSquareRoot(Parameterized, FloatUnit):
         s = pipe.stage(s, "sign", "special", "exponent", significand=significand, sticky=sticky)
 
         # Stage: round and pack, then let the special cases override.
-        rounded = round_aligned(fmt, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                                sticky=s.sticky, flush_subnormals=flush)
-        result, flags = s.special.result(fmt, s.sign).select(*rounded)
-        pipe.output(result=result, flags=flags)
+        pipe.round_output(fmt, s.special.result(fmt, s.sign), sign=s.sign, exponent=s.exponent,
+                          significand=s.significand, sticky=s.sticky, flush_subnormals=flush)
 
 
 register_block(

@@ -16,6 +16,7 @@ from ..registration import Param, check_bool, check_int
 from .format import FloatFormat, float_format
 from .interface import operand_layout, result_layout
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE
+from .rounding import round_aligned
 
 __all__ = ["Pipeline", "FloatUnit", "MAX_TAG_WIDTH", "FORMAT_NAMES", "FORMAT_PARAM", "FLUSH_PARAM",
            "TAG_PARAM", "DSP_TILE_PARAM", "LUT_BITS_PARAM", "BITS_PER_STAGE_PARAM",
@@ -109,6 +110,17 @@ class Pipeline:
             if self._tag is not None:
                 self._m.d.sync += payload.tag.eq(self._tag)
         return self.depth
+
+    def round_output(self, fmt, special, *, sign, exponent, significand, sticky, flush_subnormals):
+        """Last stage of a rounding unit: round to ``fmt``, let ``special`` override, register into ``o``.
+
+        The operands are those of :func:`~rtl.fp.rounding.round_aligned`; ``special`` is the
+        stage's :class:`~rtl.fp.classify.SpecialResult` (NaN, infinity, zero override).
+        """
+        rounded = round_aligned(fmt, sign=sign, exponent=exponent, significand=significand, sticky=sticky,
+                                flush_subnormals=flush_subnormals)
+        result, flags = special.select(*rounded)
+        return self.output(result=result, flags=flags)
 
 
 class FloatUnit(wiring.Component):
