@@ -4,6 +4,7 @@ Every command reads the block registry (:mod:`rtl.registry`), so a newly registe
 available everywhere without changes here.
 """
 
+import gc
 import json
 import warnings
 
@@ -110,9 +111,12 @@ def generate_verilog(name, folder, overrides=None):
     manifest = _manifest(block, params, component)
     (folder / f"{block.name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
     # With the Verilog from the cache, the component (built for its ports) is never elaborated.
+    # A component in a reference cycle outlives `del`: collect it here, under the filter, or its
+    # sub-blocks warn later from wherever the collector happens to run.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedElaboratable)
         del component
+        gc.collect()
     return verilog_path
 
 
