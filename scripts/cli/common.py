@@ -5,6 +5,7 @@ Every error a user can cause (an unknown block, a bad parameter, an unwritable f
 """
 
 import argparse
+import os
 import pathlib
 
 from .param_text import parse_param
@@ -61,7 +62,9 @@ def writable_folder(path):
     folder = pathlib.Path(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".neartrain-write-test"
+        # One probe per process: `neartrain verilog` checks the folder from every elaboration worker,
+        # and a shared name let one worker delete another's probe ("No such file or directory").
+        probe = folder / f".neartrain-write-test-{os.getpid()}"
         probe.write_text("")
         probe.unlink()
     except OSError as error:
