@@ -57,3 +57,28 @@ def test_a_data_file_that_is_not_a_table_is_one_problem(tmp_path, monkeypatch):
     (tmp_path / "data" / "points.json").write_text(json.dumps({"cora-2": {"cycles": 1}}))
     assert docs.check() == ["docs/data/points.json is not a table (it needs doc, command, headers, rows)"]
     assert docs.regenerate() == []
+
+
+def test_a_stale_table_fails_the_command_with_exit_1_not_the_usage_code(capsys, monkeypatch):
+    """``neartrain docs --check``: a stale table is a failing result (1); 2 is kept for bad usage."""
+    from scripts.cli.main import main
+
+    monkeypatch.setattr(docs, "check", lambda: ["x.md: table 't' differs from what `make it` wrote"])
+    assert main(["docs", "--check"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "1 stale docs table(s)" in err
+    monkeypatch.setattr(docs, "check", lambda: [])
+    assert main(["docs", "--check"]) == 0
+
+
+def test_version_prints_the_declared_version(capsys):
+    import tomllib
+    from pathlib import Path
+
+    from scripts.cli.main import main
+
+    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as leaving:
+        main(["--version"])
+    assert leaving.value.code == 0
+    assert capsys.readouterr().out.strip() == f"neartrain {declared}"

@@ -1,6 +1,6 @@
 """``neartrain docs [--check]``: the generated tables of ``docs/`` (see :mod:`scripts.flow.docs`)."""
 
-from .common import UsageError
+import sys
 
 __all__ = ["register"]
 
@@ -11,7 +11,10 @@ def command_docs(args):
     if args.check:
         problems = docs.check()
         if problems:
-            raise UsageError(f"{len(problems)} stale docs table(s): " + "; ".join(problems))
+            # A stale table is a failing result (exit 1), not a usage mistake (exit 2).
+            print(f"neartrain: docs: {len(problems)} stale docs table(s): " + "; ".join(problems),
+                  file=sys.stderr)
+            return 1
         print("docs: every generated table matches its data")
         return 0
     written = docs.regenerate()

@@ -4,7 +4,8 @@ Each sub-command lives in a module of this package with a ``register(commands)``
 :mod:`.blocks` (list, generate, synth), :mod:`.run` (run, verilog), :mod:`.demo` (demo ...),
 :mod:`.boards` (boards, sweep, bitstream, results, vitis, board-demo), :mod:`.docs` (docs),
 :mod:`.prove` (prove).
-Errors a user can cause print one line and exit with status 2.
+Exit status: 0 for success, 1 for a failing result (a stale doc, a failed proof, a block that does
+not route), 2 for bad usage; errors print one line. ``--version`` prints the installed version.
 """
 
 import sys
@@ -17,9 +18,20 @@ from .common import Parser, UsageError
 __all__ = ["main", "build_parser"]
 
 
+def _version():
+    """The installed distribution's version (the one ``pyproject.toml`` declares)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("neartrain")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser():
     parser = Parser(prog="neartrain", description="list blocks, generate Verilog with a manifest, "
                                                   "simulate, estimate resources")
+    parser.add_argument("--version", action="version", version=f"neartrain {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in (blocks, demo, run, boards, docs, prove):
         module.register(commands)

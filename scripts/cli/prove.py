@@ -25,7 +25,11 @@ def command_prove(args):
 
     chosen = record.selected(args.names, args.deep or args.record)
     if args.list:
-        for proof in proofs_of(set(args.names) if args.names else None):
+        listed = proofs_of(set(args.names) if args.names else None)
+        if not listed:
+            known = sorted({proof.block for proof in proofs_of()})
+            raise UsageError(f"no proof of {', '.join(args.names)} (blocks with proofs: {', '.join(known)})")
+        for proof in listed:
             print(f"{proof.name}\t{proof.mode} depth {proof.depth}\t{'slow' if proof.slow else 'fast'}")
         return 0
     if not chosen:

@@ -42,3 +42,9 @@ def test_a_block_with_only_slow_proofs_is_proved_when_named():
     mixed = selected(["skid_buffer", "runtime_spawner"], deep=False)
     assert {p.name for p in mixed if p.block == "skid_buffer"} == {
         p.name for p in proofs_of({"skid_buffer"}, slow=False)}
+
+
+def test_prove_list_of_an_unknown_block_is_a_usage_error(capsys):
+    assert main(["prove", "--list", "no_such_block"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("neartrain: error: no proof of no_such_block")
