@@ -80,36 +80,88 @@ def command_list(args):
                       f"range={p.describe_range():<16} {p.help}")
 
 
-def _manifest(block, params, component):
-    from rtl.elaborate import describe_timing, port_table, source_hash, tool_versions
+# What each kind of port member is, for the manifest (the Amaranth flattening names the port).
+_STREAM_ROLES = {
+    "valid": "stream valid: the source holds it, and the payload, until the transfer",
+    "ready": "stream ready: a transfer happens on a rising clock edge with valid and ready both high",
+    "payload": "stream payload: the data, read when valid and ready are both high",
+}
 
+
+def _port_role(component, path, member):
+    """A short description of the port at ``path``: a stream handshake member, a bus channel
+    signal, or a plain input or status output."""
+    from amaranth.lib import stream, wiring
+
+    from rtl.bus.axi import AXI4LiteSignature, AXI4Signature
+
+    outer = component.signature.members[path[0]]
+    inner = outer.signature if outer.is_signature else None
+    if isinstance(inner, stream.Signature):
+        return _STREAM_ROLES[str(path[-1])]
+    for kind, label in ((AXI4LiteSignature, "AXI4-Lite"), (AXI4Signature, "AXI4")):
+        if isinstance(inner, kind):
+            side = "manager" if outer.flow == wiring.Out else "subordinate"
+            return f"{label} {side} signal {path[-1]}"
+    if inner is not None:
+        return f"{type(inner).__name__} member {'.'.join(str(part) for part in path[1:])}"
+    return "input (level, sampled every clock)" if member.flow == wiring.In else "output (status or result)"
+
+
+def _manifest(block, params, component, module):
+    from rtl.elaborate import describe_timing, port_members, port_table, source_hash, tool_versions
+
+    roles = {"__".join(str(part) for part in path): _port_role(component, path, member)
+             for path, member, _ in port_members(component)}
+    roles.update(clk="clock: every register updates on its rising edge",
+                 rst="reset: synchronous, active-high, to the clk domain")
+    ports = [{**port, "role": roles[port["name"]]} for port in port_table(component)]
     return {
         "block": block.name,
         "family": block.family,
-        "top": "top",
+        "top": module,
+        "verilog": f"{module}.v",
+        "clock": {"port": "clk", "edge": "rising"},
+        "reset": {"port": "rst", "synchronous": True, "active": "high"},
         "params": params,
-        "ports": port_table(component),
+        "ports": ports,
         "timing": describe_timing(component),
         "source_sha256": source_hash(),
         "tools": tool_versions(),
     }
 
 
-def generate_verilog(name, folder, overrides=None):
-    """Write ``<name>.v`` and its JSON manifest into ``folder``; returns the Verilog's path."""
+def generate_verilog(name, folder, overrides=None, module=None):
+    """Write ``<module>.v`` and its JSON manifest ``<module>.json`` into ``folder``; returns the
+    Verilog's path.
+
+    ``module`` names the top module (and prefixes the inner ones); by default it is the block's
+    name at default parameters, and the name with a short hash of the parameters otherwise
+    (:func:`scripts.flow.elaboration.module_name`), so that any set of generated blocks can sit
+    in one design.
+    """
     from amaranth.hdl import UnusedElaboratable
 
-    from scripts.flow.elaboration import registered_verilog
+    from scripts.flow.elaboration import check_module_name, module_name, registered_verilog, rename_top
+
+    from .common import UsageError
 
     block = lookup_block(name)
     overrides = dict(overrides or {})
+    if module is not None:
+        try:
+            check_module_name(module)
+        except ValueError as error:
+            raise UsageError(f"--name: {error}") from None
     component = build_component(block, overrides)
     folder = writable_folder(folder)
-    verilog_path = folder / f"{block.name}.v"
     params = block.resolve(overrides)
-    verilog_path.write_text(registered_verilog(block.name, params, lambda built=component: built))
-    manifest = _manifest(block, params, component)
-    (folder / f"{block.name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    module = module or module_name(block.name, params, block.resolve())
+    text = rename_top(registered_verilog(block.name, params, lambda built=component: built), module)
+    verilog_path = folder / f"{module}.v"
+    verilog_path.write_text(text)
+    manifest = _manifest(block, params, component, module)
+    (folder / f"{module}.json").write_text(json.dumps(manifest, indent=1) + "\n")
     # With the Verilog from the cache, the component (built for its ports) is never elaborated.
     # A component in a reference cycle outlives `del`: collect it here, under the filter, or its
     # sub-blocks warn later from wherever the collector happens to run.
@@ -122,7 +174,7 @@ def generate_verilog(name, folder, overrides=None):
 
 def command_generate(args):
     block = lookup_block(args.block)
-    verilog_path = generate_verilog(args.block, args.output, parse_sets(block, args.set))
+    verilog_path = generate_verilog(args.block, args.output, parse_sets(block, args.set), module=args.name)
     print(f"{verilog_path}\n{verilog_path.with_suffix('.json')}")
 
 
@@ -159,6 +211,9 @@ def register(commands):
     generate.add_argument("block")
     generate.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
     generate.add_argument("-o", "--output", required=True, metavar="DIR")
+    generate.add_argument("--name", metavar="MODULE",
+                          help="the top module's name (default: the block's, with a parameter hash "
+                               "when parameters are set)")
     generate.set_defaults(handler=command_generate)
 
     synth = commands.add_parser("synth", help="print a resource table from Yosys")

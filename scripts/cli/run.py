@@ -194,13 +194,16 @@ def run_main_job(args):
 
     from boards.references import SMART_INFINITY
     from rtl.registry import blocks, get_block
+    from scripts.flow.elaboration import module_name, registered_verilog
     from scripts.flow.synth import cached_resources, synthesize
 
     started = time.monotonic()
     folder = ROOT / "build" / "verilog"
     label = ACCELERATOR + "".join(f" {k}={v}" for k, v in ACCELERATOR_PARAMS.items())
     accelerator_folder = folder / "accelerator"
-    accelerator_path = accelerator_folder / f"{ACCELERATOR}.v"
+    accelerator_params = get_block(ACCELERATOR).resolve(ACCELERATOR_PARAMS)
+    accelerator_module = module_name(ACCELERATOR, accelerator_params, get_block(ACCELERATOR).resolve())
+    accelerator_path = accelerator_folder / f"{accelerator_module}.v"
     steps = ((f"smoke: {SMOKE_BLOCK}", _smoke_simulation),
              ("Adam kernel, cocotbext-axi AxiRam memory and AxiLiteMaster host", _bit_exact_update),
              (f"{label}, timing build (identical cycles, see docs/optim.md)", _throughput))
@@ -229,7 +232,10 @@ def run_main_job(args):
 
     print("== 3. Resources (Yosys synth_xilinx -family xcup)")
     rows = [(name, synthesize(get_block(name).build(), "xcup")) for name in REPORTED_BLOCKS]
-    accelerator = cached_resources(accelerator_path.read_text(), "xcup")
+    # The synthesis cache is keyed on the Verilog that `neartrain synth` elaborates (module `top`).
+    accelerator_top = registered_verilog(ACCELERATOR, accelerator_params,
+                                         lambda: get_block(ACCELERATOR).build(ACCELERATOR_PARAMS))
+    accelerator = cached_resources(accelerator_top, "xcup")
     if accelerator is not None:
         rows.append((label, accelerator))
     print(format_resource_table(rows, "xcup"))

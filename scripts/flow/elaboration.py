@@ -9,7 +9,10 @@ starts a new folder, and the folders of other source trees are deleted when it i
 """
 
 import functools
+import hashlib
+import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -17,7 +20,7 @@ from rtl.elaborate import TOP_NAME, source_hash, to_verilog, tool_versions
 
 from .cache import BUILD, Cache
 
-__all__ = ["registered_verilog"]
+__all__ = ["registered_verilog", "module_name", "check_module_name", "rename_top"]
 
 _ROOT = BUILD / "elaboration"
 
@@ -59,3 +62,40 @@ def registered_verilog(name, params, build):
         out.write(text)
     os.replace(staging, path)
     return text
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def module_name(block_name, params, defaults):
+    """The module name a generated block gets: the block's name at its default parameters,
+    ``<block>_<hash>`` otherwise, where ``<hash>`` is six hex digits of SHA-256 over the full
+    parameter set, so that one block at two parameter sets can sit in one design."""
+    if params == defaults:
+        return block_name
+    text = json.dumps(sorted(params.items()), default=str)
+    return f"{block_name}_{hashlib.sha256(text.encode()).hexdigest()[:6]}"
+
+
+def check_module_name(name):
+    """Raise ``ValueError`` unless ``name`` is a plain Verilog identifier."""
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"module name {name!r} is not a Verilog identifier "
+                         f"(letters, digits and '_', not starting with a digit)")
+
+
+def rename_top(text, name):
+    """``text`` (:func:`registered_verilog`'s, top module ``top``) with the top module called
+    ``name`` and every inner module ``\\top.<path>`` called ``\\<name>.<path>``.
+
+    This is the text ``to_verilog(component, name=name)`` writes (Amaranth names inner modules
+    after the top's hierarchy), without elaborating again: the cache keeps one text per block
+    and parameter set, which simulation, lint and synthesis share under the name ``top``.
+    Raises ``ValueError`` for a name that is no plain Verilog identifier.
+    """
+    check_module_name(name)
+    renamed, tops = re.subn(rf"^module {TOP_NAME}\(", f"module {name}(", text, flags=re.MULTILINE)
+    if tops != 1:
+        raise ValueError(f"expected one module {TOP_NAME!r} in the text, found {tops}")
+    # An escaped identifier ends at white space, so an inner module reads ``\top.<path> ``.
+    return renamed.replace(f"\\{TOP_NAME}.", f"\\{name}.")
