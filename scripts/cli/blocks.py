@@ -131,14 +131,15 @@ def _manifest(block, params, component, module):
     }
 
 
-def generate_verilog(name, folder, overrides=None, module=None):
+def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False):
     """Write ``<module>.v`` and its JSON manifest ``<module>.json`` into ``folder``; returns the
     Verilog's path.
 
     ``module`` names the top module (and prefixes the inner ones); by default it is the block's
     name at default parameters, and the name with a short hash of the parameters otherwise
     (:func:`scripts.flow.elaboration.module_name`), so that any set of generated blocks can sit
-    in one design.
+    in one design. With ``fusesoc``, a FuseSoC core ``<module>.core`` (lint and sim targets for
+    Verilator) goes beside them (:mod:`scripts.flow.fusesoc`).
     """
     from amaranth.hdl import UnusedElaboratable
 
@@ -162,6 +163,12 @@ def generate_verilog(name, folder, overrides=None, module=None):
     verilog_path.write_text(text)
     manifest = _manifest(block, params, component, module)
     (folder / f"{module}.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    if fusesoc:
+        from importlib.metadata import version
+
+        from scripts.flow.fusesoc import write_core
+
+        write_core(folder, module, block, version("neartrain"))
     # With the Verilog from the cache, the component (built for its ports) is never elaborated.
     # A component in a reference cycle outlives `del`: collect it here, under the filter, or its
     # sub-blocks warn later from wherever the collector happens to run.
@@ -174,8 +181,11 @@ def generate_verilog(name, folder, overrides=None, module=None):
 
 def command_generate(args):
     block = lookup_block(args.block)
-    verilog_path = generate_verilog(args.block, args.output, parse_sets(block, args.set), module=args.name)
+    verilog_path = generate_verilog(args.block, args.output, parse_sets(block, args.set), module=args.name,
+                                    fusesoc=args.fusesoc)
     print(f"{verilog_path}\n{verilog_path.with_suffix('.json')}")
+    if args.fusesoc:
+        print(verilog_path.with_suffix(".core"))
 
 
 def command_synth(args):
@@ -214,6 +224,8 @@ def register(commands):
     generate.add_argument("--name", metavar="MODULE",
                           help="the top module's name (default: the block's, with a parameter hash "
                                "when parameters are set)")
+    generate.add_argument("--fusesoc", action="store_true",
+                          help="also write a FuseSoC core (CAPI2) with Verilator lint and sim targets")
     generate.set_defaults(handler=command_generate)
 
     synth = commands.add_parser("synth", help="print a resource table from Yosys")

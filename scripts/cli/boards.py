@@ -10,6 +10,8 @@ import os
 import pathlib
 import re
 
+from scripts.flow.cache import BUILD
+
 from .common import (
     UsageError,
     build_component,
@@ -100,7 +102,7 @@ def command_sweep(args):
 
 def _default_output(block, overrides):
     suffix = "".join(f"-{key}{value}" for key, value in overrides.items())
-    return ROOT / "build" / "bitstream" / re.sub(r"[^A-Za-z0-9_.=-]", "_", block.name + suffix)
+    return BUILD / "bitstream" / re.sub(r"[^A-Za-z0-9_.=-]", "_", block.name + suffix)
 
 
 def _check_frequency(board, frequency_mhz):

@@ -33,6 +33,8 @@ import os
 import pathlib
 import time
 
+from scripts.flow.cache import BUILD
+
 from .blocks import generate_verilog
 from .common import UsageError, format_resource_table
 
@@ -56,6 +58,12 @@ ACCELERATOR_PARAMS = {"lanes": 16, "dsp_tile": 24, "lut_bits": 7}
 CHECK_PARAMS = {"lanes": 1}
 CHECK_ELEMENTS = 1000
 THROUGHPUT_ELEMENTS = 16384
+
+
+def _shown(path):
+    """``path`` relative to the checkout when it is inside it (the build folder of an installed
+    package is not)."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def _submit_elaboration(pool, folder, names, first=()):
@@ -198,7 +206,7 @@ def run_main_job(args):
     from scripts.flow.synth import cached_resources, synthesize
 
     started = time.monotonic()
-    folder = ROOT / "build" / "verilog"
+    folder = BUILD / "verilog"
     label = ACCELERATOR + "".join(f" {k}={v}" for k, v in ACCELERATOR_PARAMS.items())
     accelerator_folder = folder / "accelerator"
     accelerator_params = get_block(ACCELERATOR).resolve(ACCELERATOR_PARAMS)
@@ -211,13 +219,13 @@ def run_main_job(args):
     # One pool for both steps: the simulations start on whichever core the elaboration frees
     # first, and the accelerator, the longest elaboration, starts first.
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        print(f"== 1. Verilog for every registered block -> {folder.relative_to(ROOT)}/", flush=True)
+        print(f"== 1. Verilog for every registered block -> {_shown(folder)}/", flush=True)
         elaboration = _submit_elaboration(pool, folder, names,
                                           first=[(ACCELERATOR, accelerator_folder, ACCELERATOR_PARAMS)])
         simulations = [pool.submit(_simulation_step, function) for _, function in steps]
         _wait(elaboration, "   elaborating")
         print(f"   {len(names)} blocks generated (kept in build/elaboration/ while rtl/ is unchanged)")
-        print(f"   default accelerator: {label} -> {accelerator_path.relative_to(ROOT)} "
+        print(f"   default accelerator: {label} -> {_shown(accelerator_path)} "
               f"({time.monotonic() - started:.0f} s)", flush=True)
 
         print("== 2. Simulations (cocotb on Verilator)")

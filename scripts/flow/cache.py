@@ -14,9 +14,22 @@ import os
 import pathlib
 import tempfile
 
-__all__ = ["Cache", "BUILD"]
+__all__ = ["Cache", "BUILD", "build_root"]
 
-BUILD = pathlib.Path(__file__).resolve().parents[2] / "build"
+
+def build_root(environ=None):
+    """Where NearTrain keeps its builds and caches: ``build/`` of the checkout it runs from; for an
+    installed (non-editable) package, ``$XDG_CACHE_HOME/neartrain/build`` (``~/.cache`` when that
+    is unset), never inside ``site-packages``."""
+    environ = os.environ if environ is None else environ
+    checkout = pathlib.Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / "build"
+    cache = environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(cache) / "neartrain" / "build"
+
+
+BUILD = build_root()
 
 
 class Cache:

@@ -11,16 +11,16 @@ processes, one per core.
 
 import hashlib
 import os
-import pathlib
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from rtl.registry import blocks, get_block
+from scripts.flow.cache import BUILD
 from scripts.flow.elaboration import registered_verilog
 from scripts.sim.verilator import LINT_FLAGS, environment_with_verilator, verilator_executable
 
-OUTPUT = pathlib.Path(__file__).resolve().parents[2] / "build" / "lint"
+OUTPUT = BUILD / "lint"
 
 
 def _lint(name):

@@ -43,6 +43,7 @@ from cocotb_tools.runner import Verilator
 from rtl.elaborate import TOP_NAME, to_verilog
 from rtl.registry import get_block
 
+from ..flow.cache import BUILD
 from ..flow.elaboration import registered_verilog
 from . import channel, knobs
 from .verilator import LINT_FLAGS, environment_with_verilator
@@ -50,7 +51,7 @@ from .verilator import LINT_FLAGS, environment_with_verilator
 __all__ = ["BUILD_ROOT", "run_cocotb", "Simulation", "prune_builds", "component_from_env", "params_from_env",
            "selection_filter", "count_results", "check_results", "SimulationError", "tests_executed"]
 
-BUILD_ROOT = pathlib.Path(__file__).resolve().parents[2] / "build"
+BUILD_ROOT = BUILD
 
 
 class Simulation(NamedTuple):
