@@ -131,7 +131,7 @@ def _manifest(block, params, component, module):
     }
 
 
-def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False):
+def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False, c_header=False):
     """Write ``<module>.v`` and its JSON manifest ``<module>.json`` into ``folder``; returns the
     Verilog's path.
 
@@ -139,7 +139,9 @@ def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False):
     name at default parameters, and the name with a short hash of the parameters otherwise
     (:func:`scripts.flow.elaboration.module_name`), so that any set of generated blocks can sit
     in one design. With ``fusesoc``, a FuseSoC core ``<module>.core`` (lint and sim targets for
-    Verilator) goes beside them (:mod:`scripts.flow.fusesoc`).
+    Verilator) goes beside them (:mod:`scripts.flow.fusesoc`); with ``c_header``, the register
+    map as ``<module>_regs.h`` (:mod:`scripts.flow.c_header`), for a block with an AXI4-Lite
+    control block.
     """
     from amaranth.hdl import UnusedElaboratable
 
@@ -155,6 +157,8 @@ def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False):
         except ValueError as error:
             raise UsageError(f"--name: {error}") from None
     component = build_component(block, overrides)
+    if c_header and not callable(getattr(component, "register_map", None)):
+        raise UsageError(f"--c-header: {block.name} has no AXI4-Lite control block, so no register map")
     folder = writable_folder(folder)
     params = block.resolve(overrides)
     module = module or module_name(block.name, params, block.resolve())
@@ -169,6 +173,13 @@ def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False):
         from scripts.flow.fusesoc import write_core
 
         write_core(folder, module, block, version("neartrain"))
+    if c_header:
+        from scripts.flow.c_header import c_header as header_text
+
+        command = f"neartrain generate {block.name}" + "".join(f" --set {k}={v}"
+                                                               for k, v in overrides.items())
+        (folder / f"{module}_regs.h").write_text(header_text(module, block.name, component.register_map(),
+                                                             command + " --c-header"))
     # With the Verilog from the cache, the component (built for its ports) is never elaborated.
     # A component in a reference cycle outlives `del`: collect it here, under the filter, or its
     # sub-blocks warn later from wherever the collector happens to run.
@@ -182,10 +193,12 @@ def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False):
 def command_generate(args):
     block = lookup_block(args.block)
     verilog_path = generate_verilog(args.block, args.output, parse_sets(block, args.set), module=args.name,
-                                    fusesoc=args.fusesoc)
+                                    fusesoc=args.fusesoc, c_header=args.c_header)
     print(f"{verilog_path}\n{verilog_path.with_suffix('.json')}")
     if args.fusesoc:
         print(verilog_path.with_suffix(".core"))
+    if args.c_header:
+        print(verilog_path.with_name(f"{verilog_path.stem}_regs.h"))
 
 
 def command_synth(args):
@@ -226,6 +239,8 @@ def register(commands):
                                "when parameters are set)")
     generate.add_argument("--fusesoc", action="store_true",
                           help="also write a FuseSoC core (CAPI2) with Verilator lint and sim targets")
+    generate.add_argument("--c-header", action="store_true",
+                          help="also write the AXI4-Lite register map as a C header (<module>_regs.h)")
     generate.set_defaults(handler=command_generate)
 
     synth = commands.add_parser("synth", help="print a resource table from Yosys")
