@@ -192,8 +192,10 @@ def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False, c
 
 def command_generate(args):
     block = lookup_block(args.block)
-    verilog_path = generate_verilog(args.block, args.output, parse_sets(block, args.set), module=args.name,
-                                    fusesoc=args.fusesoc, c_header=args.c_header)
+    from scripts.flow.cache import BUILD
+
+    verilog_path = generate_verilog(args.block, args.output or BUILD / "verilog", parse_sets(block, args.set),
+                                    module=args.name, fusesoc=args.fusesoc, c_header=args.c_header)
     print(f"{verilog_path}\n{verilog_path.with_suffix('.json')}")
     if args.fusesoc:
         print(verilog_path.with_suffix(".core"))
@@ -233,7 +235,7 @@ def register(commands):
     generate = commands.add_parser("generate", help="write Verilog and a JSON manifest")
     generate.add_argument("block")
     generate.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
-    generate.add_argument("-o", "--output", required=True, metavar="DIR")
+    generate.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/verilog)")
     generate.add_argument("--name", metavar="MODULE",
                           help="the top module's name (default: the block's, with a parameter hash "
                                "when parameters are set)")

@@ -84,7 +84,7 @@ def command_sweep(args):
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     if args.workers is not None and args.scheduler:
         raise UsageError("give --workers (a local cluster) or --scheduler (an existing one), not both")
-    folder = writable_folder(args.output)
+    folder = writable_folder(args.output or BUILD / "sweep" / args.block)
 
     try:
         result = run_sweep(block, varied, target=args.target, fixed=fixed, workers=args.workers,
@@ -196,7 +196,7 @@ def command_vitis(args):
     block = lookup_block(args.block)
     overrides = parse_sets(block, args.set)
     component = build_component(block, overrides)
-    folder = writable_folder(args.output)
+    folder = writable_folder(args.output or BUILD / "vitis" / (args.name or block.name))
     try:
         written = write_kernel_tree(component, name=args.name or block.name, output=folder,
                                     block_name=block.name, params=block.resolve(overrides))
@@ -258,7 +258,7 @@ def register(commands):
                        help="submit the points to this existing Dask scheduler instead")
     sweep.add_argument("--no-cache", action="store_true",
                        help="synthesise every point again (its cache entry is rewritten)")
-    sweep.add_argument("-o", "--output", required=True, metavar="DIR")
+    sweep.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/sweep/BLOCK)")
     sweep.set_defaults(handler=command_sweep)
 
     bitstream = commands.add_parser("bitstream", help="build an ECP5 bitstream of a block; "
@@ -298,7 +298,7 @@ def register(commands):
     vitis.add_argument("block")
     vitis.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
     vitis.add_argument("--name", help="kernel name (default: the block name)")
-    vitis.add_argument("-o", "--output", required=True, metavar="DIR")
+    vitis.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/vitis/NAME)")
     vitis.set_defaults(handler=command_vitis)
 
     demo = commands.add_parser("board-demo", help="run one Adam step on the UART board demo and check it "

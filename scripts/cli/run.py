@@ -36,7 +36,7 @@ import time
 from scripts.flow.cache import BUILD
 
 from .blocks import generate_verilog
-from .common import UsageError, format_resource_table
+from .common import UsageError, format_resource_table, writable_folder
 
 __all__ = ["register", "generate_all", "run_main_job", "ACCELERATOR", "ACCELERATOR_PARAMS"]
 
@@ -259,6 +259,7 @@ def run_main_job(args):
 
 
 def command_verilog(args):
+    writable_folder(args.output)  # refused before 77 elaborations, not after the first
     for name in generate_all(pathlib.Path(args.output)):
         print(f"{args.output}/{name}.v")
 

@@ -1,0 +1,60 @@
+"""One CLI convention: every ``neartrain`` subcommand refuses a bad input with one line on stderr
+and exit status 2, before it starts any long work, and never with a traceback.
+
+(Exit 1, a failing result, is checked where a result can fail: ``docs --check`` in test_docs.py,
+``prove`` in formal/test_cli.py, ``bitstream`` in boards/.)
+"""
+
+import argparse
+
+import pytest
+
+from scripts.cli.main import build_parser, main
+
+
+def _bad_inputs(tmp_path):
+    """A bad input for each subcommand (``demo`` for each demo); ``not_a_folder`` is a file."""
+    not_a_folder = tmp_path / "a_file"
+    not_a_folder.write_text("")
+    return {
+        "list": ["list", "unexpected_argument"],
+        "generate": ["generate", "skid_buffer", "--set", "width=0", "-o", str(tmp_path / "out")],
+        "synth": ["synth", "skid_buffer", "--target", "ecp5", "--set", "width=abc"],
+        "demo train": ["demo", "train", "--steps", "0"],
+        "demo gcn": ["demo", "gcn", "--lanes", "3"],
+        "demo cluster": ["demo", "cluster", "--nodes", "3"],
+        "run": ["run", "--unknown-option"],
+        "verilog": ["verilog", "-o", str(not_a_folder / "sub")],
+        "boards": ["boards", "--unknown-option"],
+        "sweep": ["sweep", "skid_buffer", "--vary", "width=abc", "--target", "ecp5"],
+        "bitstream": ["bitstream", "skid_buffer", "--freq", "-5"],
+        "results": ["results", "--cached", "-o", str(not_a_folder / "results.md")],
+        "vitis": ["vitis", "skid_buffer", "-o", str(tmp_path / "vitis")],
+        "board-demo": ["board-demo"],
+        "docs": ["docs", "--unknown-option"],
+        "prove": ["prove", "--list", "no_such_block"],
+    }
+
+
+def _subcommands():
+    """Every subcommand the parser knows, with ``demo``'s demos spelled ``demo <name>``."""
+    names = []
+    top = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    for name, parser in top.choices.items():
+        inner = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        names += [f"{name} {sub}" for sub in inner[0].choices] if inner else [name]
+    return names
+
+
+def test_every_subcommand_has_a_bad_input_case(tmp_path):
+    assert sorted(_bad_inputs(tmp_path)) == sorted(_subcommands())
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_a_bad_input_is_one_line_and_exit_2(tmp_path, capsys, command):
+    argv = _bad_inputs(tmp_path)[command]
+    assert main(argv) == 2, argv
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("neartrain: error:"), captured.err
+    assert "Traceback" not in captured.err + captured.out
