@@ -58,3 +58,46 @@ def test_a_bad_input_is_one_line_and_exit_2(tmp_path, capsys, command):
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("neartrain: error:"), captured.err
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_demo_json_is_the_result_with_large_arrays_summarised(capsys):
+    """``neartrain demo ... --json``: the banner goes to stderr, the result (a dataclass) to stdout
+    as JSON; an array of more than 64 elements is given by shape, dtype and SHA-256."""
+    import dataclasses
+    import hashlib
+    import json
+    import types
+
+    import numpy as np
+
+    from scripts.cli.demo import _run_demo
+
+    @dataclasses.dataclass
+    class Result:
+        ok: bool
+        small: np.ndarray
+        large: np.ndarray
+
+    large = np.arange(100, dtype=np.float32)
+    module = types.SimpleNamespace(check_arguments=lambda **_: None, format_report=lambda _: "report",
+                                   run_demo=lambda **_: Result(True, np.arange(3), large))
+    assert _run_demo(module, {}, "banner", lambda result: result.ok, as_json=True) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert captured.err.strip() == "banner" and report["passed"] is True and report["small"] == [0, 1, 2]
+    assert report["large"] == {"shape": [100], "dtype": "float32",
+                               "sha256": hashlib.sha256(large.tobytes()).hexdigest()}
+
+
+def test_progress_off_a_terminal_is_a_start_and_an_end_line_with_the_time():
+    import io
+
+    from scripts.cli.progress import elapsed
+
+    log = io.StringIO()
+    with elapsed("synth x (ecp5, Yosys)", stream=log) as step:
+        step("synth x: mapping")
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "neartrain: synth x (ecp5, Yosys) ..."
+    assert len(lines) == 2 and lines[1].startswith("neartrain: synth x: mapping: ")
+    assert lines[1].endswith(" s")

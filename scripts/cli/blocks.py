@@ -9,6 +9,7 @@ import json
 import warnings
 
 from .common import build_component, format_resource_table, lookup_block, parse_sets, writable_folder
+from .progress import elapsed
 
 __all__ = ["register", "generate_verilog", "block_files", "TESTED_TOGETHER"]
 
@@ -212,7 +213,8 @@ def command_synth(args):
     overrides = parse_sets(block, args.set)
     component = build_component(block, overrides)
     try:
-        resources = synthesize(component, args.target, use_cache=not args.no_cache)
+        with elapsed(f"synth {block.name} ({args.target}, Yosys)"):
+            resources = synthesize(component, args.target, use_cache=not args.no_cache)
     except SynthesisError as error:
         raise UsageError(str(error)) from None
     params = block.resolve(overrides)

@@ -20,6 +20,7 @@ from .common import (
     parse_sets,
     writable_folder,
 )
+from .progress import elapsed
 
 __all__ = ["register"]
 
@@ -93,6 +94,13 @@ def command_sweep(args):
         raise UsageError(str(error)) from None
     csv_path = write_csv(result, folder / "sweep.csv")
     pictures = plot_resources(result, folder, board)
+    if args.json:
+        print(json.dumps({"block": result.block, "target": result.target, "board": board.name,
+                          "varied": [[name, list(values)] for name, values in result.varied],
+                          "points": result.points, "cached": result.cached, "failed": len(result.failed),
+                          "fit": fit_report(result, board), "csv": str(csv_path),
+                          "plots": [str(picture) for picture in pictures]}, indent=1, default=str))
+        return 1 if result.failed else 0
     _print_points(result)
     print(f"{len(result.points)} points, {result.cached} served from the cache, {len(result.failed)} failed")
     for line in format_fit_report(fit_report(result, board), board):
@@ -157,8 +165,9 @@ def command_bitstream(args):
     component = build_component(block, overrides)
     folder = writable_folder(args.output or _default_output(block, overrides))
     try:
-        summary = build_bitstream(component, board=board, output=folder, frequency_mhz=args.freq,
-                                  seed=args.seed, router=args.router)
+        with elapsed(f"bitstream {block.name} ({board.name}, {args.freq:g} MHz: Yosys, nextpnr, ecppack)"):
+            summary = build_bitstream(component, board=board, output=folder, frequency_mhz=args.freq,
+                                      seed=args.seed, router=args.router)
     except BitstreamError as error:
         raise UsageError(str(error)) from None
     if args.json:
@@ -179,15 +188,20 @@ def command_results(args):
     if output.is_dir():
         raise UsageError(f"output {str(output)!r} is a folder; give the page's file name")
     writable_folder(output.parent)
+    tables = {}
     try:
-        path = write_results(output, board=board, frequency_mhz=args.freq,
-                             with_fmax=not args.no_fmax, only=args.blocks, families=args.families,
-                             cached_only=args.cached)
+        with elapsed(f"results ({board.name}, {args.freq:g} MHz)"):
+            path = write_results(output, board=board, frequency_mhz=args.freq,
+                                 with_fmax=not args.no_fmax, only=args.blocks, families=args.families,
+                                 cached_only=args.cached, tables_out=tables)
     except ValueError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"cannot write {str(output)!r}: {error.strerror}") from None
-    print(path)
+    if args.json:
+        print(json.dumps({"page": str(path), "tables": tables}, indent=1, default=str))
+    else:
+        print(path)
 
 
 def command_vitis(args):
@@ -258,6 +272,7 @@ def register(commands):
                        help="submit the points to this existing Dask scheduler instead")
     sweep.add_argument("--no-cache", action="store_true",
                        help="synthesise every point again (its cache entry is rewritten)")
+    sweep.add_argument("--json", action="store_true", help="machine-readable output")
     sweep.add_argument("-o", "--output", metavar="DIR", help="output folder (default build/sweep/BLOCK)")
     sweep.set_defaults(handler=command_sweep)
 
@@ -285,6 +300,7 @@ def register(commands):
     results = commands.add_parser("results", help="regenerate docs/results.md")
     results.add_argument("-o", "--output", default=str(ROOT / "docs" / "results.md"), metavar="FILE")
     results.add_argument("--board", default="ulx3s-85f", help="ECP5 board for the Fmax column")
+    results.add_argument("--json", action="store_true", help="also print the tables as JSON")
     results.add_argument("--freq", type=float, default=DEFAULT_FREQUENCY_MHZ, metavar="MHZ")
     results.add_argument("--no-fmax", action="store_true", help="skip place and route")
     results.add_argument("--blocks", nargs="+", metavar="BLOCK", help="only these blocks")

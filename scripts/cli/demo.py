@@ -7,9 +7,26 @@ from .common import Parser, UsageError
 __all__ = ["register"]
 
 
-def _run_demo(module, options, banner, passed):
+def _jsonable(value):
+    """A demo result's value as JSON: an array of more than 64 elements by its shape, dtype and
+    SHA-256 (the report is a summary; the arrays are the golden models' to reproduce)."""
+    import hashlib
+
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        if value.size <= 64:
+            return value.tolist()
+        return {"shape": list(value.shape), "dtype": str(value.dtype),
+                "sha256": hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _run_demo(module, options, banner, passed, as_json=False):
     """Check ``options`` with ``module.check_arguments``, print ``banner``, run ``module.run_demo``
-    and print its ``format_report``.
+    and print its ``format_report`` (with ``as_json``: the result as JSON, the banner on stderr).
 
     Returns the exit status: 0 when ``passed(result)``, 1 when not or when a simulation failed
     (its one-line reason printed). Raises UsageError for bad arguments.
@@ -22,7 +39,7 @@ def _run_demo(module, options, banner, passed):
         module.check_arguments(**options)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    print(banner, flush=True)
+    print(banner, flush=True, file=sys.stderr if as_json else sys.stdout)
     logging.disable(logging.INFO)  # cocotb's runner logs every command at INFO
     try:
         result = module.run_demo(**options)
@@ -31,7 +48,14 @@ def _run_demo(module, options, banner, passed):
         return 1
     finally:
         logging.disable(logging.NOTSET)
-    print(module.format_report(result))
+    if as_json:
+        import dataclasses
+        import json
+
+        print(json.dumps({"passed": bool(passed(result)), **dataclasses.asdict(result)}, indent=1,
+                         default=_jsonable))
+    else:
+        print(module.format_report(result))
     return 0 if passed(result) else 1
 
 
@@ -44,7 +68,8 @@ def command_demo_train(args):
     return _run_demo(demo_train, options,
                      "neartrain demo train: simulating the updater kernel (the first run builds it with "
                      "Verilator, minutes; then a few seconds per step at most)",
-                     lambda result: result.bit_exact)
+                     lambda result: result.bit_exact,
+                     as_json=args.json)
 
 
 def command_demo_gcn(args):
@@ -55,7 +80,8 @@ def command_demo_gcn(args):
     return _run_demo(demo_gcn, options,
                      "neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run "
                      "builds both with Verilator, many minutes; then a minute or two per layer)",
-                     lambda result: result.ok)
+                     lambda result: result.ok,
+                     as_json=args.json)
 
 
 def register(commands):
@@ -80,6 +106,8 @@ def register(commands):
     train.set_defaults(handler=command_demo_train)
     _register_gcn(demos)
     _register_cluster(demos)
+    for parser in demos.choices.values():
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _register_gcn(demos):
@@ -107,7 +135,8 @@ def command_demo_cluster(args):
     return _run_demo(demo_cluster, options,
                      f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
                      "switch (the first run builds them with Verilator, minutes)",
-                     lambda result: result.bit_exact and result.within_bound and result.counters_match)
+                     lambda result: result.bit_exact and result.within_bound and result.counters_match,
+                     as_json=args.json)
 
 
 def _register_cluster(demos):

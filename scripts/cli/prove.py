@@ -1,8 +1,10 @@
 """``neartrain prove [BLOCK|PROOF ...]``: the formal proofs (SymbiYosys), see :mod:`scripts.formal`."""
 
 import argparse
+import json
 
 from .common import UsageError
+from .progress import elapsed
 
 __all__ = ["register"]
 
@@ -29,6 +31,10 @@ def command_prove(args):
         if not listed:
             known = sorted({proof.block for proof in proofs_of()})
             raise UsageError(f"no proof of {', '.join(args.names)} (blocks with proofs: {', '.join(known)})")
+        if args.json:
+            print(json.dumps([{"proof": proof.name, "block": proof.block, "mode": proof.mode,
+                               "depth": proof.depth, "slow": proof.slow} for proof in listed], indent=1))
+            return 0
         for proof in listed:
             print(f"{proof.name}\t{proof.mode} depth {proof.depth}\t{'slow' if proof.slow else 'fast'}")
         return 0
@@ -36,29 +42,39 @@ def command_prove(args):
         known = sorted({proof.block for proof in proofs_of()})
         raise UsageError(f"no proof of {', '.join(args.names)} (blocks with proofs: {', '.join(known)}; "
                          f"add --deep for the slow ones)")
-    rows, failed = [], []
-    for proof in chosen:
-        try:
-            result = record.run(proof, timeout=args.timeout)
-        except FormalError as error:
-            raise UsageError(f"{proof.name}: {error}") from None
-        bound = f"{proof.mode}, depth {proof.depth}, {result.seconds:.1f} s"
-        if result.covers and result.status == "pass":
-            bound += f"; covered at step: {record.covered(result)}"
-        known = f"; expected {proof.expect}" if proof.expect != "pass" else ""
-        print(f"{proof.name}: {result.describe()} ({bound}{known})", flush=True)
-        rows.append(record.row(proof, result))
-        if result.status != proof.expect:
-            failed.append(proof.name)
+    rows, failed, reports = [], [], []
+    with elapsed(f"prove: {len(chosen)} proof(s)") as step:
+        for index, proof in enumerate(chosen, 1):
+            step(f"prove: {proof.name} ({index} of {len(chosen)})")
+            try:
+                result = record.run(proof, timeout=args.timeout)
+            except FormalError as error:
+                raise UsageError(f"{proof.name}: {error}") from None
+            bound = f"{proof.mode}, depth {proof.depth}, {result.seconds:.1f} s"
+            if result.covers and result.status == "pass":
+                bound += f"; covered at step: {record.covered(result)}"
+            known = f"; expected {proof.expect}" if proof.expect != "pass" else ""
+            if not args.json:
+                print(f"{proof.name}: {result.describe()} ({bound}{known})", flush=True)
+            rows.append(record.row(proof, result))
+            reports.append({"proof": proof.name, "block": proof.block, "claim": proof.claim,
+                            "mode": proof.mode, "depth": proof.depth, "status": result.status,
+                            "expected": proof.expect, "covered": record.covered(result),
+                            "seconds": round(result.seconds, 1)})
+            if result.status != proof.expect:
+                failed.append(proof.name)
     if args.record:
         record.record(rows)
-        print("prove: docs/formal.md rewritten")
-    if failed:
+        if not args.json:
+            print("prove: docs/formal.md rewritten")
+    if args.json:
+        print(json.dumps({"proofs": reports, "failed": failed, "recorded": bool(args.record)}, indent=1))
+    elif failed:
         print(f"prove: {len(failed)} of {len(chosen)} proof(s) did not give their expected verdict: "
               f"{', '.join(failed)}")
-        return 1
-    print(f"prove: {len(chosen)} proof(s) gave their expected verdict (pass unless listed otherwise)")
-    return 0
+    else:
+        print(f"prove: {len(chosen)} proof(s) gave their expected verdict (pass unless listed otherwise)")
+    return 1 if failed else 0
 
 
 def register(commands):
@@ -70,6 +86,7 @@ def register(commands):
     prove.add_argument("--record", action="store_true",
                        help="rewrite the rows of the proofs run in docs/formal.md's table, keep the others "
                             "(implies --deep: every proof of the names given, or all)")
+    prove.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     prove.add_argument("--timeout", type=_seconds, default=1200, metavar="SECONDS",
                        help="give up a proof after this long (status timeout; default 1200)")
     prove.set_defaults(handler=command_prove)

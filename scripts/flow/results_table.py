@@ -261,7 +261,7 @@ def _standalone_page(tables, command):
 
 
 def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, families=None, stream=None,
-                  cached_only=False):
+                  cached_only=False, tables_out=None):
     """Measure the registered blocks and write their tables.
 
     With ``path`` ``docs/results.md`` the tables ``results-blocks``, ``results-setup`` and
@@ -279,6 +279,9 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
     cached_only : bool
         Run no tool: write what the synthesis and bitstream caches hold, and "not measured
         yet" for the rest (to publish a long run's finished rows while it goes on).
+    tables_out : dict, optional
+        Filled with the tables written, ``{name: {"headers": [...], "rows": [...]}}`` (for
+        ``neartrain results --json``).
 
     Raises
     ------
@@ -324,6 +327,9 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
               "results-kernel": kernel_table(measured, board),
               "results-setup": setup_table(board=board, frequency_mhz=frequency_mhz),
               "board-budgets": budget_table()}
+    if tables_out is not None:
+        tables_out.update({name: {"headers": list(headers), "rows": [list(row) for row in rows]}
+                           for name, (headers, rows, _) in tables.items()})
     if into_doc:
         if partial:  # the other blocks' rows stay as the last run left them
             tables = _merged(tables, names, order=list(registered))

@@ -56,3 +56,19 @@ def test_the_blocks_routed_with_router2_are_registered_blocks():
     registered = blocks()
     assert set(results_table.KERNELS) <= set(results_table.ROUTER2_BLOCKS)
     assert [name for name in results_table.ROUTER2_BLOCKS if name not in registered] == []
+
+
+def test_results_json_prints_the_tables_it_writes(tmp_path, monkeypatch, capsys):
+    """``neartrain results --json``: the page is written and its tables come out as JSON."""
+    from scripts.cli.main import main
+
+    def measure(block, overrides, **_):  # no tool runs: the row says what this fake decided
+        return {"params": overrides, "fmax": None, "ecp5": {"pending": True}, "xcup": {"error": "fake"}}
+
+    monkeypatch.setattr(results_table, "measure_block", measure)
+    page = tmp_path / "page.md"
+    assert main(["results", "--no-fmax", "--blocks", "skid_buffer", "-o", str(page), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["page"] == str(page) and page.exists()
+    rows = report["tables"]["results-blocks"]["rows"]
+    assert [row[0] for row in rows] == ["skid_buffer"] and "failed: fake" in rows[0]

@@ -136,3 +136,16 @@ def test_user_errors_are_one_line_with_status_2(argv, message, tmp_path, capsys)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("neartrain: error: ")
     assert message in err
+
+
+def test_sweep_json_gives_the_points(tmp_path, capsys):
+    import json
+
+    argv = ["sweep", "skid_buffer", "--vary", "width=4", "--target", "ecp5", "--workers", "1",
+            "-o", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["block"] == "skid_buffer" and report["failed"] == 0 and len(report["points"]) == 1
+    point = report["points"][0]
+    assert point["params"]["width"] == 4 and point["status"] == "ok"
+    assert point["resources"]["FF"] == 2 * 4 + 2  # two payloads and two valid bits

@@ -48,3 +48,14 @@ def test_prove_list_of_an_unknown_block_is_a_usage_error(capsys):
     assert main(["prove", "--list", "no_such_block"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("neartrain: error: no proof of no_such_block")
+
+
+def test_prove_json_gives_each_verdict(capsys):
+    import json
+
+    assert main(["prove", "skid_buffer.tokens", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["failed"] == [] and [p["proof"] for p in report["proofs"]] == ["skid_buffer.tokens"]
+    assert report["proofs"][0]["status"] == "pass" == report["proofs"][0]["expected"]
+    assert "skid_buffer.tokens" in captured.err  # the progress goes to stderr, the result to stdout
