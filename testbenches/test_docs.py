@@ -41,11 +41,27 @@ def test_check_catches_a_stale_an_orphaned_and_a_missing_table(tmp_path, monkeyp
     (tmp_path / "x.md").write_text(f"<!-- generated: t -->\n{docs.render(SPEC)}<!-- /generated: t -->\n"
                                    "<!-- generated: nodata -->\n<!-- /generated: nodata -->\n")
     problems = docs.check()
-    assert len(problems) == 2 and "nodata" in problems[0] and "orphan" in problems[1]
+    assert len(problems) == 3 and "nodata" in problems[0] and "orphan" in problems[1]
+    assert "README.md: the index" in problems[2]  # no index yet
     (tmp_path / "x.md").write_text((tmp_path / "x.md").read_text().replace("2.5", "2.6"))
     assert any("differs from what `make it` wrote" in problem for problem in docs.check())
-    assert docs.regenerate() == ["t"]
+    assert docs.regenerate() == ["t", "index"]
     assert len(docs.check()) == 2
+
+
+def test_the_index_lists_every_document_and_plot_and_goes_stale(tmp_path, monkeypatch):
+    monkeypatch.setattr(docs, "DOCS", tmp_path)
+    monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "a.md").write_text("# Alpha | beta\n\n![plot](p.png)\n")
+    (tmp_path / "p.png").write_bytes(b"png")
+    (tmp_path / "q.png").write_bytes(b"png")
+    assert docs.regenerate() == ["index"] and docs.check() == []
+    index = (tmp_path / "README.md").read_text()
+    assert "| [a.md](a.md) | Alpha / beta |" in index
+    assert "| [p.png](p.png) | a.md |" in index and "| [q.png](q.png) | no document shows it |" in index
+    (tmp_path / "b.md").write_text("# Beta\n")
+    assert [problem for problem in docs.check() if "index" in problem]
 
 
 def test_a_data_file_that_is_not_a_table_is_one_problem(tmp_path, monkeypatch):
@@ -55,6 +71,7 @@ def test_a_data_file_that_is_not_a_table_is_one_problem(tmp_path, monkeypatch):
     monkeypatch.setattr(docs, "DATA", tmp_path / "data")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "points.json").write_text(json.dumps({"cora-2": {"cycles": 1}}))
+    (tmp_path / "README.md").write_text(docs.index_text())
     assert docs.check() == ["docs/data/points.json is not a table (it needs doc, command, headers, rows)"]
     assert docs.regenerate() == []
 

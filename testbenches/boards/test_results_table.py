@@ -37,7 +37,7 @@ def test_a_partial_run_keeps_the_other_blocks_rows_in_registry_order(tmp_path, m
     cells = [(row[0], row[2]) for row in spec["rows"]]
     assert cells == [(first, "failed: one"), (second, "failed: two"), (third, "failed: three again")], cells
     assert spec["command"] == "neartrain results --board ulx3s-85f --freq 125 --no-fmax"
-    assert not docs.check()
+    assert not [problem for problem in docs.check() if "index" not in problem]  # no index in tmp_path
 
 
 def test_the_mapper_column_names_the_ecp5_fallback_where_it_differs():
