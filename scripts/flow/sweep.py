@@ -308,7 +308,8 @@ def plot_resources(result, folder, board=None):
     """Write ``<resource>.png`` per resource column: use against the first varied parameter.
 
     Other varied parameters give one line each. The board's budget, when given, is a
-    dashed horizontal line; a logarithmic axis keeps a small block visible under it.
+    dashed horizontal line; a logarithmic axis keeps a small block visible under it. A resource
+    that no point uses gets no plot (a flat line at zero says nothing; the CSV has the zeros).
     """
     import matplotlib
 
@@ -323,6 +324,8 @@ def plot_resources(result, folder, board=None):
     positions = axis_values if numeric else list(range(len(axis_values)))
     written = []
     for column in RESOURCE_COLUMNS[result.target]:
+        if not any(point["resources"].get(column) for point in result.points if point["status"] == "ok"):
+            continue
         figure, axes = plt.subplots(figsize=(6, 4))
         series = {}
         for point in result.points:

@@ -39,8 +39,11 @@ def test_sweep_writes_csv_plots_verdict_and_resumes_from_the_cache(tmp_path, cap
     assert all(row["status"] == "ok" and row["cached"] == "0" for row in rows)
     # A skid buffer holds two payloads plus two valid bits in flip-flops.
     assert [int(row["FF"]) for row in rows] == [2 * width + 2 for width in WIDTHS]
-    for column in ("LUT4", "FF", "MULT18", "EBR"):
+    for column in ("LUT4", "FF"):
         assert (tmp_path / f"{column}.png").stat().st_size > 1000
+    # A skid buffer uses no multiplier and no block RAM at any width: no flat plot at zero.
+    assert all(row["MULT18"] == row["EBR"] == "0" for row in rows)
+    assert not (tmp_path / "MULT18.png").exists() and not (tmp_path / "EBR.png").exists()
 
     assert main(argv) == 0
     second = capsys.readouterr()
