@@ -158,8 +158,8 @@ def command_bitstream(args):
 
         usable = ", ".join(name for name, known in boards().items() if known.platform)
         raise UsageError(f"board {board.name!r} has no open-toolchain flow (use one of: {usable})")
-    if args.seed < 0:
-        raise UsageError(f"--seed must be 0 or more, not {args.seed}")
+    if args.placer_seed < 0:
+        raise UsageError(f"--placer-seed must be 0 or more, not {args.placer_seed}")
     _check_frequency(board, args.freq)
     overrides = parse_sets(block, args.set)
     component = build_component(block, overrides)
@@ -167,7 +167,7 @@ def command_bitstream(args):
     try:
         with elapsed(f"bitstream {block.name} ({board.name}, {args.freq:g} MHz: Yosys, nextpnr, ecppack)"):
             summary = build_bitstream(component, board=board, output=folder, frequency_mhz=args.freq,
-                                      seed=args.seed, router=args.router)
+                                      seed=args.placer_seed, router=args.router)
     except BitstreamError as error:
         raise UsageError(str(error)) from None
     if args.json:
@@ -193,7 +193,7 @@ def command_results(args):
         with elapsed(f"results ({board.name}, {args.freq:g} MHz)"):
             path = write_results(output, board=board, frequency_mhz=args.freq,
                                  with_fmax=not args.no_fmax, only=args.blocks, families=args.families,
-                                 cached_only=args.cached, tables_out=tables)
+                                 cached_only=args.cache_only, tables_out=tables)
     except ValueError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
@@ -288,7 +288,8 @@ def register(commands):
     bitstream.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a block parameter")
     bitstream.add_argument("--freq", type=float, default=DEFAULT_FREQUENCY_MHZ, metavar="MHZ",
                            help=f"clock constraint and PLL frequency (default {DEFAULT_FREQUENCY_MHZ:g})")
-    bitstream.add_argument("--seed", type=int, default=1, help="nextpnr placer seed")
+    bitstream.add_argument("--placer-seed", type=int, default=1, metavar="SEED",
+                           help="nextpnr placer seed (default 1); --seed elsewhere seeds random data")
     bitstream.add_argument("--router", choices=ROUTERS, default=DEFAULT_ROUTER,
                            help=f"nextpnr router (default {DEFAULT_ROUTER}; router2 is faster on large "
                                 "designs)")
@@ -305,7 +306,7 @@ def register(commands):
     results.add_argument("--no-fmax", action="store_true", help="skip place and route")
     results.add_argument("--blocks", nargs="+", metavar="BLOCK", help="only these blocks")
     results.add_argument("--families", nargs="+", metavar="FAMILY", help="only blocks of these families")
-    results.add_argument("--cached", action="store_true",
+    results.add_argument("--cache-only", action="store_true",
                          help="run no tool: write the cached figures, 'not measured yet' for the rest")
     results.set_defaults(handler=command_results)
 

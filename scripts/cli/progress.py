@@ -1,8 +1,9 @@
 """Progress with elapsed time for the commands that can run for minutes (synth, bitstream,
 results, prove), on stderr so that stdout stays the result (and ``--json`` stays parseable).
 
-On a terminal, a ``tqdm`` line shows the step and its elapsed time, refreshed every second;
-elsewhere (a log, CI), one line when a step starts and one with its time when it ends.
+On a terminal, a ``tqdm`` line shows the step and its elapsed time, refreshed every second, and
+is erased when the command ends (so that an error stays the one line it is); elsewhere (a log,
+CI), one line with the time when the work ends.
 """
 
 import contextlib
@@ -22,7 +23,6 @@ def elapsed(description, stream=None):
     stream = stream or sys.stderr
     started = time.monotonic()
     if not getattr(stream, "isatty", lambda: False)():
-        print(f"neartrain: {description} ...", file=stream, flush=True)
         current = [description]
         yield lambda text: current.__setitem__(0, text)
         print(f"neartrain: {current[0]}: {time.monotonic() - started:.0f} s", file=stream, flush=True)
@@ -30,7 +30,7 @@ def elapsed(description, stream=None):
 
     from tqdm import tqdm
 
-    bar = tqdm(total=None, desc=description, bar_format="{desc} [{elapsed}]", file=stream, leave=True)
+    bar = tqdm(total=None, desc=description, bar_format="{desc} [{elapsed}]", file=stream, leave=False)
     stop = threading.Event()
 
     def refresh():

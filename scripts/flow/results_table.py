@@ -321,7 +321,7 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
     if not with_fmax:
         command += " --no-fmax"
     if cached_only and not into_doc:  # in the doc: the command that measures what the cache holds
-        command += " --cached"
+        command += " --cache-only"
     tables = {"results-blocks": block_table(measured),
               "results-critical-paths": critical_path_table(measured),
               "results-kernel": kernel_table(measured, board),

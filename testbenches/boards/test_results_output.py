@@ -12,7 +12,7 @@ def test_results_refuses_a_bad_output_path(tmp_path, capsys, kind):
     blocker = tmp_path / "file"
     blocker.write_text("")
     output = blocker / "results.md" if kind == "under_a_file" else tmp_path
-    assert main(["results", "--cached", "--blocks", "skid_buffer", "-o", str(output)]) == 2
+    assert main(["results", "--cache-only", "--blocks", "skid_buffer", "-o", str(output)]) == 2
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     named = output.parent if kind == "under_a_file" else output
