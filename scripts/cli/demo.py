@@ -59,29 +59,39 @@ def _run_demo(module, options, banner, passed, as_json=False):
     return 0 if passed(result) else 1
 
 
-def command_demo_train(args):
-    from scripts.demo import train as demo_train
+def _demo_command(name, options, banner, passed):
+    """The handler of ``neartrain demo <name>``: ``scripts.demo.<name>.run_demo`` with the keywords
+    ``options`` (``{keyword: argument attribute}``), through :func:`_run_demo`."""
+    def command(args):
+        import importlib
 
-    options = {"optimizer": args.optimizer, "steps": args.steps, "lanes": args.lanes, "seed": args.seed,
-               "ratio": args.topk, "error_feedback": args.error_feedback, "compare": args.compare,
-               "lr": args.lr}
-    return _run_demo(demo_train, options,
-                     "neartrain demo train: simulating the updater kernel (the first run builds it with "
-                     "Verilator, minutes; then a few seconds per step at most)",
-                     lambda result: result.bit_exact,
-                     as_json=args.json)
+        module = importlib.import_module(f"scripts.demo.{name}")
+        values = {keyword: getattr(args, attribute) for keyword, attribute in options.items()}
+        return _run_demo(module, values, banner(args), passed, as_json=args.json)
+
+    return command
 
 
-def command_demo_gcn(args):
-    from scripts.demo import gcn as demo_gcn
+def _same_names(*names):
+    return {name: name for name in names}
 
-    options = {"graph": args.graph, "features": args.features, "hidden": args.hidden, "lanes": args.lanes,
-               "seed": args.seed}
-    return _run_demo(demo_gcn, options,
-                     "neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run "
-                     "builds both with Verilator, many minutes; then a minute or two per layer)",
-                     lambda result: result.ok,
-                     as_json=args.json)
+
+_TRAIN = _demo_command(
+    "train", {**_same_names("optimizer", "steps", "lanes", "seed", "error_feedback", "compare", "lr"),
+              "ratio": "topk"},
+    lambda args: "neartrain demo train: simulating the updater kernel (the first run builds it with "
+                 "Verilator, minutes; then a few seconds per step at most)",
+    lambda result: result.bit_exact)
+_GCN = _demo_command(
+    "gcn", _same_names("graph", "features", "hidden", "lanes", "seed"),
+    lambda args: "neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run "
+                 "builds both with Verilator, many minutes; then a minute or two per layer)",
+    lambda result: result.ok)
+_CLUSTER = _demo_command(
+    "cluster", _same_names("nodes", "graph", "features", "placement", "seed"),
+    lambda args: f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
+                 "switch (the first run builds them with Verilator, minutes)",
+    lambda result: result.bit_exact and result.within_bound and result.counters_match)
 
 
 def register(commands):
@@ -103,7 +113,7 @@ def register(commands):
     train.add_argument("--error-feedback", action="store_true", help="Top-K with error feedback")
     train.add_argument("--compare", action="store_true",
                        help="dense, Top-K (--topk, default 0.01) and Top-K with error feedback side by side")
-    train.set_defaults(handler=command_demo_train)
+    train.set_defaults(handler=_TRAIN)
     _register_gcn(demos)
     _register_cluster(demos)
     for parser in demos.choices.values():
@@ -124,19 +134,7 @@ def _register_gcn(demos):
                      help=f"hidden width (default {DEFAULT_HIDDEN})")
     gcn.add_argument("--lanes", type=int, default=4, help="aggregation pipeline lanes, 1|2|4|8 (default 4)")
     gcn.add_argument("--seed", type=int, default=1, help="graph, features and weights (default 1)")
-    gcn.set_defaults(handler=command_demo_gcn)
-
-
-def command_demo_cluster(args):
-    from scripts.demo import cluster as demo_cluster
-
-    options = {"nodes": args.nodes, "graph": args.graph, "features": args.features,
-               "placement": args.placement, "seed": args.seed}
-    return _run_demo(demo_cluster, options,
-                     f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
-                     "switch (the first run builds them with Verilator, minutes)",
-                     lambda result: result.bit_exact and result.within_bound and result.counters_match,
-                     as_json=args.json)
+    gcn.set_defaults(handler=_GCN)
 
 
 def _register_cluster(demos):
@@ -156,4 +154,4 @@ def _register_cluster(demos):
                          help="which node spawns a row's tasks (default next: every task crosses the "
                               "network)")
     cluster.add_argument("--seed", type=int, default=1, help="graph and features (default 1)")
-    cluster.set_defaults(handler=command_demo_cluster)
+    cluster.set_defaults(handler=_CLUSTER)
