@@ -59,17 +59,33 @@ def _run_demo(module, options, banner, passed, as_json=False):
     return 0 if passed(result) else 1
 
 
-def _demo_command(name, options, banner, passed):
-    """The handler of ``neartrain demo <name>``: ``scripts.demo.<name>.run_demo`` with the keywords
-    ``options`` (``{keyword: argument attribute}``), through :func:`_run_demo`."""
+def _demo_command(load, options, banner, passed):
+    """The handler of a ``neartrain demo``: ``load()`` (the demo's module, imported when the demo
+    runs)'s ``run_demo`` with the keywords ``options`` (``{keyword: argument attribute}``), through
+    :func:`_run_demo`."""
     def command(args):
-        import importlib
-
-        module = importlib.import_module(f"scripts.demo.{name}")
         values = {keyword: getattr(args, attribute) for keyword, attribute in options.items()}
-        return _run_demo(module, values, banner(args), passed, as_json=args.json)
+        return _run_demo(load(), values, banner(args), passed, as_json=args.json)
 
     return command
+
+
+def _load_train():
+    from scripts.demo import train
+
+    return train
+
+
+def _load_gcn():
+    from scripts.demo import gcn
+
+    return gcn
+
+
+def _load_cluster():
+    from scripts.demo import cluster
+
+    return cluster
 
 
 def _same_names(*names):
@@ -77,18 +93,18 @@ def _same_names(*names):
 
 
 _TRAIN = _demo_command(
-    "train", {**_same_names("optimizer", "steps", "lanes", "seed", "error_feedback", "compare", "lr"),
+    _load_train, {**_same_names("optimizer", "steps", "lanes", "seed", "error_feedback", "compare", "lr"),
               "ratio": "topk"},
     lambda args: "neartrain demo train: simulating the updater kernel (the first run builds it with "
                  "Verilator, minutes; then a few seconds per step at most)",
     lambda result: result.bit_exact)
 _GCN = _demo_command(
-    "gcn", _same_names("graph", "features", "hidden", "lanes", "seed"),
+    _load_gcn, _same_names("graph", "features", "hidden", "lanes", "seed"),
     lambda args: "neartrain demo gcn: simulating tiled_gemm and aggregation_pipeline (the first run "
                  "builds both with Verilator, many minutes; then a minute or two per layer)",
     lambda result: result.ok)
 _CLUSTER = _demo_command(
-    "cluster", _same_names("nodes", "graph", "features", "placement", "seed"),
+    _load_cluster, _same_names("nodes", "graph", "features", "placement", "seed"),
     lambda args: f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
                  "switch (the first run builds them with Verilator, minutes)",
     lambda result: result.bit_exact and result.within_bound and result.counters_match)
