@@ -19,11 +19,10 @@ from golden.systolic import gemm, gemm_cycle_terms
 from scripts.sim import channel, knobs
 from scripts.sim.devices.aggregate import GemmDevice
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import never, random_pauses
 from scripts.sim.tb import ClockedTB
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean
 from testbenches.systolic.schedule import array_schedule
-from testbenches.systolic.tb import random_accumulator, random_matrix, signed_zero_operands
+from testbenches.systolic.tb import random_accumulator, random_matrix, signed_zero_operands, stall_ports
 
 MODULE = __name__
 OS, WS = "output_stationary", "weight_stationary"
@@ -44,12 +43,8 @@ class TB(ClockedTB):
         self.sources, self.c, self.drivers = self.device.sources, self.device.c, self.device.drivers
 
     def stall(self, idle, backpressure, salt):
-        for index, port in enumerate(("a", "b", "d")):
-            if port in self.sources:
-                self.sources[port].set_pause_generator(
-                    random_pauses(knobs.rng(salt + 10 + index), 0.3) if idle else never())
-        self.c.set_backpressure_generator(
-            random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+        stall_ports([self.sources[port] for port in ("a", "b", "d") if port in self.sources], self.c,
+                    idle, backpressure, salt)
 
     async def run_gemm(self, a, b, d=None, *, exact_cycles):
         """One GEMM through the host device: bits equal :func:`golden.systolic.gemm`, compute
