@@ -21,16 +21,18 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.systolic import gemm, gemm_cycles
+from golden.systolic.block_fp import block_fp_gemm_cycles
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.systolic.schedule import array_schedule
+from testbenches.systolic.schedule import array_schedule, block_fp_schedule
 
 __all__ = ["SPECIALS", "EDGES", "random_matrix", "random_accumulator", "signed_zero_operands",
            "random_blocks", "random_operand", "tie_operands", "tile_streams", "os_shapes",
-           "OutputStationaryTB", "WeightStationaryTB", "BlockCodecTB", "random_gemm", "random_block_operands",
-           "run_random_gemms", "stall_ports", "stalled_start", "case_id", "parametrize_cases", "gemm_tests"]
+           "OutputStationaryTB", "WeightStationaryTB", "BlockFormatTB", "BlockCodecTB", "random_gemm",
+           "random_block_operands", "run_random_gemms", "stall_ports", "stalled_start", "case_id",
+           "parametrize_cases", "gemm_tests"]
 
 # Raw encodings that exercise every special path of the PE: signed zeros, subnormals, the
 # smallest and largest normals, infinities, quiet and signaling NaNs, one.
@@ -465,6 +467,30 @@ class WeightStationaryTB(_StampedTB):
         measured = self.last_c - self.first_in + 1
         self.check_cycles(f"GEMM {m_size}x{k_size}x{n_size}", measured, model, exact_cycles=exact_cycles)
         return measured, model
+
+
+class BlockFormatTB:
+    """Block floating point operands on an array bench (list it before the bench in the bases).
+
+    ``block`` (default ``default_block``) and ``mantissa_bits`` come from the parameters; the cycle
+    model is ``block_fp_gemm_cycles`` on the array's ``dataflow`` with the documented latencies.
+    """
+
+    default_block = 8
+    dataflow = "output_stationary"
+
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.block = self.params.get("block", self.default_block)
+        self.mantissa_bits = self.params.get("mantissa_bits", 8)
+
+    def model_cycles(self, m_size, k_size, n_size):
+        """``block_fp_gemm_cycles`` of one GEMM on this array, with the documented latencies."""
+        geometry = dict(rows=self.rows, cols=self.cols, block=self.block, dataflow=self.dataflow)
+        # A weight-stationary bench has no output slots: the schedule's default (T = 1).
+        slots = {"slots": self.slots} if hasattr(self, "slots") else {}
+        return block_fp_gemm_cycles(m_size, k_size, n_size, **geometry,
+                                    **block_fp_schedule(**geometry, **slots))
 
 
 class BlockCodecTB(ClockedTB):

@@ -22,7 +22,13 @@ from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.tb import ClockedTB
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean
 from testbenches.systolic.schedule import array_schedule
-from testbenches.systolic.tb import random_accumulator, random_matrix, signed_zero_operands, stall_ports
+from testbenches.systolic.tb import (
+    random_accumulator,
+    random_matrix,
+    signed_zero_operands,
+    stall_ports,
+    stalled_start,
+)
 
 MODULE = __name__
 OS, WS = "output_stationary", "weight_stationary"
@@ -82,10 +88,7 @@ def shapes(tb, rng, count):
 
 async def run_test(dut, *, idle, backpressure, specials):
     tb = TB(dut)
-    salt = 4 * specials + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
+    rng = await stalled_start(tb, idle, backpressure, 4 * specials + 2 * idle + backpressure)
     fraction = 0.25 if specials else 0.0
     for m_size, k_size, n_size in shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
         a = random_matrix(rng, (m_size, k_size), tb.element, fraction)
