@@ -13,11 +13,11 @@ import pytest
 
 from golden.compress import chunk_count
 from scripts.sim import knobs
+from scripts.sim.devices.compress import EngineTB
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
 from testbenches.compress.tb import (
     RATIOS,
-    CompressTB,
     check_cleared,
     check_rejected,
     check_report,
@@ -35,12 +35,9 @@ MODULE = __name__
 DEFAULT_TRANSFERS = 6
 
 
-class DecompressorTB(CompressTB):
+class DecompressorTB(EngineTB):
     def __init__(self, dut, **kwargs):
         super().__init__(dut, **kwargs)
-        params = self.params
-        self.lanes, self.chunk_size = params["lanes"], params["chunk_size"]
-        self.out_lanes, self.value_format = params["out_lanes"], params["value_format"]
         self.reports = []
         self.scoreboard = Scoreboard("topk_chunk_decompressor o")
         cocotb.start_soon(collect_reports(self))

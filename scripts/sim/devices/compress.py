@@ -201,7 +201,8 @@ class CompressTB(ClockedTB):
 
 
 class EngineTB(CompressTB):
-    """``topk_scatter`` in a :class:`CompressTB`, with its parameters as attributes."""
+    """``topk_scatter`` (or ``topk_chunk_decompressor``, built on it) in a :class:`CompressTB`, with its
+    parameters as attributes."""
 
     def __init__(self, dut, **kwargs):
         super().__init__(dut, **kwargs)
