@@ -39,45 +39,56 @@ _SMARTSSD = Board(
     notes="The SmartSSD shell (PCIe, DDR controller) takes part of the device; budgets are the whole part.",
 )
 
+def _alveo_rams(sheet, budgets, bram_mb, uram_mb):
+    """An Alveo card's ``BRAM`` and ``URAM`` sources: the data sheet's megabits as the budgets' blocks."""
+    return {"BRAM": f"{sheet}: {bram_mb} Mb of block RAM = {budgets['BRAM']:,} x 36 Kb",
+            "URAM": f"{sheet}: {uram_mb} Mb of UltraRAM = {budgets['URAM']:,} x 288 Kb"}
+
+
+def _alveo_kernel_clock(card):
+    """The default kernel clock of the ``card``'s XDMA platforms."""
+    return Clock("kernel", 300e6, f"AMD UG1120 (Alveo platforms): default kernel clock of the {card} "
+                                  "XDMA platforms")
+
+
 _DS962 = "AMD DS962 (Alveo U200 and U250 Data Center Accelerator Cards Data Sheet)"
+_U250_BUDGETS = {"LUT": 1_728_000, "FF": 3_456_000, "CARRY": 216_000, "DSP48E2": 12_288, "BRAM": 2688,
+                 "URAM": 1280}
 _U250 = Board(
     name="alveo-u250",
     title="AMD Alveo U250 (XCU250)",
     device="XCU250",
     target="xcup",
-    budgets={"LUT": 1_728_000, "FF": 3_456_000, "CARRY": 216_000, "DSP48E2": 12_288, "BRAM": 2688,
-             "URAM": 1280},
+    budgets=_U250_BUDGETS,
     sources={
         "LUT": f"DPT Table 2 (1,728K); {_DS962}",
         "FF": f"DPT Table 2 (3,456K); {_DS962}",
         "CARRY": _UG574_CARRY,
         "DSP48E2": f"DPT Table 2 (12,288); {_DS962}",
-        "BRAM": f"{_DS962}: 94.5 Mb of block RAM = 2,688 x 36 Kb",
-        "URAM": f"{_DS962}: 360 Mb of UltraRAM = 1,280 x 288 Kb",
+        **_alveo_rams(_DS962, _U250_BUDGETS, 94.5, 360),
     },
-    clocks=(Clock("kernel", 300e6, "AMD UG1120 (Alveo platforms): default kernel clock of the U250 "
-                                   "XDMA platforms"),),
+    clocks=(_alveo_kernel_clock("U250"),),
     memory=f"64 GB DDR4 in 4 channels ({_DS962})",
     notes="DPT uses the U250 as the host-side NPU (Table 2).",
 )
 
 _DS963 = "AMD DS963 (Alveo U280 Data Center Accelerator Card Data Sheet)"
+_U280_BUDGETS = {"LUT": 1_303_680, "FF": 2_607_360, "CARRY": 162_960, "DSP48E2": 9024, "BRAM": 2016,
+                 "URAM": 960}
 _U280 = Board(
     name="alveo-u280",
     title="AMD Alveo U280 (XCU280)",
     device="XCU280",
     target="xcup",
-    budgets={"LUT": 1_303_680, "FF": 2_607_360, "CARRY": 162_960, "DSP48E2": 9024, "BRAM": 2016, "URAM": 960},
+    budgets=_U280_BUDGETS,
     sources={
         "LUT": f"{_DS963} (1,304K LUTs)",
         "FF": f"{_DS963} (2,607K registers)",
         "CARRY": _UG574_CARRY,
         "DSP48E2": f"{_DS963} (9,024 DSP slices)",
-        "BRAM": f"{_DS963}: 70.9 Mb of block RAM = 2,016 x 36 Kb",
-        "URAM": f"{_DS963}: 270 Mb of UltraRAM = 960 x 288 Kb",
+        **_alveo_rams(_DS963, _U280_BUDGETS, 70.9, 270),
     },
-    clocks=(Clock("kernel", 300e6, "AMD UG1120 (Alveo platforms): default kernel clock of the U280 "
-                                   "XDMA platforms"),
+    clocks=(_alveo_kernel_clock("U280"),
             Clock("achieved", 294e6, "dissertation Sec. 4.5.1, Table 4.2 (FCsN kernels and runtime)")),
     memory=f"8 GB HBM2 and 32 GB DDR4 ({_DS963}); the dissertation's SmartNIC card (Sec. 4.5.1)",
     notes="Table 4.2 of the dissertation uses 834,876 LUT (60%) and 2,724 DSP (30%) on this card.",

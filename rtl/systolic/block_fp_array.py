@@ -4,11 +4,11 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .block_fp_core import BlockFloatCore
 from .block_fp_encoder import MAX_BLOCK
 from .block_fp_pe import MAX_MANTISSA_BITS
-from .os_array import CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
+from .os_array import CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size, register_array
 from .os_core import MAX_DIMENSION
 from .os_pe import MAX_SLOTS
 
@@ -162,13 +162,9 @@ class BlockFloatArray(Parameterized, wiring.Component):
 
 
 
-register_block(
-    "block_fp_array", BlockFloatArray, family="systolic",
+register_array(
+    "block_fp_array", BlockFloatArray,
     summary="Block floating point (Block16) systolic array: integer mantissa MACs, f32 block "
             "accumulation (+ D).",
     golden="golden.systolic.block_fp:block_fp_gemm",
-    drops={
-        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
-                      " sticky: the next accepted command clears it"),
-    },
 )

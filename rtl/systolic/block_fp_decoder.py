@@ -1,12 +1,12 @@
 """Block floating point conversion out of the array: one block back to binary32 per transfer."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, stream
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import count_leading_zeros, normalise_left
-from ..registration import NO_DROPS, Param, Parameterized, register_block
-from .block_fp_encoder import MAX_BLOCK, encoded_layout
+from ..registration import NO_DROPS, register_block
+from .block_fp_encoder import BlockFloatCodec, encoded_layout
 
 __all__ = ["BlockFloatDecoder"]
 
@@ -14,7 +14,7 @@ _BIAS = 127
 _MIN_SHARED, _MAX_SHARED = -126, 127
 
 
-class BlockFloatDecoder(Parameterized, wiring.Component):
+class BlockFloatDecoder(BlockFloatCodec):
     """Decode block floating point to binary32, as :func:`golden.systolic.from_block_fp`.
 
     Each element is ``mantissa * 2^scale`` with ``scale = exponent - (mantissa_bits - 2)``, which is
@@ -31,10 +31,8 @@ class BlockFloatDecoder(Parameterized, wiring.Component):
 
     Parameters
     ----------
-    block : int
-        k, elements per block (1 to 64).
-    mantissa_bits : int
-        Width of each signed mantissa, sign included (2 to 24).
+    block, mantissa_bits : int
+        The format, as for :class:`~.block_fp_encoder.BlockFloatEncoder` (1 to 64; 2 to 24).
 
     Attributes
     ----------
@@ -51,19 +49,11 @@ class BlockFloatDecoder(Parameterized, wiring.Component):
     follows ``o.ready`` combinationally and ``o.valid`` never waits for ``o.ready``.
     """
 
-    PARAMS = (
-        Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
-        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24),
-    )
-
-    def __init__(self, *, block=8, mantissa_bits=8):
-        self._block = block
-        self._mantissa_bits = mantissa_bits
-        super().__init__({
-            "i": In(stream.Signature(encoded_layout(block, mantissa_bits))),
-            "o": Out(stream.Signature(data.StructLayout({"values": data.ArrayLayout(unsigned(32), block),
-                                                         "invalid": 1}))),
-        })
+    @staticmethod
+    def _ports(block, mantissa_bits):
+        return {"i": In(stream.Signature(encoded_layout(block, mantissa_bits))),
+                "o": Out(stream.Signature(data.StructLayout({"values": data.ArrayLayout(unsigned(32), block),
+                                                             "invalid": 1})))}
 
     def elaborate(self, platform):
         m = Module()

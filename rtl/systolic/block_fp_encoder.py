@@ -39,7 +39,22 @@ def encoded_layout(block, mantissa_bits):
                               "invalid": 1})
 
 
-class BlockFloatEncoder(Parameterized, wiring.Component):
+class BlockFloatCodec(Parameterized, wiring.Component):
+    """A conversion between binary32 and block floating point: ``block`` elements per transfer,
+    ``mantissa_bits``-bit signed mantissas; a subclass gives its ports (``_ports``)."""
+
+    PARAMS = (
+        Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
+        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24),
+    )
+
+    def __init__(self, *, block=8, mantissa_bits=8):
+        self._block = block
+        self._mantissa_bits = mantissa_bits
+        super().__init__(self._ports(block, mantissa_bits))
+
+
+class BlockFloatEncoder(BlockFloatCodec):
     """Encode ``block`` binary32 values as block floating point, as :func:`golden.systolic.to_block_fp`.
 
     For the block ``x``: ``shared = max(max biased exponent field, 1) - 127`` (subnormals count at
@@ -75,18 +90,10 @@ class BlockFloatEncoder(Parameterized, wiring.Component):
     waits for ``o.ready``.
     """
 
-    PARAMS = (
-        Param("block", int, 8, "elements per block (k)", minimum=1, maximum=MAX_BLOCK),
-        Param("mantissa_bits", int, 8, "signed mantissa width", minimum=2, maximum=24),
-    )
-
-    def __init__(self, *, block=8, mantissa_bits=8):
-        self._block = block
-        self._mantissa_bits = mantissa_bits
-        super().__init__({
-            "i": In(stream.Signature(data.ArrayLayout(unsigned(32), block))),
-            "o": Out(stream.Signature(encoded_layout(block, mantissa_bits))),
-        })
+    @staticmethod
+    def _ports(block, mantissa_bits):
+        return {"i": In(stream.Signature(data.ArrayLayout(unsigned(32), block))),
+                "o": Out(stream.Signature(encoded_layout(block, mantissa_bits)))}
 
     def elaborate(self, platform):
         m = Module()

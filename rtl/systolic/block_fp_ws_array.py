@@ -1,8 +1,9 @@
 """The weight-stationary block floating point systolic array behind streams."""
 
-from ..registration import Param, register_block
+from ..registration import Param
 from .block_fp_array import block_format_params
 from .block_fp_ws_core import BlockFloatWeightStationaryCore, check_block_parameters
+from .os_array import register_array
 from .os_core import MAX_DIMENSION
 from .ws_array import WeightStationaryArray
 
@@ -85,13 +86,9 @@ class BlockFloatWeightStationaryArray(WeightStationaryArray):
                          max_tiles=max_tiles, core=core)
 
 
-register_block(
-    "block_fp_ws_array", BlockFloatWeightStationaryArray, family="systolic",
+register_array(
+    "block_fp_ws_array", BlockFloatWeightStationaryArray,
     summary="Weight-stationary block floating point (Block16) systolic array: integer column sums, "
             "an f32 adder per block of rows.",
     golden="golden.systolic.block_fp:block_fp_gemm",
-    drops={
-        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
-                      " sticky: the next accepted command clears it"),
-    },
 )

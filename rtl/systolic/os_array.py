@@ -9,7 +9,7 @@ from .arithmetic import ELEMENTS
 from .os_core import MAX_DIMENSION, OutputStationaryCore, delayed
 from .os_pe import MAX_SLOTS
 
-__all__ = ["OutputStationaryArray", "bad_size", "ARRAY_PARAMS"]
+__all__ = ["OutputStationaryArray", "bad_size", "offer_results", "end_job", "register_array", "ARRAY_PARAMS"]
 
 CYCLE_COUNTER_BITS = 48
 
@@ -23,6 +23,52 @@ def bad_size(size, limit):
     if (limit + 1).bit_length() > limit.bit_length():
         return size == 0
     return (size == 0) | (size > limit)
+
+
+def offer_results(m, array, result, *, en, running, inputs_ready, readies):
+    """Offer the core's ``result`` on ``array.c``, and step the core (``en``) while the job runs,
+    its inputs are ready and no result waits untaken; ``readies`` drive the inputs' ``ready``."""
+    # A result taken while the array is stalled must not be offered again.
+    taken = Signal()
+    offered = result.valid & ~taken
+    m.d.comb += [en.eq(running & inputs_ready & (~offered | array.c.ready)), *readies,
+                 array.c.valid.eq(offered), array.c.payload.eq(result.data)]
+    m.d.sync += taken.eq(Mux(en, 0, taken | (array.c.valid & array.c.ready)))
+
+
+def end_job(m, array, *, start, first, first_name, count_first, running, left):
+    """The job end and the ``cycles`` counter of ``array``, a systolic array behind streams.
+
+    ``start`` accepts a job, which clears ``cycles``; ``first`` marks the job's first input beat
+    (armed by a register named ``first_name``), from which ``cycles`` counts every cycle, that
+    beat's own cycle included if ``count_first``. Each ``c`` transfer takes one off ``left``; the
+    last ends the job (``running`` and the count drop).
+    """
+    counting = Signal()
+    armed = Signal(name=first_name)
+    with m.If(start):
+        m.d.sync += [armed.eq(1), array.cycles.eq(0)]
+    begins = first & armed
+    with m.If((counting | begins) if count_first else counting):
+        m.d.sync += array.cycles.eq(array.cycles + 1)
+    with m.If(begins):
+        m.d.sync += [counting.eq(1), armed.eq(0)]
+    with m.If(array.c.valid & array.c.ready):
+        m.d.sync += left.eq(left - 1)
+        with m.If(left == 1):
+            m.d.sync += [running.eq(0), counting.eq(0)]
+
+
+def register_array(name, component, *, summary, golden):
+    """Register a systolic array whose one drop port is ``cmd_error``, as every array here has.
+
+    Each array rejects a command the same way (:func:`bad_size` on its sizes), so they share the
+    family and the description of what ``cmd_error`` flags; see :func:`~..registration.register_block`.
+    """
+    return register_block(name, component, family="systolic", summary=summary, golden=golden, drops={
+        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
+                      " sticky: the next accepted command clears it"),
+    })
 
 
 ARRAY_PARAMS = [
@@ -219,41 +265,20 @@ class OutputStationaryArray(Parameterized, wiring.Component):
             m.d.comb += [core.fill.first.eq(need_d & (fill_row == 0)), core.fill.data.eq(self.d.payload),
                          self.d.ready.eq(en & need_d)]
 
-        # A result taken while the array is stalled must not be offered again.
-        taken = Signal()
-        offered = core.result.valid & ~taken
         inputs_ready = (~valid | self.a.valid) & (~need_b | self.b.valid)
         if self._accumulate:
             inputs_ready &= ~need_d | self.d.valid
-        m.d.comb += [
-            en.eq(running & inputs_ready & (~offered | self.c.ready)),
-            self.a.ready.eq(en & valid), self.b.ready.eq(en & need_b),
-            self.c.valid.eq(offered), self.c.payload.eq(core.result.data),
-        ]
-        m.d.sync += taken.eq(Mux(en, 0, taken | (self.c.valid & self.c.ready)))
+        offer_results(m, self, core.result, en=en, running=running, inputs_ready=inputs_ready,
+                      readies=[self.a.ready.eq(en & valid), self.b.ready.eq(en & need_b)])
 
         # Job end and the cycle counter (from the cycle after the first beat to the last result).
-        counting = Signal()
-        first_beat = Signal()
-        with m.If(self.cmd.valid & ~running & ~rejected):
-            m.d.sync += [first_beat.eq(1), self.cycles.eq(0)]
-        with m.If(counting):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
-        with m.If(en & valid & first_beat):
-            m.d.sync += [counting.eq(1), first_beat.eq(0)]
-        with m.If(self.c.valid & self.c.ready):
-            m.d.sync += rows_left.eq(rows_left - 1)
-            with m.If(rows_left == 1):
-                m.d.sync += [running.eq(0), counting.eq(0)]
+        end_job(m, self, start=self.cmd.valid & ~running & ~rejected, first=en & valid,
+                first_name="first_beat", count_first=False, running=running, left=rows_left)
         return m
 
 
-register_block(
-    "os_array", OutputStationaryArray, family="systolic",
+register_array(
+    "os_array", OutputStationaryArray,
     summary="Output-stationary systolic array (f32/f16/bf16/int8) behind streams, cycle-exact to the model.",
     golden="golden.systolic.numerics:gemm",
-    drops={
-        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
-                      " sticky: the next accepted command clears it"),
-    },
 )

@@ -1,11 +1,11 @@
 """The output-stationary PE grid with its skew, fill and drain chains (lockstep, no flow control)."""
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..registration import check_int
-from .os_pe import OutputStationaryPE
+from .os_pe import OutputStationaryPE, delayed
 from .tensor_pe import TensorPE
 
 __all__ = ["OutputStationaryCore", "delayed", "MAX_DIMENSION"]
@@ -16,18 +16,6 @@ MAX_DIMENSION = 256
 def lanes(array, start, count):
     """``array[start .. start + count - 1]`` as one value (the element itself for one lane)."""
     return array[start] if count == 1 else Cat(*(array[start + index] for index in range(count)))
-
-
-def delayed(m, value, cycles, name, *, reset_less=False):
-    """``value`` through ``cycles`` registers (itself for 0).
-
-    Data lines are ``reset_less``, which lets FPGA tools map them to shift-register LUTs.
-    """
-    for index in range(cycles):
-        register = Signal.like(value, name=f"{name}_{index}", init=0, reset_less=reset_less)
-        m.d.sync += register.eq(value)
-        value = register
-    return value
 
 
 class OutputStationaryCore(wiring.Component):

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..registration import check_bool, check_int
 from .arithmetic import arithmetic
 
-__all__ = ["OutputStationaryPE", "operand_layout", "drain_layout", "token_window", "MAX_SLOTS"]
+__all__ = ["OutputStationaryPE", "operand_layout", "drain_layout", "token_window", "delayed", "MAX_SLOTS"]
 
 MAX_SLOTS = 64
 
@@ -21,6 +21,18 @@ def operand_layout(shape):
 def drain_layout(shape):
     """A result moving down a PE column towards the array's output port."""
     return data.StructLayout({"valid": 1, "data": shape})
+
+
+def delayed(m, value, cycles, name, *, reset_less=False):
+    """``value`` through ``cycles`` registers (itself for 0).
+
+    Data lines are ``reset_less``, which lets FPGA tools map them to shift-register LUTs.
+    """
+    for index in range(cycles):
+        register = Signal.like(value, name=f"{name}_{index}", init=0, reset_less=reset_less)
+        m.d.sync += register.eq(value)
+        value = register
+    return value
 
 
 def token_window(m, token, slots, name):
@@ -145,11 +157,7 @@ class OutputStationaryPE(wiring.Component):
         final = sums.valid & sums.payload.tag[0]
 
         # The ring: the adder's stages plus delay registers make beat_len stages in all.
-        ring = sums.payload.result
-        for index in range(self.beat_len - self.add_latency):
-            delayed = Signal.like(ring, name=f"ring_{index}")
-            m.d.sync += delayed.eq(ring)
-            ring = delayed
+        ring = delayed(m, sums.payload.result, self.beat_len - self.add_latency, "ring")
 
         if self._accumulate:
             fill_active, token_out = token_window(m, self.fill_token_in, slots, "fill")

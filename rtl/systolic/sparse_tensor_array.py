@@ -5,8 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, Parameterized, register_block
-from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
+from ..registration import Param, Parameterized
+from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size, register_array
 from .os_core import OutputStationaryCore
 from .tensor_array import TENSOR_PARAM
 
@@ -230,12 +230,8 @@ class SparseTensorArray(Parameterized, wiring.Component):
         return m
 
 
-register_block(
-    "sparse_tensor_array", SparseTensorArray, family="systolic",
+register_array(
+    "sparse_tensor_array", SparseTensorArray,
     summary="Sparse systolic tensor array: padded-CSR A, gathered B rows, skip padding (f32/f16/bf16/int8).",
     golden="golden.systolic.sparse:sparse_gemm",
-    drops={
-        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
-                      " sticky: the next accepted command clears it"),
-    },
 )

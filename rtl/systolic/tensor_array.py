@@ -1,7 +1,7 @@
 """The systolic tensor array: the output-stationary array with t x t tensor PEs, behind streams."""
 
-from ..registration import Param, register_block
-from .os_array import ARRAY_PARAMS, OutputStationaryArray
+from ..registration import Param
+from .os_array import ARRAY_PARAMS, OutputStationaryArray, register_array
 from .tensor_pe import MAX_TENSOR
 
 __all__ = ["TensorArray", "TENSOR_PARAM"]
@@ -55,12 +55,8 @@ class TensorArray(OutputStationaryArray):
                          max_k=max_k, max_tiles=max_tiles, tensor=tensor)
 
 
-register_block(
-    "tensor_array", TensorArray, family="systolic",
+register_array(
+    "tensor_array", TensorArray,
     summary="Systolic tensor array: output-stationary, each PE a t x t tile of MACs (f32/f16/bf16/int8).",
     golden="golden.systolic.numerics:gemm",
-    drops={
-        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
-                      " sticky: the next accepted command clears it"),
-    },
 )

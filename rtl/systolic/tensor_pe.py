@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..registration import check_bool, check_int
 from .arithmetic import arithmetic
-from .os_pe import MAX_SLOTS, _Bank
+from .os_pe import MAX_SLOTS, _Bank, delayed
 
 __all__ = ["TensorPE", "MAX_TENSOR", "group_windows"]
 
@@ -140,11 +140,7 @@ class TensorPE(wiring.Component):
                 first = product.valid & product.payload.tag[0]
                 final = sums.valid & sums.payload.tag[0]
                 # The accumulator ring of the lane: the adder's stages plus delay registers.
-                ring = sums.payload.result
-                for index in range(self.beat_len - self.add_latency):
-                    delayed = Signal.like(ring, name=f"ring_{i}_{j}_{index}")
-                    m.d.sync += delayed.eq(ring)
-                    ring = delayed
+                ring = delayed(m, sums.payload.result, self.beat_len - self.add_latency, f"ring_{i}_{j}")
                 if self._accumulate:
                     start = _Bank(m, f"d_bank_{i}_{j}", arith.accumulator_shape, slots, write=fill_windows[i],
                                   write_data=self.fill_in[j], read=first).data

@@ -5,8 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, Parameterized, register_block
-from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size
+from ..registration import Param, Parameterized
+from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size, register_array
 from .ws_array import WeightStationaryArray
 
 __all__ = ["TiledGemm", "DATAFLOWS"]
@@ -356,12 +356,8 @@ class TiledGemm(Parameterized, wiring.Component):
                                getattr(self._array, name))
 
 
-register_block(
-    "tiled_gemm", TiledGemm, family="systolic",
+register_array(
+    "tiled_gemm", TiledGemm,
     summary="Any M x K x N GEMM from on-chip buffers on an OS or WS systolic array (cycle-exact).",
     golden="golden.systolic.numerics:gemm",
-    drops={
-        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
-                      " sticky: the next accepted command clears it"),
-    },
 )

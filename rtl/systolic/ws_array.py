@@ -4,9 +4,9 @@ from amaranth.hdl import Cat, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .arithmetic import ELEMENTS
-from .os_array import CYCLE_COUNTER_BITS, bad_size
+from .os_array import CYCLE_COUNTER_BITS, bad_size, end_job, offer_results, register_array
 from .os_core import MAX_DIMENSION, delayed
 from .ws_core import WeightStationaryCore
 
@@ -181,37 +181,17 @@ class WeightStationaryArray(Parameterized, wiring.Component):
             m.d.comb += [core.row.d.eq(self.d.payload), self.d.ready.eq(en & need_d)]
             inputs_ready &= ~need_d | self.d.valid
 
-        # A result taken while the array is stalled must not be offered again.
-        taken = Signal()
-        offered = core.result.valid & ~taken
-        m.d.comb += [
-            en.eq(running & inputs_ready & (~offered | self.c.ready)),
-            self.w.ready.eq(en & loading), self.a.ready.eq(en & streaming),
-            self.c.valid.eq(offered), self.c.payload.eq(core.result.data),
-        ]
-        m.d.sync += taken.eq(Mux(en, 0, taken | (self.c.valid & self.c.ready)))
+        offer_results(m, self, core.result, en=en, running=running, inputs_ready=inputs_ready,
+                      readies=[self.w.ready.eq(en & loading), self.a.ready.eq(en & streaming)])
 
         # Job end; cycles from the first weight push (cycle 0) to the last result, inclusive.
-        counting, first_push = Signal(), Signal()
-        with m.If(self.cmd.valid & ~running & ~rejected):
-            m.d.sync += [first_push.eq(1), self.cycles.eq(0)]
-        with m.If(counting | (en & loading & first_push)):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
-        with m.If(en & loading & first_push):
-            m.d.sync += [counting.eq(1), first_push.eq(0)]
-        with m.If(self.c.valid & self.c.ready):
-            m.d.sync += outputs_left.eq(outputs_left - 1)
-            with m.If(outputs_left == 1):
-                m.d.sync += [running.eq(0), counting.eq(0)]
+        end_job(m, self, start=self.cmd.valid & ~running & ~rejected, first=en & loading,
+                first_name="first_push", count_first=True, running=running, left=outputs_left)
         return m
 
 
-register_block(
-    "ws_array", WeightStationaryArray, family="systolic",
+register_array(
+    "ws_array", WeightStationaryArray,
     summary="Weight-stationary systolic array (f32/f16/bf16/int8) behind streams, cycle-exact to the model.",
     golden="golden.systolic.numerics:gemm",
-    drops={
-        "cmd_error": ("a rejected command (a size of 0 or past its maximum), consumed without running; not"
-                      " sticky: the next accepted command clears it"),
-    },
 )

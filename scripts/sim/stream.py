@@ -103,7 +103,18 @@ def random_pauses(rng, probability):
         yield bool(rng.random() < probability)
 
 
-class StreamSource:
+class _StreamEnd:
+    """What a source and a sink of the stream port ``name`` share: its signals, clock and layout."""
+
+    def __init__(self, dut, name, clock, layout):
+        self._payload = getattr(dut, f"{name}__payload")
+        self._valid = getattr(dut, f"{name}__valid")
+        self._ready = ready_port(dut, name)
+        self._clock = clock
+        self._layout = layout
+
+
+class StreamSource(_StreamEnd):
     """Drives the stream port ``name`` of ``dut``: ``<name>__payload``, ``__valid``, ``__ready`` (if any).
 
     Parameters
@@ -119,11 +130,7 @@ class StreamSource:
     """
 
     def __init__(self, dut, name, clock, layout=None, pause=None):
-        self._payload = getattr(dut, f"{name}__payload")
-        self._valid = getattr(dut, f"{name}__valid")
-        self._ready = ready_port(dut, name)
-        self._clock = clock
-        self._layout = layout
+        super().__init__(dut, name, clock, layout)
         self._pause = pause if pause is not None else never()
         self._queue = deque()
         self._active = None
@@ -173,18 +180,14 @@ class StreamSource:
                         self._idle.set()
 
 
-class StreamSink:
+class StreamSink(_StreamEnd):
     """Consumes the stream port ``name`` of ``dut``, driving ``ready`` from a backpressure generator.
 
     Received items are ints, or unpacked dicts/lists when ``layout`` is given.
     """
 
     def __init__(self, dut, name, clock, layout=None, backpressure=None):
-        self._payload = getattr(dut, f"{name}__payload")
-        self._valid = getattr(dut, f"{name}__valid")
-        self._ready = ready_port(dut, name)
-        self._clock = clock
-        self._layout = layout
+        super().__init__(dut, name, clock, layout)
         self._backpressure = backpressure if backpressure is not None else never()
         self.queue = deque()
         self._arrived = Event()

@@ -8,7 +8,10 @@ the golden dense beats, the well-formed streams, the ``done`` reports' checks an
 re-exported here.
 """
 
+import gc
+
 import numpy as np
+import pytest
 from cocotb.triggers import RisingEdge
 
 from golden.compress import chunk_count
@@ -36,7 +39,7 @@ __all__ = ["random_values", "value_bits", "dense_beats", "CompressTB", "PAUSE_PR
            "stall_salt", "CutBursts", "idle_after_reset", "CORRUPTIONS", "top_k_stream", "corrupted_stream",
            "random_size", "errors_layout", "traffic_layout", "AXI_PARAMS", "dram_scatter_config", "RATIOS",
            "expect_dense_stream", "collect_reports", "corrupted_transfers", "check_cleared",
-           "wait_report", "check_report"]
+           "wait_report", "check_report", "engine_params", "engine_id", "check_rejected"]
 
 
 # Every malformation ``corrupted_stream`` makes.
@@ -156,3 +159,26 @@ def check_cleared(dut, what, *flags):
 
 def random_size(rng, chunk_size, chunks):
     return int(rng.integers((chunks - 1) * chunk_size + 1, chunks * chunk_size + 1))
+
+
+def engine_params(lanes, banks, chunk_size, out_lanes, value_format="f32", **extra):
+    """The parameters of a scatter engine build (``topk_scatter``, ``topk_chunk_decompressor``)."""
+    return {"lanes": lanes, "banks": banks, "chunk_size": chunk_size, "out_lanes": out_lanes,
+            "value_format": value_format, **extra}
+
+
+def engine_id(params):
+    """A runner's test id for :func:`engine_params`."""
+    return "L{lanes}-B{banks}-S{chunk_size}-M{out_lanes}-{value_format}".format(**params)
+
+
+def check_rejected(component, cases):
+    """``component(**kwargs)`` raises a ``ValueError`` matching ``match`` for each ``(kwargs, match)``.
+
+    The half-built components warn (``UnusedElaboratable``) once collected: the calling test
+    filters that warning, and they are collected here, inside its filter.
+    """
+    for kwargs, match in cases:
+        with pytest.raises(ValueError, match=match):
+            component(**kwargs)
+    gc.collect()

@@ -10,20 +10,21 @@ and every transfer must finish within a cycle budget (nothing hangs on bad input
 
 import cocotb
 import pytest
-from cocotb.triggers import with_timeout
 
 from golden.compress import chunk_count
 from scripts.sim import knobs
+from scripts.sim.devices.compress import EngineTB
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
 from testbenches.compress.tb import (
-    CLOCK_NS,
     RATIOS,
-    CompressTB,
     check_cleared,
+    check_rejected,
     check_report,
     collect_reports,
     corrupted_transfers,
+    engine_id,
+    engine_params,
     expect_dense_stream,
     random_size,
     top_k_stream,
@@ -34,12 +35,9 @@ MODULE = __name__
 DEFAULT_TRANSFERS = 6
 
 
-class DecompressorTB(CompressTB):
+class DecompressorTB(EngineTB):
     def __init__(self, dut, **kwargs):
         super().__init__(dut, **kwargs)
-        params = self.params
-        self.lanes, self.chunk_size = params["lanes"], params["chunk_size"]
-        self.out_lanes, self.value_format = params["out_lanes"], params["value_format"]
         self.reports = []
         self.scoreboard = Scoreboard("topk_chunk_decompressor o")
         cocotb.start_soon(collect_reports(self))
@@ -81,15 +79,8 @@ class DecompressorTB(CompressTB):
         check_report(self.reports[reports], expected, label)
 
     async def drain(self, size_total):
-        async def receive():
-            for _ in range(self.scoreboard.pending):
-                self.scoreboard.check(await self.sink.recv())
-
-        await with_timeout(receive(), (4 * size_total // self.out_lanes + 2000) * CLOCK_NS, "ns")
-        await self.cycles(50)
-        while not self.sink.empty():
-            self.scoreboard.check(self.sink.queue.popleft())
-        self.scoreboard.check_complete()
+        await self.expect_from(self.sink, self.scoreboard, cycles=4 * size_total // self.out_lanes + 2000,
+                               settle=50)
         assert not self.dut.busy.value, "busy stays high after the last transfer"
 
 
@@ -172,27 +163,20 @@ async def reset_mid_transfer(dut):
 # ---- pytest runners ----
 
 
-def decompressor(lanes, banks, chunk_size, out_lanes, value_format="f32", **extra):
-    return {"lanes": lanes, "banks": banks, "chunk_size": chunk_size, "out_lanes": out_lanes,
-            "value_format": value_format, **extra}
-
-
 @pytest.mark.parametrize("params", [
-    decompressor(4, 4, 32, 4, "f16"),
-    pytest.param(decompressor(1, 2, 16, 2, bank_writes=1), marks=pytest.mark.slow),
-    pytest.param(decompressor(8, 16, 128, 16), marks=pytest.mark.slow),
-    pytest.param(decompressor(16, 32, 256, 16, "f16"), marks=pytest.mark.slow),
-], ids=lambda p: "L{lanes}-B{banks}-S{chunk_size}-M{out_lanes}-{value_format}".format(**p))
+    engine_params(4, 4, 32, 4, "f16"),
+    pytest.param(engine_params(1, 2, 16, 2, bank_writes=1), marks=pytest.mark.slow),
+    pytest.param(engine_params(8, 16, 128, 16), marks=pytest.mark.slow),
+    pytest.param(engine_params(16, 32, 256, 16, "f16"), marks=pytest.mark.slow),
+], ids=engine_id)
 def test_chunk_decompressor(params):
     run_cocotb("topk_chunk_decompressor", MODULE, params=params)
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 def test_parameters_are_validated():
-    import gc
-
     from rtl.compress.chunk_decompressor import ChunkDecompressor
 
-    with pytest.raises(ValueError, match="value_format"):
-        ChunkDecompressor(value_format="bf16")
-    gc.collect()  # the half-built components warn now, inside this test's filter
+    check_rejected(ChunkDecompressor, [
+        ({"value_format": "bf16"}, "value_format"),
+    ])

@@ -3,7 +3,8 @@
 :class:`LaneConverterTB` drives ``counted_gearbox`` and ``counted_width_converter`` (clock,
 reset, a source on ``i`` and a sink on ``o`` with the stalls of :data:`STALLS`, and a
 :class:`PortMonitor` on both ports); each test file adds its lengths and its checks.
-:func:`back_to_back` and :func:`reset_rounds` are the two converters' test bodies.
+:func:`back_to_back` and :func:`reset_rounds` are the two converters' test bodies, and
+:func:`converter_tests` their cocotb tests.
 
 ``NEARTRAIN_SEED`` seeds the data and the stalls; ``NEARTRAIN_VECTORS`` (default 100) is the
 number of random lengths per stall pattern (a quarter as many reset rounds).
@@ -19,7 +20,7 @@ from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import ClockedTB, Scoreboard, hex_of
 
 __all__ = ["DEFAULT_TENSORS", "STALLS", "SETTLE", "ceil_div", "reproduce", "PortMonitor", "LaneConverterTB",
-           "back_to_back", "reset_rounds", "one_per_cycle", "stall_pattern"]
+           "back_to_back", "reset_rounds", "converter_tests", "one_per_cycle", "stall_pattern"]
 
 # Random tensor lengths per stall pattern without NEARTRAIN_VECTORS.
 DEFAULT_TENSORS = 100
@@ -239,6 +240,23 @@ async def reset_rounds(dut, make_tb):
         tb.check_protocol(where)
         await tb.run(rng, tb.fresh_length(rng),
                      f"round {round_}: the tensor after the reset at cycle {cycle}")
+
+
+def converter_tests(make_tb):
+    """The two cocotb tests of a counted converter on ``make_tb``'s bench, as a dict for the test
+    module's ``globals()``; cocotb runs them in that module's namespace, under these names."""
+    @cocotb.test(name="tensors_back_to_back")
+    @cocotb.parametrize(stall=list(STALLS))
+    async def tensors_back_to_back(dut, stall):
+        """The bench's tensor lengths back to back: words in order, exact transfer counts."""
+        await back_to_back(dut, stall, make_tb)
+
+    @cocotb.test(name="reset_mid_transfer")
+    async def reset_mid_transfer(dut):
+        """Reset while a tensor flows under stalls; nothing moves until a start; a fresh tensor is exact."""
+        await reset_rounds(dut, make_tb)
+
+    return {test.name: test for test in (tensors_back_to_back, reset_mid_transfer)}
 
 
 def stall_pattern(tb, idle, backpressure, *, hold):

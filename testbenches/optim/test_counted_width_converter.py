@@ -23,13 +23,12 @@ offered output is held until it is taken.
 The knobs are those of :mod:`.tb`. The pytest runner is at the bottom of this file.
 """
 
-import cocotb
 import pytest
 
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import hex_of
 
-from .tb import SETTLE, STALLS, LaneConverterTB, back_to_back, reproduce, reset_rounds
+from .tb import SETTLE, LaneConverterTB, converter_tests, reproduce
 
 
 class TB(LaneConverterTB):
@@ -74,17 +73,7 @@ class TB(LaneConverterTB):
             f"{hex_of(list(self.sink.queue))}); {reproduce()}")
 
 
-@cocotb.test()
-@cocotb.parametrize(stall=list(STALLS))
-async def tensors_back_to_back(dut, stall):
-    """Tensors of 1, ratio*k and random lengths back to back: words in order, exact transfer counts."""
-    await back_to_back(dut, stall, TB)
-
-
-@cocotb.test()
-async def reset_mid_transfer(dut):
-    """Reset while a tensor flows under stalls; nothing leaves until a start; then a fresh tensor is exact."""
-    await reset_rounds(dut, TB)
+globals().update(converter_tests(TB))
 
 
 # ---------------------------------------------------------------- pytest

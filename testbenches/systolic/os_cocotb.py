@@ -1,8 +1,8 @@
 """The output-stationary array's cocotb tests, shared by ``os_array`` and ``tensor_array``.
 
-``test_os_array.py`` and ``test_tensor_array.py`` import them by name, so that cocotb runs them on
-their own block. A tensor array's streams are those of a ``rows t x cols t`` one-MAC array, so the
-tests cut tiles over lanes and :class:`~testbenches.systolic.tb.OutputStationaryTB` asks
+``test_os_array.py`` and ``test_tensor_array.py`` put :data:`OS_TESTS` in their namespace, so that
+cocotb runs them on their own block. A tensor array's streams are those of a ``rows t x cols t``
+one-MAC array, so the tests cut tiles over lanes and :class:`~testbenches.systolic.tb.OutputStationaryTB` asks
 ``gemm_cycles(..., tensor=t)`` for the count.
 """
 
@@ -21,7 +21,7 @@ from testbenches.systolic.tb import (
     stalled_start,
 )
 
-__all__ = ["gemm_bits_and_cycles", "special_values", "gemm_under_stalls", "bad_commands_rejected",
+__all__ = ["OS_TESTS", "gemm_bits_and_cycles", "special_values", "gemm_under_stalls", "bad_commands_rejected",
            "reset_mid_gemm"]
 
 DEFAULT_GEMMS = 4
@@ -40,7 +40,6 @@ async def run_test(dut, *, idle, backpressure, specials):
                           exact_cycles=not (idle or backpressure))
 
 
-# Named so that test_os_array.py and test_tensor_array.py import them by name.
 gemm_bits_and_cycles, special_values, gemm_under_stalls = gemm_tests(run_test).values()
 
 
@@ -63,3 +62,8 @@ async def reset_mid_gemm(dut, when):
     tb = OutputStationaryTB(dut)
     await reset_mid_os_job(tb, when, tb.run_gemm, lambda rng, shape: tb.random_gemm(rng, shape, 0.25),
                            k_size=4)
+
+
+# Every test above by name, for the test modules' ``globals()``.
+OS_TESTS = {test.name: test for test in (gemm_bits_and_cycles, special_values, gemm_under_stalls,
+                                         bad_commands_rejected, reset_mid_gemm)}

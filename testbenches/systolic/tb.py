@@ -21,16 +21,18 @@ import pytest
 from cocotb.triggers import RisingEdge, with_timeout
 
 from golden.systolic import gemm, gemm_cycles
+from golden.systolic.block_fp import block_fp_gemm_cycles
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.systolic.schedule import array_schedule
+from testbenches.systolic.schedule import array_schedule, block_fp_schedule
 
 __all__ = ["SPECIALS", "EDGES", "random_matrix", "random_accumulator", "signed_zero_operands",
            "random_blocks", "random_operand", "tie_operands", "tile_streams", "os_shapes",
-           "OutputStationaryTB", "WeightStationaryTB", "BlockCodecTB", "random_gemm", "random_block_operands",
-           "run_random_gemms", "stalled_start", "case_id", "parametrize_cases", "gemm_tests"]
+           "OutputStationaryTB", "WeightStationaryTB", "BlockFormatTB", "BlockCodecTB", "random_gemm",
+           "random_block_operands", "run_random_gemms", "stall_ports", "stalled_start", "case_id",
+           "parametrize_cases", "gemm_tests"]
 
 # Raw encodings that exercise every special path of the PE: signed zeros, subnormals, the
 # smallest and largest normals, infinities, quiet and signaling NaNs, one.
@@ -195,6 +197,15 @@ def tile_streams(a, b, d, *, rows, cols, slots):
     return origins, a_pad, b_pad, d_pad, a_items, b_items, d_items
 
 
+def stall_ports(sources, sink, idle, backpressure, salt):
+    """Random valid gaps (30 %) on each of ``sources`` if ``idle`` (the one at ``index`` seeded by
+    ``salt + 10 + index``) and random backpressure (30 %, seeded by ``salt + 20``) on ``sink`` if
+    ``backpressure``; without them, none."""
+    for index, source in enumerate(sources):
+        source.set_pause_generator(random_pauses(knobs.rng(salt + 10 + index), 0.3) if idle else never())
+    sink.set_backpressure_generator(random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+
+
 async def stalled_start(tb, idle, backpressure, salt):
     """Set ``tb``'s stalls (seeded by ``salt``), reset it, and return the test's generator ``rng(salt)``."""
     tb.stall(idle, backpressure, salt)
@@ -299,11 +310,7 @@ class OutputStationaryTB(_StampedTB):
         cocotb.start_soon(self._stamp())
 
     def stall(self, idle, backpressure, salt):
-        sources = [self.a, self.b] + ([self.d] if self.d else [])
-        for index, source in enumerate(sources):
-            source.set_pause_generator(random_pauses(knobs.rng(salt + 10 + index), 0.3) if idle else never())
-        self.c.set_backpressure_generator(
-            random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+        stall_ports([self.a, self.b] + ([self.d] if self.d else []), self.c, idle, backpressure, salt)
 
     def random_gemm(self, rng, shape, fraction=0.0):
         """Random operands ``(a, b, d)`` of an ``M x K x N`` GEMM (``d`` None without ``accumulate``)."""
@@ -389,12 +396,8 @@ class WeightStationaryTB(_StampedTB):
         cocotb.start_soon(self._stamp())
 
     def stall(self, idle, backpressure, salt):
-        for index, port in enumerate(("w", "a", "d")):
-            if port in self.sources:
-                self.sources[port].set_pause_generator(
-                    random_pauses(knobs.rng(salt + 10 + index), 0.3) if idle else never())
-        self.c.set_backpressure_generator(
-            random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+        stall_ports([self.sources[port] for port in ("w", "a", "d") if port in self.sources], self.c,
+                    idle, backpressure, salt)
 
     def model_cycles(self, m_size, k_size, n_size):
         """``gemm_cycles`` of one GEMM on this array, with the documented latency."""
@@ -466,6 +469,30 @@ class WeightStationaryTB(_StampedTB):
         return measured, model
 
 
+class BlockFormatTB:
+    """Block floating point operands on an array bench (list it before the bench in the bases).
+
+    ``block`` (default ``default_block``) and ``mantissa_bits`` come from the parameters; the cycle
+    model is ``block_fp_gemm_cycles`` on the array's ``dataflow`` with the documented latencies.
+    """
+
+    default_block = 8
+    dataflow = "output_stationary"
+
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.block = self.params.get("block", self.default_block)
+        self.mantissa_bits = self.params.get("mantissa_bits", 8)
+
+    def model_cycles(self, m_size, k_size, n_size):
+        """``block_fp_gemm_cycles`` of one GEMM on this array, with the documented latencies."""
+        geometry = dict(rows=self.rows, cols=self.cols, block=self.block, dataflow=self.dataflow)
+        # A weight-stationary bench has no output slots: the schedule's default (T = 1).
+        slots = {"slots": self.slots} if hasattr(self, "slots") else {}
+        return block_fp_gemm_cycles(m_size, k_size, n_size, **geometry,
+                                    **block_fp_schedule(**geometry, **slots))
+
+
 class BlockCodecTB(ClockedTB):
     """The block floating point encoder or decoder: one stream in (``i``), one out (``o``)."""
 
@@ -478,9 +505,7 @@ class BlockCodecTB(ClockedTB):
         self.sink = StreamSink(dut, "o", self.clock, stream_layout(self.component, "o"))
 
     def stall(self, idle, backpressure, salt):
-        self.source.set_pause_generator(random_pauses(knobs.rng(salt + 10), 0.3) if idle else never())
-        self.sink.set_backpressure_generator(
-            random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+        stall_ports([self.source], self.sink, idle, backpressure, salt)
 
     async def check_blocks(self, scoreboard, count, default_vectors, convert=lambda item: item):
         """Check ``count`` output blocks (each through ``convert``) against ``scoreboard``, in order,

@@ -31,6 +31,7 @@ from scripts.sim.runner import run_cocotb
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_mid_os_job, size_limits
 from testbenches.systolic.schedule import block_fp_schedule
 from testbenches.systolic.tb import (
+    BlockFormatTB,
     OutputStationaryTB,
     case_id,
     gemm_tests,
@@ -62,19 +63,8 @@ def signed_zero_operands(rng, m_size, n_size, block):
     return a.view(np.uint32), b.view(np.uint32), d
 
 
-class BlockTB(OutputStationaryTB):
+class BlockTB(BlockFormatTB, OutputStationaryTB):
     """The output-stationary bench with block floating point operands and model."""
-
-    def __init__(self, dut):
-        super().__init__(dut)
-        self.block = self.params.get("block", 8)
-        self.mantissa_bits = self.params.get("mantissa_bits", 8)
-
-    def model_cycles(self, m_size, k_size, n_size):
-        """``block_fp_gemm_cycles`` of one GEMM on this array, with the documented latencies."""
-        geometry = dict(rows=self.rows, cols=self.cols, block=self.block)
-        return block_fp_gemm_cycles(m_size, k_size, n_size, **geometry,
-                                    **block_fp_schedule(**geometry, slots=self.slots))
 
     def encode(self, a, b):
         """Transfers of one GEMM: mantissas and shared exponents per k, K padded to whole blocks."""

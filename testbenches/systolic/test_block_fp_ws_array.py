@@ -28,6 +28,7 @@ from scripts.sim.runner import run_cocotb
 from testbenches.systolic.commands import bad_ws_commands, reject_then_run, reset_mid_ws_job
 from testbenches.systolic.schedule import block_fp_schedule
 from testbenches.systolic.tb import (
+    BlockFormatTB,
     WeightStationaryTB,
     case_id,
     gemm_tests,
@@ -42,18 +43,11 @@ MODULE = __name__
 DEFAULT_GEMMS = 4
 
 
-class BlockTB(WeightStationaryTB):
+class BlockTB(BlockFormatTB, WeightStationaryTB):
     """The weight-stationary bench with block floating point operands and model."""
 
-    def __init__(self, dut):
-        super().__init__(dut)
-        self.block = self.params.get("block", 2)
-        self.mantissa_bits = self.params.get("mantissa_bits", 8)
-
-    def model_cycles(self, m_size, k_size, n_size):
-        """``block_fp_gemm_cycles`` of one GEMM on this array, with the documented latencies."""
-        geometry = dict(rows=self.rows, cols=self.cols, block=self.block, dataflow="weight_stationary")
-        return block_fp_gemm_cycles(m_size, k_size, n_size, **geometry, **block_fp_schedule(**geometry))
+    default_block = 2
+    dataflow = "weight_stationary"
 
     def cells(self, x, axis):
         """Transfer lanes of one operand: ``{mantissa, exponent}`` per element, blocked along K (``axis``)."""

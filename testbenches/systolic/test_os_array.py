@@ -2,7 +2,7 @@
 """os_array: cocotb tests of :class:`rtl.systolic.os_array.OutputStationaryArray` against golden.systolic,
 and their pytest runners (at the bottom).
 
-The cocotb tests are :mod:`.os_cocotb`'s, imported by name so that cocotb runs them here;
+The cocotb tests are :mod:`.os_cocotb`'s, put in this module's namespace so that cocotb runs them here;
 ``test_tensor_array`` runs the same ones on :class:`rtl.systolic.tensor_array.TensorArray`.
 
 Each GEMM is cut into the array's tiles exactly as the block's docstring says, streamed in,
@@ -25,16 +25,11 @@ from rtl.systolic.tensor_array import TensorArray
 from rtl.systolic.tiled_gemm import TiledGemm
 from rtl.systolic.ws_array import WeightStationaryArray
 from scripts.sim.runner import run_cocotb
-from testbenches.systolic.os_cocotb import (  # noqa: F401 (cocotb tests, run on this block)
-    bad_commands_rejected,
-    gemm_bits_and_cycles,
-    gemm_under_stalls,
-    reset_mid_gemm,
-    special_values,
-)
+from testbenches.systolic.os_cocotb import OS_TESTS
 from testbenches.systolic.schedule import array_schedule
 from testbenches.systolic.tb import parametrize_cases
 
+globals().update(OS_TESTS)  # the output-stationary array's cocotb tests, run on this block
 MODULE = __name__
 CASES = [
     {"rows": 3, "cols": 4, "element": "int8", "slots": 2, "accumulate": True},

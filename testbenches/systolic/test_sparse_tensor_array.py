@@ -226,9 +226,7 @@ def _stacked(paths, tile_m, b_pad, d_pad):
 async def run_mixed(dut, *, thresholds):
     """Algorithm 2 picks dense or sparse per tile row; run each tile row that way; check bits and cycles."""
     tb = SparseTB(dut)
-    tb.stall(False, False, 200)
-    await tb.reset()
-    rng = knobs.rng(200)
+    rng = await stalled_start(tb, False, False, 200)
     tile_m = tb.rows * tb.slots
     max_k = tb.params["max_k"]  # K = tile_cols tile_m must fit the B buffer and the command
     assert max_k >= tile_m, f"max_k = {max_k} holds no square tile of {tile_m} rows"
@@ -278,9 +276,7 @@ async def run_mixed(dut, *, thresholds):
 async def bad_index_sets_error(dut):
     """A valid slot naming a B row at or past the loaded K raises error; the next command clears it."""
     tb = SparseTB(dut)
-    tb.stall(False, False, 300)
-    await tb.reset()
-    rng = knobs.rng(300)
+    rng = await stalled_start(tb, False, False, 300)
     k_size = 3
     b = random_matrix(rng, (k_size, tb.cols), tb.element)
     a = sparse_matrix(rng, (tb.rows * tb.slots, k_size), tb.element, 0.5)

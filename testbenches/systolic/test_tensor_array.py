@@ -1,7 +1,7 @@
 """tensor_array (t x t tensor PEs): cocotb on Verilator against golden.systolic; its cycle model.
 
-The cocotb tests are the output-stationary array's (:mod:`.os_cocotb`, imported by name so
-that cocotb runs them here), which cut tiles over the ``rows t x cols t`` lanes and check every
+The cocotb tests are the output-stationary array's (:mod:`.os_cocotb`, put in this module's
+namespace so that cocotb runs them here), which cut tiles over the ``rows t x cols t`` lanes and check every
 bit against ``gemm`` and, without stalls, every count against ``gemm_cycles(..., tensor=t)``. The
 pure-Python tests hold the tensor extension of the cycle model to the register-level simulator
 (``simulate_output_stationary(..., tensor=t)``).
@@ -15,15 +15,10 @@ from golden.systolic.array_sim import ScheduleHazard, simulate_output_stationary
 from rtl.systolic.tensor_array import TensorArray
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
-from testbenches.systolic.os_cocotb import (  # noqa: F401 (cocotb tests, run on this block)
-    bad_commands_rejected,
-    gemm_bits_and_cycles,
-    gemm_under_stalls,
-    reset_mid_gemm,
-    special_values,
-)
+from testbenches.systolic.os_cocotb import OS_TESTS
 from testbenches.systolic.tb import parametrize_cases
 
+globals().update(OS_TESTS)  # the output-stationary array's cocotb tests, run on this block
 MODULE = __name__
 
 CASES = [

@@ -19,11 +19,16 @@ from golden.systolic import gemm, gemm_cycle_terms
 from scripts.sim import channel, knobs
 from scripts.sim.devices.aggregate import GemmDevice
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import never, random_pauses
 from scripts.sim.tb import ClockedTB
 from testbenches.systolic.commands import bad_commands, reject_then_run, reset_then_clean
 from testbenches.systolic.schedule import array_schedule
-from testbenches.systolic.tb import random_accumulator, random_matrix, signed_zero_operands
+from testbenches.systolic.tb import (
+    random_accumulator,
+    random_matrix,
+    signed_zero_operands,
+    stall_ports,
+    stalled_start,
+)
 
 MODULE = __name__
 OS, WS = "output_stationary", "weight_stationary"
@@ -44,12 +49,8 @@ class TB(ClockedTB):
         self.sources, self.c, self.drivers = self.device.sources, self.device.c, self.device.drivers
 
     def stall(self, idle, backpressure, salt):
-        for index, port in enumerate(("a", "b", "d")):
-            if port in self.sources:
-                self.sources[port].set_pause_generator(
-                    random_pauses(knobs.rng(salt + 10 + index), 0.3) if idle else never())
-        self.c.set_backpressure_generator(
-            random_pauses(knobs.rng(salt + 20), 0.3) if backpressure else never())
+        stall_ports([self.sources[port] for port in ("a", "b", "d") if port in self.sources], self.c,
+                    idle, backpressure, salt)
 
     async def run_gemm(self, a, b, d=None, *, exact_cycles):
         """One GEMM through the host device: bits equal :func:`golden.systolic.gemm`, compute
@@ -87,10 +88,7 @@ def shapes(tb, rng, count):
 
 async def run_test(dut, *, idle, backpressure, specials):
     tb = TB(dut)
-    salt = 4 * specials + 2 * idle + backpressure
-    tb.stall(idle, backpressure, salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
+    rng = await stalled_start(tb, idle, backpressure, 4 * specials + 2 * idle + backpressure)
     fraction = 0.25 if specials else 0.0
     for m_size, k_size, n_size in shapes(tb, rng, knobs.vectors(DEFAULT_GEMMS, limit=40)):
         a = random_matrix(rng, (m_size, k_size), tb.element, fraction)

@@ -201,7 +201,8 @@ class CompressTB(ClockedTB):
 
 
 class EngineTB(CompressTB):
-    """``topk_scatter`` in a :class:`CompressTB`, with its parameters as attributes."""
+    """``topk_scatter`` (or ``topk_chunk_decompressor``, built on it) in a :class:`CompressTB`, with its
+    parameters as attributes."""
 
     def __init__(self, dut, **kwargs):
         super().__init__(dut, **kwargs)
@@ -351,15 +352,8 @@ class AxiDecompressorTB(ClockedTB):
                 "write_bytes": written * self.beat_bytes}
 
     async def drain(self, size_total):
-        async def receive():
-            for _ in range(self.scoreboard.pending):
-                self.scoreboard.check(await self.sink.recv())
-
-        await with_timeout(receive(), (6 * size_total // self.out_lanes + 3000) * CLOCK_NS, "ns")
-        await self.cycles(50)
-        while not self.sink.empty():
-            self.scoreboard.check(self.sink.queue.popleft())
-        self.scoreboard.check_complete()
+        await self.expect_from(self.sink, self.scoreboard, cycles=6 * size_total // self.out_lanes + 3000,
+                               settle=50)
         assert not self.dut.busy.value, "busy stays high after the last transfer"
         assert not self.monitor.violations, f"{self.monitor.violations[:5]}; {knobs.describe()}"
 
