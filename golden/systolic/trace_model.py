@@ -24,18 +24,19 @@ write time, NPU start / end). This model does the same at the granularity the pa
   partial weight gradients of layers ``0 .. i-1`` into one smartSSD block by block, reduce them in its
   DRAM at the bus width, broadcast the sum back.
 
-The cycle-level systolic model is :func:`golden.systolic.cycles.gemm_cycles` (output stationary,
-wavefront overlap, 1-cycle MACs), as in the analytic sweep. Every constant of :class:`TraceSystem`
-says where it comes from. No constant is fitted to Table 4.
+The clock, bandwidths and cycle-level systolic model (:func:`golden.systolic.cycles.gemm_cycles`
+through the schedule) are the analytic sweep's (:class:`golden.systolic.partition.SystemModel`), so
+the two models differ only in what is traced; :class:`TraceSystem` adds the block and bus sizes and
+says where each comes from. No constant is fitted to Table 4.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from .cycles import gemm_cycles
+from .partition import PartitionResult, SystemModel
 
-__all__ = ["TraceResult", "TraceSystem", "forward_trace", "layer_passes", "trace_sweep"]
+__all__ = ["TraceSystem", "forward_trace", "layer_passes", "trace_sweep"]
 
 
 def _ceil_div(a, b):
@@ -51,59 +52,55 @@ def _crossing(network, cut):
 
 
 @dataclass(frozen=True)
-class TraceSystem:
-    """Constants of the traced DPT node; each attribute names its source.
+class TraceSystem(SystemModel):
+    """The analytic model's node with the granularity DPT-sim adds.
+
+    Inherited from :class:`golden.systolic.partition.SystemModel`: the clock, 2-byte operands, DRAM
+    and PCIe bandwidths, the weight update on batch-reduced feature maps and the array schedule.
 
     Attributes
     ----------
-    clock_hz : float
-        One clock for every array, 200 MHz (assumption, as the analytic model).
-    element_bytes : int
-        2: DPT-sim's systolic arrays take 2-byte operands (Section 3.4).
     block_bytes : int
         4096: the SSD's logical block (Section 3.4).
     npu_bus_bytes : int
-        32: the U250's four 64-bit DDR4 channels side by side (Alveo data sheet, DPT ref. [10]).
+        32: the U250's four 64-bit DDR4 channels side by side (Alveo data sheet, DPT ref. [10]); at the
+        inherited 76.8 GB/s that is 2.4 G beats/s, DDR4-2400.
     ssd_bus_bytes : int
-        8: one 64-bit DDR4 channel on the smartSSD, which gives the paper's "4x lower" DRAM bandwidth
-        (Section 3.1; the channel count is our assumption).
-    dram_beats_per_s : float
-        2.4e9: DDR4-2400 (assumption), so the NPU has 76.8 GB/s and a smartSSD 19.2 GB/s.
-    pcie_link_bytes_per_s : float
-        4e9 per smartSSD link: 16 GB/s shared by up to four smartSSDs (Section 3.1).
-    pcie_storage_bytes_per_s : float
-        16e9: all storage links together (Section 3.1).
+        8: one 64-bit DDR4 channel on the smartSSD, carrying the inherited 19.2 GB/s, the paper's
+        "4x lower" (Section 3.1; the channel count is our assumption).
     nand_bytes_per_s : float
         4e9: a smartSSD's NAND delivers blocks to its FPGA at its internal PCIe Gen3 x4 rate
         (SmartSSD, DPT ref. [5]; assumption: the NAND array is not slower than that link).
     """
 
-    clock_hz: float = 200e6
-    element_bytes: int = 2
     block_bytes: int = 4096
     npu_bus_bytes: int = 32
     ssd_bus_bytes: int = 8
-    dram_beats_per_s: float = 2.4e9
-    pcie_link_bytes_per_s: float = 4e9
-    pcie_storage_bytes_per_s: float = 16e9
     nand_bytes_per_s: float = 4e9
 
-    def dram_cycles(self, tensor_bytes, bus_bytes):
-        """Clock cycles to move tensors through DRAM, each rounded up to whole bus beats.
+    def dram(self, device):
+        """``(bus bytes, bytes per second)`` of the ``"npu"``'s or an ``"ssd"``'s DRAM."""
+        if device == "npu":
+            return self.npu_bus_bytes, self.npu_dram_bytes_per_s
+        return self.ssd_bus_bytes, self.ssd_dram_bytes_per_s
+
+    def dram_cycles(self, tensor_bytes, device):
+        """Clock cycles to move tensors through a device's DRAM, each rounded up to whole bus beats.
 
         Parameters
         ----------
         tensor_bytes : iterable of int
             One entry per tensor access.
-        bus_bytes : int
-            Bytes per beat of the device's DRAM bus.
+        device : str
+            ``"npu"`` or ``"ssd"``.
 
         Returns
         -------
         float
         """
+        bus_bytes, bytes_per_s = self.dram(device)
         beats = sum(_ceil_div(int(size), bus_bytes) for size in tensor_bytes)
-        return beats * self.clock_hz / self.dram_beats_per_s
+        return beats * bus_bytes / self.bytes_per_cycle(bytes_per_s)
 
     def block_cycles(self, tensor_bytes, bytes_per_s):
         """Clock cycles to move tensors as whole 4 KB blocks over a path of ``bytes_per_s``.
@@ -119,20 +116,22 @@ class TraceSystem:
         float
         """
         blocks = sum(_ceil_div(int(size), self.block_bytes) for size in tensor_bytes)
-        return blocks * self.block_bytes * self.clock_hz / bytes_per_s
+        return blocks * self.block_bytes / self.bytes_per_cycle(bytes_per_s)
 
 
-def layer_passes(network, array, bus_bytes, system):
+def layer_passes(network, array, device, system, *, samples=1):
     """Per-layer cycles of one sample's forward and backward-data pass and the reduced weight update.
 
     Parameters
     ----------
     network : golden.systolic.networks.Network
     array : tuple of int
-        (rows, cols) of the device's output-stationary array.
-    bus_bytes : int
-        The device's DRAM bus width in bytes.
+        (rows, cols) of the device's array.
+    device : str
+        ``"npu"`` or ``"ssd"``: whose DRAM.
     system : TraceSystem
+    samples : int
+        Samples the device computes weight gradients over (1 with ``reduce_before_weight_update``).
 
     Returns
     -------
@@ -141,7 +140,8 @@ def layer_passes(network, array, bus_bytes, system):
         the number of passes DRAM limits.
     """
     rows, cols = array
-    size = system.element_bytes
+    size = system.bytes_per_element
+    wu_samples = 1 if system.reduce_before_weight_update else samples
     costs = {"fp": [], "bp": [], "wu": []}
     bound = 0
     for index, entry in enumerate(network.layers):
@@ -151,13 +151,14 @@ def layer_passes(network, array, bus_bytes, system):
         w = layer.weights * size
         passes = {"fp": (layer.forward_gemm(1), (x, w, y)),       # read input and weights, write output
                   "bp": (layer.backward_data_gemm(1), (y, w, x)),  # read G_O and weights, write G_I
-                  "wu": (layer.weight_grad_gemm(1), (x, y, w))}    # read input and G_O, write delta W
+                  "wu": (layer.weight_grad_gemm(wu_samples),       # read input and G_O, write delta W
+                         (x * wu_samples, y * wu_samples, w))}
         for name, (shape, tensors) in passes.items():
             if name == "bp" and index == 0:  # no gradient for the input image
                 costs[name].append(0.0)
                 continue
-            compute = gemm_cycles(*shape, rows=rows, cols=cols, overlap_drain=True)
-            memory = system.dram_cycles(tensors, bus_bytes)
+            compute = system.schedule.cycles(shape, rows, cols)
+            memory = system.dram_cycles(tensors, device)
             bound += memory > compute
             costs[name].append(float(max(compute, memory)))
     result = {name: np.array(values) for name, values in costs.items()}
@@ -198,52 +199,28 @@ def forward_trace(*, batch, ssds, ssd_cycles, read_cycles, link_cycles, npu_cycl
     return npu
 
 
-@dataclass(frozen=True)
-class TraceResult:
-    """The traced latency at every partition index.
-
-    Attributes
-    ----------
-    latency : numpy.ndarray
-        Cycles per mini-batch for i = 0 .. N-1 (i = 0: the NPU-only baseline).
-    terms : dict of str to numpy.ndarray
-        ``forward`` (pipeline, including the activations' link transfers), ``pcie_gradients``,
-        ``backward``, ``wu_npu``, ``wu_ssd``, ``inter_ssd``.
-    best_index : int
-    improvement : float
-        ``1 - latency[best] / latency[0]``.
-    """
-
-    latency: np.ndarray
-    terms: dict
-    best_index: int
-    improvement: float
-
-
 def trace_sweep(network, *, ssd_array, npu_array, ssds, batch, system=None):
     """Trace one mini-batch at every partition index (see the module docstring).
 
     Parameters
     ----------
-    network : golden.systolic.networks.Network
-    ssd_array, npu_array : tuple of int
-        (rows, cols) of each smartSSD's array and of the NPU's.
-    ssds : int
-        Number of smartSSDs, dividing ``batch``.
-    batch : int
+    network, ssd_array, npu_array, ssds, batch
+        As for :func:`golden.systolic.partition.partition_sweep`.
     system : TraceSystem, optional
 
     Returns
     -------
-    TraceResult
+    golden.systolic.partition.PartitionResult
+        Its ``terms``: ``forward`` (the simulated pipeline, activations' link transfers included),
+        ``pcie_gradients``, ``backward``, ``wu_npu``, ``wu_ssd`` and ``inter_ssd``.
     """
     system = system or TraceSystem()
     if not isinstance(ssds, int) or ssds < 1 or not isinstance(batch, int) or batch % ssds:
         raise ValueError(f"ssds must be an integer >= 1 dividing batch = {batch}, not {ssds!r}")
-    npu = layer_passes(network, npu_array, system.npu_bus_bytes, system)
-    ssd = layer_passes(network, ssd_array, system.ssd_bus_bytes, system)
+    npu = layer_passes(network, npu_array, "npu", system, samples=batch)
+    ssd = layer_passes(network, ssd_array, "ssd", system, samples=batch // ssds)
     layers = len(network.layers)
-    size = system.element_bytes
+    size = system.bytes_per_element
     link_rate = min(system.pcie_link_bytes_per_s, system.pcie_storage_bytes_per_s / ssds)
     image = [network.tensor_elements[network.input_tensor] * size]
     read = system.block_cycles(image, min(system.nand_bytes_per_s, link_rate))
@@ -262,8 +239,8 @@ def trace_sweep(network, *, ssd_array, npu_array, ssds, batch, system=None):
         terms["wu_ssd"][cut] = ssd["wu"][:cut].sum()
         if ssds > 1 and cut:
             moved = system.block_cycles(weights[:cut], system.pcie_link_bytes_per_s)
-            reduce = system.dram_cycles(weights[:cut] * (ssds + 1), system.ssd_bus_bytes)
+            reduce = system.dram_cycles(weights[:cut] * (ssds + 1), "ssd")
             terms["inter_ssd"][cut] = 2 * (ssds - 1) * moved + reduce
     latency = sum(terms.values())
     best = int(np.argmin(latency))
-    return TraceResult(latency, terms, best, float(1 - latency[best] / latency[0]))
+    return PartitionResult(latency, terms, best, float(1 - latency[best] / latency[0]))

@@ -32,6 +32,8 @@ SSD_COUNTS = (2, 4)
 CIRCLED = {1: "①", 2: "②", 3: "③"}
 COMMAND = ".venv/bin/python scripts/flow/partition_trace.py"
 MODELS = (("analytic", partition_sweep), ("trace", trace_sweep))
+# Table 4's cells, in the paper's column order within each test case.
+CELLS = [(case, ssds, batch) for case in TEST_CASES for batch in BATCHES for ssds in SSD_COUNTS]
 
 
 def networks():
@@ -61,31 +63,38 @@ def sweep_all(network):
     """
     results = {name: {} for name, _ in MODELS}
     results["baseline"] = {}
-    for case, (ssd_array, npu_array) in TEST_CASES.items():
-        for batch in BATCHES:
-            for ssds in SSD_COUNTS:
-                for name, sweep in MODELS:
-                    result = sweep(network, ssd_array=ssd_array, npu_array=npu_array, ssds=ssds,
-                                   batch=batch)
-                    results[name][(case, ssds, batch)] = (100 * result.improvement, result.best_index)
-                    if name == "trace" and case == 2:
-                        results["baseline"][batch] = float(result.latency[0])
+    for case, ssds, batch in CELLS:
+        ssd_array, npu_array = TEST_CASES[case]
+        for name, sweep in MODELS:
+            result = sweep(network, ssd_array=ssd_array, npu_array=npu_array, ssds=ssds, batch=batch)
+            results[name][(case, ssds, batch)] = (100 * result.improvement, result.best_index)
+            if name == "trace" and case == 2:
+                results["baseline"][batch] = float(result.latency[0])
     return results
 
 
-def table3(runs):
-    """NPU-only cycles per sample and per mini-batch on 96 x 96: DPT's Table 3 line and the trace model.
+def tables(runs):
+    """The three tables of docs/systolic.md this script writes.
 
     Parameters
     ----------
     runs : list of tuple
-        ``(network, table 3 fit, table 4, sweep_all result)``.
+        ``(network, Table 3 fit, Table 4 cells, sweep_all(network))`` per network.
 
     Returns
     -------
-    tuple
-        ``(headers, rows, colalign)``.
+    list of tuple
+        ``(name, title, (headers, rows, colalign))``.
     """
+    return [
+        ("partition-trace-table3", "NPU-only baseline on 96x96 against DPT's Table 3 lines", _table3(runs)),
+        ("partition-trace-table4", "Table 4: DPT, analytic model, trace model", _table4(runs)),
+        ("partition-trace-matches", "Cells matched (of 30 per network)", _matches(runs)),
+    ]
+
+
+def _table3(runs):
+    """NPU-only cycles per sample and the constant on 96 x 96: DPT's Table 3 line and the trace model."""
     rows = []
     for network, (per_sample, constant), _, results in runs:
         baseline = results["baseline"]
@@ -97,48 +106,23 @@ def table3(runs):
     return headers, rows, ("left",) + ("right",) * 6
 
 
-def table4(runs):
-    """Improvement (partition index) per test case, smartSSD count and batch, three sources per case.
-
-    Parameters
-    ----------
-    runs : list of tuple
-
-    Returns
-    -------
-    tuple
-        ``(headers, rows, colalign)``.
-    """
-    columns = [f"({ssds}, {batch})" for batch in BATCHES for ssds in SSD_COUNTS]
+def _table4(runs):
+    """Improvement (partition index) per case, smartSSD count and batch: DPT, then each model."""
     rows = []
     for network, _, paper, results in runs:
         for case, (ssd_array, npu_array) in TEST_CASES.items():
             label = f"{CIRCLED[case]} ({ssd_array[0]}x{ssd_array[1]}, {npu_array[0]}x{npu_array[1]})"
             sources = (("DPT", paper), *((name, results[name]) for name, _ in MODELS))
             for position, (source, cells) in enumerate(sources):
-                row = [network.name if case == 1 and position == 0 else "", label if position == 0 else "",
-                       source]
-                for batch in BATCHES:
-                    for ssds in SSD_COUNTS:
-                        percent, index = cells[(case, ssds, batch)]
-                        row.append(f"{percent:.1f}% ({index})")
-                rows.append(row)
-    headers = ["network", "case (SSD, NPU)", "source", *columns]
-    return headers, rows, ("left", "left", "left") + ("right",) * len(columns)
+                first = position == 0
+                rows.append([network.name if first and case == 1 else "", label if first else "", source,
+                             *(f"{cells[key][0]:.1f}% ({cells[key][1]})" for key in CELLS if key[0] == case)])
+    columns = [f"({ssds}, {batch})" for case, ssds, batch in CELLS if case == 1]
+    return ["network", "case (SSD, NPU)", "source", *columns], rows, ("left",) * 3 + ("right",) * len(columns)
 
 
-def matches(runs):
-    """How many of the 30 cells each model gets right, per network.
-
-    Parameters
-    ----------
-    runs : list of tuple
-
-    Returns
-    -------
-    tuple
-        ``(headers, rows, colalign)``.
-    """
+def _matches(runs):
+    """Cells where a model's index equals DPT's or is within one, and its improvement within 2 points."""
     rows = []
     for network, _, paper, results in runs:
         for name, _ in MODELS:
@@ -146,8 +130,7 @@ def matches(runs):
             index = sum(cells[key][1] == paper[key][1] for key in paper)
             near = sum(abs(cells[key][1] - paper[key][1]) <= 1 for key in paper)
             close = sum(abs(cells[key][0] - paper[key][0]) <= 2 for key in paper)
-            rows.append([network.name, name, f"{index} / {len(paper)}", f"{near} / {len(paper)}",
-                         f"{close} / {len(paper)}"])
+            rows.append([network.name, name, *(f"{count} / {len(paper)}" for count in (index, near, close))])
     headers = ["network", "model", "index = DPT's", "index within 1", "improvement within 2 points"]
     return headers, rows, ("left", "left", "right", "right", "right")
 
@@ -163,11 +146,7 @@ def main(argv=None):
     parser.add_argument("--print-only", action="store_true", help="leave docs/systolic.md unchanged")
     args = parser.parse_args(argv)
     runs = _runs()
-    sections = [
-        ("partition-trace-table3", "NPU-only baseline on 96x96 against DPT's Table 3 lines", table3(runs)),
-        ("partition-trace-table4", "Table 4: DPT, analytic model, trace model", table4(runs)),
-        ("partition-trace-matches", "Cells matched (of 30 per network)", matches(runs)),
-    ]
+    sections = tables(runs)
     for _name, title, (headers, rows, colalign) in sections:
         print(f"### {title}\n")
         print(tabulate(rows, headers=headers, tablefmt="github", colalign=colalign, disable_numparse=True))

@@ -33,17 +33,20 @@ def test_block_cycles_round_each_tensor_to_whole_4kb_blocks():
 
 
 def test_dram_cycles_round_each_tensor_to_whole_bus_beats():
-    system = TraceSystem()  # DDR4-2400 at a 200 MHz array clock: 12 beats per cycle
-    assert system.dram_cycles([1], 8) == pytest.approx(1 / 12)
-    assert system.dram_cycles([8], 8) == pytest.approx(1 / 12)
-    assert system.dram_cycles([9], 8) == pytest.approx(2 / 12)
-    assert system.dram_cycles([96], 8) == pytest.approx(1)
-    assert system.dram_cycles([97], 8) == pytest.approx(13 / 12)
-    assert system.dram_cycles([1, 1, 1], 8) == pytest.approx(3 / 12)
-    assert system.dram_cycles([96], 32) == pytest.approx(3 / 12)
-    # The paper's bandwidths: 76.8 GB/s on the NPU, 19.2 GB/s (4x lower) on a smartSSD.
-    assert 32 * system.dram_beats_per_s == pytest.approx(76.8e9)
-    assert 8 * system.dram_beats_per_s == pytest.approx(76.8e9 / 4)
+    system = TraceSystem()  # 19.2 GB/s in 8-byte beats at 200 MHz: 96 bytes, 12 beats per cycle
+    assert system.dram_cycles([1], "ssd") == pytest.approx(1 / 12)
+    assert system.dram_cycles([8], "ssd") == pytest.approx(1 / 12)
+    assert system.dram_cycles([9], "ssd") == pytest.approx(2 / 12)
+    assert system.dram_cycles([96], "ssd") == pytest.approx(1)
+    assert system.dram_cycles([97], "ssd") == pytest.approx(13 / 12)
+    assert system.dram_cycles([1, 1, 1], "ssd") == pytest.approx(3 / 12)
+    # NPU: 76.8 GB/s in 32-byte beats, also 12 beats per cycle; 96 bytes are 3 beats.
+    assert system.dram_cycles([96], "npu") == pytest.approx(3 / 12)
+    assert system.dram_cycles([1], "npu") == pytest.approx(1 / 12)
+    # DDR4-2400 on both sides, the smartSSD 4x lower (Section 3.1).
+    for device in ("npu", "ssd"):
+        bus_bytes, bytes_per_s = system.dram(device)
+        assert bytes_per_s / bus_bytes == pytest.approx(2.4e9)
 
 
 def _one_layer(layer):
@@ -57,11 +60,11 @@ def test_layer_passes_take_the_slower_of_gemm_and_dram():
     network = _one_layer(fc)
     compute = gemm_cycles(1, 16, 8, rows=4, cols=4, overlap_drain=True)
     assert compute == 42  # 2 tiles every 16 cycles, compute 16 + 6, drain 4: 16 + 22 + 4
-    fast = layer_passes(network, (4, 4), 8, TraceSystem())
+    fast = layer_passes(network, (4, 4), "ssd", TraceSystem())
     assert fast["fp"][0] == compute and fast["dram_bound"] == 0
     assert fast["bp"][0] == 0  # the first layer computes no input gradient
     # One 1-byte beat per cycle: forward moves 32 + 256 + 16 = 304 beats, more than the GEMM's 42 cycles.
-    slow = layer_passes(network, (4, 4), 1, TraceSystem(dram_beats_per_s=200e6))
+    slow = layer_passes(network, (4, 4), "ssd", TraceSystem(ssd_bus_bytes=1, ssd_dram_bytes_per_s=200e6))
     assert slow["fp"][0] == 304 and slow["wu"][0] == 304 and slow["dram_bound"] == 2
 
 
@@ -83,7 +86,7 @@ def test_forward_trace_hand_case():
 def test_trace_baseline_is_the_npu_alone():
     network = resnet50()
     system = TraceSystem()
-    npu = layer_passes(network, (96, 96), system.npu_bus_bytes, system)
+    npu = layer_passes(network, (96, 96), "npu", system)
     for batch in (32, 64):
         result = trace_sweep(network, ssd_array=(64, 32), npu_array=(96, 96), ssds=2, batch=batch)
         expected = batch * (npu["fp"].sum() + npu["bp"].sum()) + npu["wu"].sum()
