@@ -28,7 +28,7 @@ RING_BENCH_PARAMS = {"ports": 16, "nodes": 16, "depth": 1024}
 
 __all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "TAG_SHIFT", "gradient_line",
            "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite", "softfloat_add",
-           "RING_BENCH_PARAMS"]
+           "check_recursive_sum_bound", "RING_BENCH_PARAMS"]
 
 def softfloat_add(a, b):
     """Berkeley SoftFloat's binary32 ``a + b`` of raw bits, a NaN result made canonical (the oracle)."""
@@ -78,6 +78,17 @@ def leaf_traffic(rng, *, leaves, partitions, slots, chunks, count, first=0, spec
             while opened < count and first + opened - slots not in pending:
                 open_next()
     return sequence
+
+
+def check_recursive_sum_bound(ours, terms):
+    """|fp32 chain - exact| <= (n-1) u sum|g| / (1 - (n-1) u) (Higham, recursive summation), for
+    ``ours`` (binary32 bits) the sum over axis 0 of the ``n`` float32 ``terms``."""
+    n = terms.shape[0]
+    exact = terms.astype(np.float64).sum(axis=0)
+    u = 2.0 ** -24
+    gamma = (n - 1) * u / (1 - (n - 1) * u)
+    bound = gamma * np.abs(terms.astype(np.float64)).sum(axis=0)
+    assert np.all(np.abs(ours.view(np.float32).astype(np.float64) - exact) <= bound), knobs.describe()
 
 
 def by_partition(sequence):
