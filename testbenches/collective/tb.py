@@ -1,11 +1,13 @@
 """Pieces the collective testbenches share: gradient lines with special values, leaf traffic, and the
 all-reduce testbench around the leaves (their SmartNICs on the cluster's switch ports). The
-testbench (:class:`TB`), its driver :class:`Leaf` and :func:`random_words` are the host device's
-(:mod:`scripts.sim.devices.collective`), which the benches drive too; they are named here for the
-tests."""
+testbench (``AllReduceTB``), its driver :class:`Leaf` and :func:`random_words` are the host device's
+(:mod:`scripts.sim.devices.collective`), which the benches drive too; :class:`TB` is that testbench
+with the checks the tests share (:class:`AllReduceChecks`)."""
 
 
+import numpy as np
 import softfloatpy as sf
+from cocotb.triggers import ClockCycles
 
 from golden.collective import (
     CANONICAL_NAN_BITS,
@@ -15,8 +17,15 @@ from golden.collective import (
 )
 from golden.collective.control import TAG_SHIFT
 from scripts.sim import knobs
-from scripts.sim.devices.collective import HYPER, VC, ZERO_COUNTERS, Leaf, gradient_line, random_words
-from scripts.sim.devices.collective import AllReduceTB as TB
+from scripts.sim.devices.collective import (
+    HYPER,
+    VC,
+    ZERO_COUNTERS,
+    AllReduceTB,
+    Leaf,
+    gradient_line,
+    random_words,
+)
 from scripts.sim.runner import component_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
@@ -28,7 +37,7 @@ RING_BENCH_PARAMS = {"ports": 16, "nodes": 16, "depth": 1024}
 
 __all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "TAG_SHIFT", "gradient_line",
            "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite", "softfloat_add",
-           "check_recursive_sum_bound", "RING_BENCH_PARAMS"]
+           "check_recursive_sum_bound", "AllReduceChecks", "RING_BENCH_PARAMS"]
 
 def softfloat_add(a, b):
     """Berkeley SoftFloat's binary32 ``a + b`` of raw bits, a NaN result made canonical (the oracle)."""
@@ -103,6 +112,39 @@ def reshuffled(rng, sequence):
     """The same contributions, partition after partition, each partition's in a new random order."""
     groups = by_partition(sequence)
     return [groups[p][k] for p in sorted(groups) for k in rng.permutation(len(groups[p]))]
+
+
+class AllReduceChecks:
+    """The checks the GCU and tiered tests share, on an all-reduce testbench
+    (:class:`~scripts.sim.devices.collective.AllReduceTB` or a subclass) that this mixes into."""
+
+    def all_counters(self):
+        """Every counter that a clean all-reduce leaves at zero."""
+        return self.counters()
+
+    async def late_duplicate(self, rng, leaf, packet, counter):
+        """Iteration 0; ``leaf`` sends ``packet`` (a gradient line of iteration 0 again, after its
+        partition was reduced); iteration 1. Every sum must be exact and, of :meth:`all_counters`,
+        only ``counter`` may count, once: the late line must not open its partition again."""
+        await self.run(rng, 1)
+        leaf.send(packet)
+        await ClockCycles(self.clock, 100)
+        await self.run(rng, 1, first=1)
+        expected = dict.fromkeys(self.all_counters(), 0)
+        expected[counter] = 1
+        assert self.all_counters() == expected, knobs.describe()
+
+    async def clean_after_reset(self, rng, cycles):
+        """:meth:`reset_mid_iteration`, then two iterations: exact, with every counter of
+        :meth:`all_counters` at zero."""
+        await self.reset_mid_iteration(rng, cycles)
+        await self.run(rng, 2)
+        counters = self.all_counters()
+        assert counters == dict.fromkeys(counters, 0), knobs.describe()
+
+
+class TB(AllReduceChecks, AllReduceTB):
+    """The device's all-reduce testbench with the shared checks."""
 
 
 class StreamTB(ClockedTB):

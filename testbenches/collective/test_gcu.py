@@ -65,25 +65,15 @@ async def late_duplicate_gradient_is_dropped(dut):
     next iteration reduces every partition bit-exact with nothing else counted."""
     tb = TB(dut, salt=9)
     await tb.reset()
-    rng = knobs.rng(9)
-    await tb.run(rng, 1)
-    leaf = tb.leaves[0]
-    leaf.send(gp.Packet(gp.DATA, dst=tb.gcu, src=0, range=0, line=gradient_line(0, 1), data=1))
-    await ClockCycles(tb.clock, 100)
-    await tb.run(rng, 1, first=1)
-    expected = dict.fromkeys(ZERO_COUNTERS, 0)
-    expected.update(late_gradients=1)
-    assert tb.counters() == expected, knobs.describe()
+    packet = gp.Packet(gp.DATA, dst=tb.gcu, src=0, range=0, line=gradient_line(0, 1), data=1)
+    await tb.late_duplicate(knobs.rng(9), tb.leaves[0], packet, "late_gradients")
 
 
 @cocotb.test()
 async def reset_mid_iteration(dut):
     tb = TB(dut, salt=3)
     await tb.reset()
-    rng = knobs.rng(7)
-    await tb.reset_mid_iteration(rng, (20, 200))
-    await tb.run(rng, 2)
-    assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
+    await tb.clean_after_reset(knobs.rng(7), (20, 200))
 
 
 @cocotb.test()

@@ -21,7 +21,7 @@ from scripts.sim import knobs
 from scripts.sim.devices.collective import TieredTB as DeviceTieredTB
 from scripts.sim.devices.collective import tiered_traffic_session
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import VC, ZERO_COUNTERS, gradient_line
+from testbenches.collective.tb import VC, ZERO_COUNTERS, AllReduceChecks, gradient_line
 from testbenches.net.tb import SwitchPort
 
 # What a regional unit counts on its side of the GCU, that a clean all-reduce leaves at zero.
@@ -30,7 +30,7 @@ REGION_ZERO = (*ZERO_COUNTERS, "lost_fetches", "bad_replies", "unexpected_replie
 REGION_PORTS = (*REGION_COUNTERS, "overflow")
 
 
-class TieredTB(DeviceTieredTB):
+class TieredTB(AllReduceChecks, DeviceTieredTB):
     """:class:`~scripts.sim.devices.collective.TieredTB` with the counters and the injector the tests read."""
 
     def all_counters(self):
@@ -183,26 +183,16 @@ async def late_duplicate_gradient_is_dropped(dut):
     counted by its tag, and the next iteration is bit-exact."""
     tb = TieredTB(dut, salt=23)
     await tb.reset()
-    rng = knobs.rng(23)
-    await tb.run(rng, 1)
     leaf = tb.leaves[-1]
-    leaf.send(gp.Packet(gp.DATA, dst=leaf.dst, src=leaf.node, range=1, line=gradient_line(0, 1), data=1))
-    await ClockCycles(tb.clock, 100)
-    await tb.run(rng, 1, first=1)
-    expected = dict.fromkeys(tb.all_counters(), 0)
-    expected[f"r{tb.params['regions'] - 1}_late_gradients"] = 1
-    assert tb.all_counters() == expected, knobs.describe()
+    packet = gp.Packet(gp.DATA, dst=leaf.dst, src=leaf.node, range=1, line=gradient_line(0, 1), data=1)
+    await tb.late_duplicate(knobs.rng(23), leaf, packet, f"r{tb.params['regions'] - 1}_late_gradients")
 
 
 @cocotb.test()
 async def reset_mid_iteration(dut):
     tb = TieredTB(dut, salt=13)
     await tb.reset()
-    rng = knobs.rng(17)
-    await tb.reset_mid_iteration(rng, (50, 400))
-    await tb.run(rng, 2)
-    counters = tb.all_counters()
-    assert counters == dict.fromkeys(counters, 0), knobs.describe()
+    await tb.clean_after_reset(knobs.rng(17), (50, 400))
 
 
 @cocotb.test()
