@@ -1,8 +1,8 @@
 """Pieces the runtime testbenches share: configuration, packet generators, pulse counters, drain loops.
 
 (A node on a switch port, :class:`SwitchPort`, is the host device's: :mod:`scripts.sim.devices.runtime`;
-the stream testbench :class:`RuntimeTB` is the base of the node's in
-:mod:`scripts.sim.devices.runtime_sessions`, and named here for the units' tests.)
+the stream testbench of :mod:`scripts.sim.devices.runtime_sessions` is the base of the node's there,
+and of :class:`RuntimeTB` here, which adds the checked run the units' tests share.)
 """
 
 import cocotb
@@ -11,11 +11,12 @@ from cocotb.triggers import RisingEdge, SimTimeoutError, with_timeout
 from golden.runtime import packet as gp
 from golden.runtime.protocol import Config
 from scripts.sim import knobs
-from scripts.sim.devices.runtime_sessions import RuntimeTB
+from scripts.sim.devices import runtime_sessions
 from scripts.sim.tb import CLOCK_PERIOD_NS
 
 __all__ = ["RuntimeTB", "PulseCounter", "MergeBoard", "set_config", "random_config",
-           "random_task", "corrupt", "drain", "read_entry", "CONFIG_FIELDS", "CLUSTER_PARAMS"]
+           "random_task", "corrupt", "drain", "reset_then_exact", "read_entry", "CONFIG_FIELDS",
+           "CLUSTER_PARAMS"]
 
 CONFIG_FIELDS = ("node", "node_mask", "home_shift", "range_shift", "rows", "ranges")
 # The runtime_cluster build of test_cluster.py (beside nodes, queue and switch depths), which
@@ -94,6 +95,23 @@ class PulseCounter:
                         self.counts[name] += 1
 
 
+class RuntimeTB(runtime_sessions.RuntimeTB):
+    """Clock, reset and stream drivers with shared stall generators, and the units' checked run.
+
+    A subclass that scores counts as well as items provides ``send(rng, count)`` returning
+    ``(scoreboards, expected counts)`` and ``check_counts(expected)`` (for :meth:`send_and_check`;
+    with ``clear_counts()``, :meth:`ClockedTB.reset_mid_traffic` serves it too).
+    """
+
+    async def send_and_check(self, rng, count, **drain_args):
+        """Send ``count`` random items, drain every sink against its scoreboard, check the counts;
+        return the expected counts (for a test's coverage check)."""
+        boards, expected = self.send(rng, count)
+        await drain(self, boards, **drain_args)
+        self.check_counts(expected)
+        return expected
+
+
 async def drain(tb, scoreboards, cycles_per_item=40, slack=200):
     """Check every sink's items against its scoreboard until all expected items arrived (bounded).
 
@@ -120,6 +138,15 @@ async def drain(tb, scoreboards, cycles_per_item=40, slack=200):
             board.check(tb.sinks[name].queue.popleft())
         board.check_complete()
 
+
+async def reset_then_exact(tb, rng, send, *, before, after, count):
+    """Reset ``tb``; send ``before`` items, reset again somewhere ``after`` cycles in, and send ``count``
+    more: exactly those must come out (:func:`drain`). ``send(tb, rng, n)`` queues ``n`` random items
+    and returns the sinks' scoreboards."""
+    await tb.reset()
+    send(tb, rng, before)
+    await tb.reset_mid_transfer(rng, after=after, drivers=tb.drivers)
+    await drain(tb, send(tb, rng, count))
 
 
 class MergeBoard:

@@ -15,7 +15,7 @@ from golden.runtime.tables import CLASSIFIER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, corrupt, drain, random_config, set_config
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, corrupt, random_config, set_config
 
 TYPES = ("task", "rdma", "data")
 DEFAULT_PACKETS = 300
@@ -88,33 +88,27 @@ class ClassifierTB(RuntimeTB):
         assert self.accepted.counts == expected["accepted"], f"{self.accepted.counts}; {knobs.describe()}"
         assert self.dropped.counts == expected["dropped"], f"{self.dropped.counts}; {knobs.describe()}"
 
+    def clear_counts(self):
+        self.accepted.clear()
+        self.dropped.clear()
+
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def classify_under_stalls(dut, idle, backpressure):
     """Random good and bad packets on all three queues, with optional gaps and backpressure."""
-    salt = 2 * idle + backpressure
-    tb = ClassifierTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    boards, expected = tb.send(knobs.rng(10 + salt), knobs.vectors(DEFAULT_PACKETS))
+    tb, salt = await ClassifierTB.under_stalls(dut, idle, backpressure)
+    expected = await tb.send_and_check(knobs.rng(10 + salt), knobs.vectors(DEFAULT_PACKETS))
     assert any(expected["dropped"].values()) and all(expected["accepted"].values())
-    await drain(tb, boards)
-    tb.check_counts(expected)
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset while packets flow; afterwards a clean run is exact and nothing from before comes out."""
     tb = ClassifierTB(dut, idle=True, backpressure=True, salt=7)
-    await tb.reset()
     rng = knobs.rng(17)
-    tb.send(rng, 200)
-    await tb.reset_mid_transfer(rng, after=(5, 60), drivers=tb.drivers)
-    tb.accepted.clear()
-    tb.dropped.clear()
-    boards, expected = tb.send(rng, knobs.vectors(DEFAULT_PACKETS) // 2)
-    await drain(tb, boards)
-    tb.check_counts(expected)
+    await tb.reset_mid_traffic(rng, before=200, after=(5, 60))
+    await tb.send_and_check(rng, knobs.vectors(DEFAULT_PACKETS) // 2)
 
 
 @pytest.mark.parametrize("kernels", [0b1100100, 0b0000010])

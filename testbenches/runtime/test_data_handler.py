@@ -42,6 +42,10 @@ class HandlerTB(RuntimeTB):
             await FallingEdge(self.clock)
             self.dut.outstanding.value = int(int(self.dut.query.value) in self.outstanding)
 
+    def clear_counts(self):
+        self.outstanding.clear()
+        self.dropped.clear()
+
     def send(self, rng, ranges):
         """Replies for ``ranges`` (which become outstanding) mixed with unexpected packets."""
         boards = {"mem_wr": Scoreboard("data handler mem_wr"), "arrived": Scoreboard("data handler arrived")}
@@ -96,9 +100,7 @@ class HandlerTB(RuntimeTB):
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def store_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = HandlerTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
+    tb, salt = await HandlerTB.under_stalls(dut, idle, backpressure)
     rng = knobs.rng(100 + salt)
     ranges = [
         int(index) for index in rng.choice(tb.config.ranges, size=min(6, tb.config.ranges), replace=False)
@@ -114,12 +116,8 @@ async def store_under_stalls(dut, idle, backpressure):
 @cocotb.test()
 async def reset_mid_packet(dut):
     tb = HandlerTB(dut, idle=True, backpressure=True, salt=9)
-    await tb.reset()
     rng = knobs.rng(109)
-    tb.send(rng, [0, 1])
-    await tb.reset_mid_transfer(rng, after=(3, 20), drivers=tb.drivers)
-    tb.outstanding.clear()
-    tb.dropped.clear()
+    await tb.reset_mid_traffic(rng, before=[0, 1], after=(3, 20))
     boards, drops = tb.send(rng, [2, 3])
     await drain(tb, boards)
     assert tb.dropped.counts["data_unsolicited"] == drops

@@ -10,7 +10,7 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain, random_config, read_entry, set_config
+from testbenches.runtime.tb import RuntimeTB, drain, random_config, read_entry, reset_then_exact, set_config
 
 
 def send(tb, rng, count):
@@ -23,7 +23,7 @@ def send(tb, rng, count):
         board.expect(gp.encode(packet))
         tb.sources["info"].send_nowait(read_entry(packet))
         tb.sources["mem_rd_data"].send_nowait(packet.data)
-    return board
+    return {"o": board}
 
 
 def make_tb(dut, idle, backpressure, salt):
@@ -41,17 +41,13 @@ async def package_under_stalls(dut, idle, backpressure):
     salt = 2 * idle + backpressure
     tb = make_tb(dut, idle, backpressure, salt)
     await tb.reset()
-    await drain(tb, {"o": send(tb, knobs.rng(90 + salt), knobs.vectors(300))})
+    await drain(tb, send(tb, knobs.rng(90 + salt), knobs.vectors(300)))
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     tb = make_tb(dut, True, True, 7)
-    await tb.reset()
-    rng = knobs.rng(97)
-    send(tb, rng, 50)
-    await tb.reset_mid_transfer(rng, after=(3, 30), drivers=tb.drivers)
-    await drain(tb, {"o": send(tb, rng, 100)})
+    await reset_then_exact(tb, knobs.rng(97), send, before=50, after=(3, 30), count=100)
 
 
 def test_data_packager():

@@ -52,6 +52,10 @@ class DetectorTB(RuntimeTB):
             else:
                 self.dut.arrived__valid.value = 0
 
+    def clear_counts(self):
+        self.arrivals.clear()
+        self.requested = set()  # the reset forgot every range
+
     def send(self, rng, count):
         boards = {"pending": Scoreboard("detector pending"), "request": Scoreboard("detector request")}
         for _ in range(count):
@@ -77,9 +81,7 @@ class DetectorTB(RuntimeTB):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def detect_under_stalls(dut, idle, backpressure):
     """Local and remote ranges mixed; in-order issue, one request per range; then invalidate and repeat."""
-    salt = 2 * idle + backpressure
-    tb = DetectorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
+    tb, salt = await DetectorTB.under_stalls(dut, idle, backpressure)
     rng = knobs.rng(50 + salt)
     boards = tb.send(rng, knobs.vectors(DEFAULT_TASKS))
     assert boards["request"].pending
@@ -125,12 +127,8 @@ async def freeze_holds_until_arrival(dut):
 async def reset_mid_packet(dut):
     """Reset with tasks frozen and requests in flight: afterwards nothing is remembered or replayed."""
     tb = DetectorTB(dut, idle=True, backpressure=True, salt=13)
-    await tb.reset()
     rng = knobs.rng(71)
-    tb.send(rng, 80)
-    await tb.reset_mid_transfer(rng, after=(10, 80), drivers=tb.drivers)
-    tb.arrivals.clear()
-    tb.requested = set()  # the reset forgot every range
+    await tb.reset_mid_traffic(rng, before=80, after=(10, 80))
     boards = tb.send(rng, knobs.vectors(DEFAULT_TASKS) // 2)
     await drain(tb, boards, cycles_per_item=60)
 

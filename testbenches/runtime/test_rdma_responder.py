@@ -13,7 +13,7 @@ from golden.runtime.protocol import serve
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, read_entry, set_config
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, random_config, read_entry, set_config
 
 DEFAULT_REQUESTS = 120
 
@@ -70,32 +70,26 @@ class ResponderTB(RuntimeTB):
         got = {"rdma_range": self.dropped.counts["rdma_range"], "served": self.served.counts["served"]}
         assert got == expected, f"{got} != {expected}; {knobs.describe()}"
 
+    def clear_counts(self):
+        self.dropped.clear()
+        self.served.clear()
+
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def serve_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = ResponderTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    boards, expected = tb.send(knobs.rng(80 + salt), knobs.vectors(DEFAULT_REQUESTS))
+    tb, salt = await ResponderTB.under_stalls(dut, idle, backpressure)
+    expected = await tb.send_and_check(knobs.rng(80 + salt), knobs.vectors(DEFAULT_REQUESTS))
     assert expected["rdma_range"] and expected["served"]
-    await drain(tb, boards)
-    tb.check_counts(expected)
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset in the middle of a request's lines; a clean run afterwards is exact."""
     tb = ResponderTB(dut, idle=True, backpressure=True, salt=6)
-    await tb.reset()
     rng = knobs.rng(86)
-    tb.send(rng, 30)
-    await tb.reset_mid_transfer(rng, after=(5, 60), drivers=tb.drivers)
-    tb.dropped.clear()
-    tb.served.clear()
-    boards, expected = tb.send(rng, knobs.vectors(DEFAULT_REQUESTS) // 2)
-    await drain(tb, boards)
-    tb.check_counts(expected)
+    await tb.reset_mid_traffic(rng, before=30, after=(5, 60))
+    await tb.send_and_check(rng, knobs.vectors(DEFAULT_REQUESTS) // 2)
 
 
 def test_rdma_responder():

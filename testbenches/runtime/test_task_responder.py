@@ -18,7 +18,6 @@ from scripts.sim.tb import Scoreboard
 from testbenches.runtime.tb import (
     PulseCounter,
     RuntimeTB,
-    drain,
     random_config,
     random_task,
     set_config,
@@ -58,21 +57,6 @@ def expected_output(word, verdict):
     return word | local << 512 | owner_bits << 516
 
 
-async def send_tasks(tb, rng, count):
-    boards = {"o": Scoreboard("responder o"), "o_network": Scoreboard("responder o_network")}
-    drops = dict.fromkeys(RESPONDER_DROPS, 0)
-    for _ in range(count):
-        index = int(rng.integers(0, 2))
-        word = random_input(rng, tb.config, tb.node, index == 1)
-        verdict = respond(gp.decode(word), tb.node, tb.config, from_network=index == 1)
-        if isinstance(verdict, str):
-            drops[verdict[5:]] += 1
-        else:
-            boards[OUTPUTS[index]].expect(expected_output(word, verdict))
-        tb.sources[INPUTS[index]].send_nowait(word)
-    return boards, drops
-
-
 class ResponderTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=INPUTS, sinks=OUTPUTS, idle=idle, backpressure=backpressure, salt=salt)
@@ -82,39 +66,48 @@ class ResponderTB(RuntimeTB):
         self.dropped = PulseCounter(dut.dropped, self.clock, RESPONDER_DROPS)
         self.dropped_network = PulseCounter(dut.dropped_network, self.clock, RESPONDER_DROPS)
 
-    def check_drops(self, drops):
+    def send(self, rng, count):
+        """``count`` random tasks on both inputs; returns the outputs' scoreboards and the drops."""
+        boards = {"o": Scoreboard("responder o"), "o_network": Scoreboard("responder o_network")}
+        drops = dict.fromkeys(RESPONDER_DROPS, 0)
+        for _ in range(count):
+            index = int(rng.integers(0, 2))
+            word = random_input(rng, self.config, self.node, index == 1)
+            verdict = respond(gp.decode(word), self.node, self.config, from_network=index == 1)
+            if isinstance(verdict, str):
+                drops[verdict[5:]] += 1
+            else:
+                boards[OUTPUTS[index]].expect(expected_output(word, verdict))
+            self.sources[INPUTS[index]].send_nowait(word)
+        return boards, drops
+
+    def check_counts(self, drops):
         got = {name: self.dropped.counts[name] + self.dropped_network.counts[name]
                for name in RESPONDER_DROPS}
         assert got == drops, f"{got} != {drops}; {knobs.describe()}"
         assert self.dropped.counts["misrouted"] == 0  # only network tasks can be misrouted
+
+    def clear_counts(self):
+        self.dropped.clear()
+        self.dropped_network.clear()
 
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def respond_under_stalls(dut, idle, backpressure):
     """Good and bad tasks from both inputs, with optional gaps and backpressure."""
-    salt = 2 * idle + backpressure
-    tb = ResponderTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    boards, drops = await send_tasks(tb, knobs.rng(20 + salt), knobs.vectors(DEFAULT_TASKS))
+    tb, salt = await ResponderTB.under_stalls(dut, idle, backpressure)
+    drops = await tb.send_and_check(knobs.rng(20 + salt), knobs.vectors(DEFAULT_TASKS))
     assert all(drops.values())
-    await drain(tb, boards)
-    tb.check_drops(drops)
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset while tasks flow; a clean run afterwards is exact and nothing from before comes out."""
     tb = ResponderTB(dut, idle=True, backpressure=True, salt=9)
-    await tb.reset()
     rng = knobs.rng(29)
-    await send_tasks(tb, rng, 100)
-    await tb.reset_mid_transfer(rng, after=(5, 40), drivers=tb.drivers)
-    tb.dropped.clear()
-    tb.dropped_network.clear()
-    boards, drops = await send_tasks(tb, rng, knobs.vectors(DEFAULT_TASKS) // 2)
-    await drain(tb, boards)
-    tb.check_drops(drops)
+    await tb.reset_mid_traffic(rng, before=100, after=(5, 40))
+    await tb.send_and_check(rng, knobs.vectors(DEFAULT_TASKS) // 2)
 
 
 def test_task_responder():
