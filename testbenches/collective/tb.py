@@ -6,6 +6,7 @@ with the checks the tests share (:class:`AllReduceChecks`)."""
 
 
 import numpy as np
+import pytest
 import softfloatpy as sf
 from cocotb.triggers import ClockCycles
 
@@ -37,7 +38,23 @@ RING_BENCH_PARAMS = {"ports": 16, "nodes": 16, "depth": 1024}
 
 __all__ = ["StreamTB", "Leaf", "TB", "VC", "HYPER", "ZERO_COUNTERS", "TAG_SHIFT", "gradient_line",
            "random_words", "leaf_traffic", "by_partition", "reshuffled", "nonfinite", "softfloat_add",
-           "check_recursive_sum_bound", "AllReduceChecks", "RING_BENCH_PARAMS"]
+           "check_recursive_sum_bound", "AllReduceChecks", "parametrize_shapes", "rejects_at_elaboration",
+           "RING_BENCH_PARAMS"]
+
+def parametrize_shapes(shapes, slow):
+    """A runner's ``shape`` parametrization: the names of ``shapes``, those in ``slow`` marked slow
+    (``make test-full`` only)."""
+    return pytest.mark.parametrize(
+        "shape", [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in shapes])
+
+
+def rejects_at_elaboration(block, params, message):
+    """Building the registered block ``block`` with ``params`` raises a ValueError matching ``message``."""
+    from rtl.registry import get_block  # when called: a simulation importing this module elaborates nothing
+
+    with pytest.raises(ValueError, match=message):
+        get_block(block).build(params)
+
 
 def softfloat_add(a, b):
     """Berkeley SoftFloat's binary32 ``a + b`` of raw bits, a NaN result made canonical (the oracle)."""

@@ -21,7 +21,13 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.devices.collective import gcu_traffic_session
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import TB, ZERO_COUNTERS, gradient_line
+from testbenches.collective.tb import (
+    TB,
+    ZERO_COUNTERS,
+    gradient_line,
+    parametrize_shapes,
+    rejects_at_elaboration,
+)
 
 
 @cocotb.test()
@@ -97,8 +103,7 @@ SHAPES = {
 SLOW_SHAPES = {"15_leaves"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_gcu(shape):
     run_cocotb("gcu_cluster", __name__, params=SHAPES[shape])
 
@@ -112,7 +117,4 @@ def test_gcu(shape):
     ({"update_lanes": 4}, "update_lanes must be one of"),
 ])
 def test_gcu_rejects_bad_parameters_at_elaboration(params, message):
-    from rtl.registry import get_block
-
-    with pytest.raises(ValueError, match=message):
-        get_block("gcu").build(params)
+    rejects_at_elaboration("gcu", params, message)

@@ -21,7 +21,14 @@ from scripts.sim import knobs
 from scripts.sim.devices.collective import TieredTB as DeviceTieredTB
 from scripts.sim.devices.collective import tiered_traffic_session
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import VC, ZERO_COUNTERS, AllReduceChecks, gradient_line
+from testbenches.collective.tb import (
+    VC,
+    ZERO_COUNTERS,
+    AllReduceChecks,
+    gradient_line,
+    parametrize_shapes,
+    rejects_at_elaboration,
+)
 from testbenches.net.tb import SwitchPort
 
 # What a regional unit counts on its side of the GCU, that a clean all-reduce leaves at zero.
@@ -214,8 +221,7 @@ SHAPES = {
 SLOW_SHAPES = {"8_leaves_2x4", "16_leaves_2x8", "16_leaves_4x4"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_tiered(shape):
     # Two tests read the region units' and the GCU's own counters (dut.block.*).
     run_cocotb("tiered_cluster", __name__, params=SHAPES[shape], internals=True)
@@ -232,7 +238,4 @@ def test_tiered(shape):
     ("region_unit", {"retry_limit": 0}, "retry_limit must be in 1..255"),
 ])
 def test_two_level_blocks_reject_bad_parameters_at_elaboration(block, params, message):
-    from rtl.registry import get_block
-
-    with pytest.raises(ValueError, match=message):
-        get_block(block).build(params)
+    rejects_at_elaboration(block, params, message)

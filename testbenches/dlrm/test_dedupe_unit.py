@@ -9,13 +9,13 @@ order, and the counters the golden's.
 
 import cocotb
 import numpy as np
-import pytest
 
 from golden.dlrm import segments, zipf_ranks
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
+from testbenches.collective.tb import parametrize_shapes
 from testbenches.dlrm.tb import check_counters
 
 
@@ -176,7 +176,6 @@ SHAPES = {
 SLOW_SHAPES = {"dim32"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_dedupe_unit(shape):
     run_cocotb("dedupe_unit", __name__, params=SHAPES[shape])

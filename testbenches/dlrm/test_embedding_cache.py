@@ -14,6 +14,7 @@ import pytest
 from scripts.sim import knobs
 from scripts.sim.devices.dlrm import throughput_session
 from scripts.sim.runner import run_cocotb
+from testbenches.collective.tb import parametrize_shapes
 from testbenches.dlrm.tb import BASE, LINE_BYTES, CacheTB, zipf_rows
 
 
@@ -110,8 +111,7 @@ SHAPES = {
 SLOW_SHAPES = {"ways1", "ways2", "ways8", "dim64"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_embedding_cache(shape):
     run_cocotb("embedding_cache", __name__, params=SHAPES[shape], testcase=FAST_TESTS)
 

@@ -7,14 +7,13 @@ order with its bits, and the counters must agree.
 """
 
 import cocotb
-import pytest
 
 from golden.dlrm import WORDS, reduce_gradients, zipf_ranks
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.collective.tb import random_words
+from testbenches.collective.tb import parametrize_shapes, random_words
 from testbenches.dlrm.tb import check_counters
 
 
@@ -107,7 +106,6 @@ SHAPES = {"default": {"capacity": 8}, "dim64": {"capacity": 16, "dim": 64}}
 SLOW_SHAPES = {"dim64"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_loss_reduction(shape):
     run_cocotb("loss_reduction", __name__, params=SHAPES[shape])
