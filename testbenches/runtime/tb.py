@@ -98,10 +98,19 @@ class PulseCounter:
 class RuntimeTB(runtime_sessions.RuntimeTB):
     """Clock, reset and stream drivers with shared stall generators, and the units' checked run.
 
-    A subclass that scores counts as well as items provides ``send(rng, count)`` returning
-    ``(scoreboards, expected counts)`` and ``check_counts(expected)`` (for :meth:`send_and_check`;
-    with ``clear_counts()``, :meth:`ClockedTB.reset_mid_traffic` serves it too).
+    :meth:`configure` sets up a unit with a configuration port. A subclass that scores counts as
+    well as items provides ``send(rng, count)`` returning ``(scoreboards, expected counts)`` and
+    ``check_counts(expected)`` (for :meth:`send_and_check`; with ``clear_counts()``,
+    :meth:`ClockedTB.reset_mid_traffic` serves it too).
     """
+
+    def configure(self, salt, *, nodes=4, **options):
+        """Drive the configuration port with a random configuration of ``nodes`` nodes
+        (:func:`random_config` with ``options``) as ``self.config``, for a random node ``self.node``,
+        both seeded by ``salt``."""
+        self.config = random_config(knobs.rng(salt), nodes=nodes, **options)
+        self.node = int(knobs.rng(salt + 1).integers(0, nodes))
+        set_config(self.dut, self.config, self.node)
 
     async def send_and_check(self, rng, count, **drain_args):
         """Send ``count`` random items, drain every sink against its scoreboard, check the counts;

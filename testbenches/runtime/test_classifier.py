@@ -15,7 +15,7 @@ from golden.runtime.tables import CLASSIFIER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, corrupt, random_config, set_config
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, corrupt
 
 TYPES = ("task", "rdma", "data")
 DEFAULT_PACKETS = 300
@@ -61,10 +61,7 @@ class ClassifierTB(RuntimeTB):
     def __init__(self, dut, *, idle=False, backpressure=False, salt=0):
         super().__init__(dut, sources=[f"rx_{name}" for name in TYPES], sinks=TYPES, idle=idle,
                          backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4,
-                                    kernels=attached(component_from_env()._kernels))
-        self.node = int(knobs.rng(salt + 1).integers(0, self.config.nodes))
-        set_config(dut, self.config, self.node)
+        self.configure(salt, kernels=attached(component_from_env()._kernels))
         self.accepted = PulseCounter(dut.accepted, self.clock, TYPES)
         self.dropped = PulseCounter(dut.dropped, self.clock, CLASSIFIER_DROPS)
 

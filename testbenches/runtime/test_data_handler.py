@@ -17,7 +17,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.stream import StreamSink
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, set_config
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain
 
 
 class HandlerTB(RuntimeTB):
@@ -26,9 +26,7 @@ class HandlerTB(RuntimeTB):
             dut, sources=["i"], sinks=["mem_wr"], idle=idle, backpressure=backpressure, salt=salt
         )
         self.sinks["arrived"] = StreamSink(dut, "arrived", self.clock)  # the detector is always ready
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
         self.outstanding = set()
         self.dropped = PulseCounter(dut.dropped, self.clock, ["data_unsolicited"])
         dut.outstanding.value = 0

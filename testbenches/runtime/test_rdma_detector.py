@@ -16,7 +16,7 @@ from golden.runtime.protocol import detect_request
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain, random_config, random_task, set_config
+from testbenches.runtime.tb import RuntimeTB, drain, random_task
 
 DEFAULT_TASKS = 300
 
@@ -25,9 +25,7 @@ class DetectorTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=["i"], sinks=["pending", "request"], idle=idle,
                          backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
         self.delay_rng = knobs.rng(salt + 300)
         self.hold = False
         self.arrivals = []  # (cycle, range)

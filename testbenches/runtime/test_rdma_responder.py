@@ -13,7 +13,7 @@ from golden.runtime.protocol import serve
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, random_config, read_entry, set_config
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, read_entry
 
 DEFAULT_REQUESTS = 120
 
@@ -43,9 +43,7 @@ class ResponderTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=["i"], sinks=["mem_rd_cmd", "o"], idle=idle, backpressure=backpressure,
                          salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
         self.dropped = PulseCounter(dut.dropped, self.clock, ["rdma_range"])
         self.served = PulseCounter(dut.served, self.clock, ["served"])
 

@@ -13,7 +13,7 @@ from golden.runtime.protocol import spawn
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, random_task, set_config
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_task
 
 DEPTH = 64
 
@@ -21,9 +21,7 @@ DEPTH = 64
 class SpawnerTB(RuntimeTB):
     def __init__(self, dut, *, backpressure, salt):
         super().__init__(dut, sources=["load", "start"], sinks=["o"], backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
         self.pulses = PulseCounter(dut.done, self.clock, ["done"])
         self.errors = PulseCounter(dut.error, self.clock, ["error"])
         self.entries = {}

@@ -15,13 +15,7 @@ from golden.runtime.tables import RESPONDER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import (
-    PulseCounter,
-    RuntimeTB,
-    random_config,
-    random_task,
-    set_config,
-)
+from testbenches.runtime.tb import PulseCounter, RuntimeTB, random_task
 
 DEFAULT_TASKS = 300
 INPUTS = ("spawned", "network")
@@ -60,9 +54,7 @@ def expected_output(word, verdict):
 class ResponderTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=INPUTS, sinks=OUTPUTS, idle=idle, backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=8)
-        self.node = int(knobs.rng(salt + 1).integers(0, 8))
-        set_config(dut, self.config, self.node)
+        self.configure(salt, nodes=8)
         self.dropped = PulseCounter(dut.dropped, self.clock, RESPONDER_DROPS)
         self.dropped_network = PulseCounter(dut.dropped_network, self.clock, RESPONDER_DROPS)
 

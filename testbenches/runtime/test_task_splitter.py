@@ -12,7 +12,7 @@ from golden.runtime.protocol import respond, split
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain, random_config, random_task, set_config
+from testbenches.runtime.tb import RuntimeTB, drain, random_task
 
 DEFAULT_TASKS = 300
 
@@ -25,9 +25,7 @@ class SplitterTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=["i"], sinks=["local", "remote"], idle=idle, backpressure=backpressure,
                          salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
 
     def send(self, rng, count):
         """``count`` random tasks; returns the outputs' scoreboards and the number of remote groups."""
