@@ -104,6 +104,32 @@ class RuntimeTB(runtime_sessions.RuntimeTB):
     :meth:`ClockedTB.reset_mid_traffic` serves it too).
     """
 
+    def __init__(self, dut, **options):
+        super().__init__(dut, **options)
+        self.pulse_counters = []
+
+    def count_pulses(self, signal, names):
+        """A :class:`PulseCounter` of ``signal``'s bits ``names``, which :meth:`clear_counts` clears."""
+        counter = PulseCounter(signal, self.clock, names)
+        self.pulse_counters.append(counter)
+        return counter
+
+    def clear_counts(self):
+        """Forget what was counted before a reset: every counter of :meth:`count_pulses`."""
+        for counter in self.pulse_counters:
+            counter.clear()
+
+    @classmethod
+    async def exact_after_reset(cls, dut, *, salt, seed, before, after, count):
+        """A testbench with gaps and backpressure (seeded by ``salt``), reset in the middle of
+        ``before`` items (:meth:`ClockedTB.reset_mid_traffic`), then a checked run of ``count`` items
+        (:meth:`send_and_check`): nothing from before the reset may come out or count. Items from
+        ``knobs.rng(seed)``."""
+        tb = cls(dut, idle=True, backpressure=True, salt=salt)
+        rng = knobs.rng(seed)
+        await tb.reset_mid_traffic(rng, before=before, after=after)
+        await tb.send_and_check(rng, count)
+
     def configure(self, salt, *, nodes=4, **options):
         """Drive the configuration port with a random configuration of ``nodes`` nodes
         (:func:`random_config` with ``options``) as ``self.config``, for a random node ``self.node``,

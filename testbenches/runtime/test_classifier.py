@@ -15,7 +15,7 @@ from golden.runtime.tables import CLASSIFIER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, corrupt
+from testbenches.runtime.tb import RuntimeTB, corrupt
 
 TYPES = ("task", "rdma", "data")
 DEFAULT_PACKETS = 300
@@ -62,8 +62,8 @@ class ClassifierTB(RuntimeTB):
         super().__init__(dut, sources=[f"rx_{name}" for name in TYPES], sinks=TYPES, idle=idle,
                          backpressure=backpressure, salt=salt)
         self.configure(salt, kernels=attached(component_from_env()._kernels))
-        self.accepted = PulseCounter(dut.accepted, self.clock, TYPES)
-        self.dropped = PulseCounter(dut.dropped, self.clock, CLASSIFIER_DROPS)
+        self.accepted = self.count_pulses(dut.accepted, TYPES)
+        self.dropped = self.count_pulses(dut.dropped, CLASSIFIER_DROPS)
 
     def send(self, rng, count):
         """Queue ``count`` random flits; return the scoreboards and the expected counts."""
@@ -85,10 +85,6 @@ class ClassifierTB(RuntimeTB):
         assert self.accepted.counts == expected["accepted"], f"{self.accepted.counts}; {knobs.describe()}"
         assert self.dropped.counts == expected["dropped"], f"{self.dropped.counts}; {knobs.describe()}"
 
-    def clear_counts(self):
-        self.accepted.clear()
-        self.dropped.clear()
-
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
@@ -102,10 +98,8 @@ async def classify_under_stalls(dut, idle, backpressure):
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset while packets flow; afterwards a clean run is exact and nothing from before comes out."""
-    tb = ClassifierTB(dut, idle=True, backpressure=True, salt=7)
-    rng = knobs.rng(17)
-    await tb.reset_mid_traffic(rng, before=200, after=(5, 60))
-    await tb.send_and_check(rng, knobs.vectors(DEFAULT_PACKETS) // 2)
+    await ClassifierTB.exact_after_reset(dut, salt=7, seed=17, before=200, after=(5, 60),
+                                         count=knobs.vectors(DEFAULT_PACKETS) // 2)
 
 
 @pytest.mark.parametrize("kernels", [0b1100100, 0b0000010])

@@ -17,7 +17,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.stream import StreamSink
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain
+from testbenches.runtime.tb import RuntimeTB, drain
 
 
 class HandlerTB(RuntimeTB):
@@ -28,7 +28,7 @@ class HandlerTB(RuntimeTB):
         self.sinks["arrived"] = StreamSink(dut, "arrived", self.clock)  # the detector is always ready
         self.configure(salt)
         self.outstanding = set()
-        self.dropped = PulseCounter(dut.dropped, self.clock, ["data_unsolicited"])
+        self.dropped = self.count_pulses(dut.dropped, ["data_unsolicited"])
         dut.outstanding.value = 0
         cocotb.start_soon(self._detector())
 
@@ -41,8 +41,8 @@ class HandlerTB(RuntimeTB):
             self.dut.outstanding.value = int(int(self.dut.query.value) in self.outstanding)
 
     def clear_counts(self):
+        super().clear_counts()
         self.outstanding.clear()
-        self.dropped.clear()
 
     def send(self, rng, ranges):
         """Replies for ``ranges`` (which become outstanding) mixed with unexpected packets."""

@@ -13,7 +13,7 @@ from golden.runtime.protocol import serve
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, read_entry
+from testbenches.runtime.tb import RuntimeTB, read_entry
 
 DEFAULT_REQUESTS = 120
 
@@ -44,8 +44,8 @@ class ResponderTB(RuntimeTB):
         super().__init__(dut, sources=["i"], sinks=["mem_rd_cmd", "o"], idle=idle, backpressure=backpressure,
                          salt=salt)
         self.configure(salt)
-        self.dropped = PulseCounter(dut.dropped, self.clock, ["rdma_range"])
-        self.served = PulseCounter(dut.served, self.clock, ["served"])
+        self.dropped = self.count_pulses(dut.dropped, ["rdma_range"])
+        self.served = self.count_pulses(dut.served, ["served"])
 
     def send(self, rng, count):
         boards = {"mem_rd_cmd": Scoreboard("rdma responder cmd"), "o": Scoreboard("rdma responder queue")}
@@ -68,10 +68,6 @@ class ResponderTB(RuntimeTB):
         got = {"rdma_range": self.dropped.counts["rdma_range"], "served": self.served.counts["served"]}
         assert got == expected, f"{got} != {expected}; {knobs.describe()}"
 
-    def clear_counts(self):
-        self.dropped.clear()
-        self.served.clear()
-
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
@@ -84,10 +80,8 @@ async def serve_under_stalls(dut, idle, backpressure):
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset in the middle of a request's lines; a clean run afterwards is exact."""
-    tb = ResponderTB(dut, idle=True, backpressure=True, salt=6)
-    rng = knobs.rng(86)
-    await tb.reset_mid_traffic(rng, before=30, after=(5, 60))
-    await tb.send_and_check(rng, knobs.vectors(DEFAULT_REQUESTS) // 2)
+    await ResponderTB.exact_after_reset(dut, salt=6, seed=86, before=30, after=(5, 60),
+                                        count=knobs.vectors(DEFAULT_REQUESTS) // 2)
 
 
 def test_rdma_responder():

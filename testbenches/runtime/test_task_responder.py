@@ -15,7 +15,7 @@ from golden.runtime.tables import RESPONDER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, random_task
+from testbenches.runtime.tb import RuntimeTB, random_task
 
 DEFAULT_TASKS = 300
 INPUTS = ("spawned", "network")
@@ -55,8 +55,8 @@ class ResponderTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=INPUTS, sinks=OUTPUTS, idle=idle, backpressure=backpressure, salt=salt)
         self.configure(salt, nodes=8)
-        self.dropped = PulseCounter(dut.dropped, self.clock, RESPONDER_DROPS)
-        self.dropped_network = PulseCounter(dut.dropped_network, self.clock, RESPONDER_DROPS)
+        self.dropped = self.count_pulses(dut.dropped, RESPONDER_DROPS)
+        self.dropped_network = self.count_pulses(dut.dropped_network, RESPONDER_DROPS)
 
     def send(self, rng, count):
         """``count`` random tasks on both inputs; returns the outputs' scoreboards and the drops."""
@@ -79,10 +79,6 @@ class ResponderTB(RuntimeTB):
         assert got == drops, f"{got} != {drops}; {knobs.describe()}"
         assert self.dropped.counts["misrouted"] == 0  # only network tasks can be misrouted
 
-    def clear_counts(self):
-        self.dropped.clear()
-        self.dropped_network.clear()
-
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
@@ -96,10 +92,8 @@ async def respond_under_stalls(dut, idle, backpressure):
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset while tasks flow; a clean run afterwards is exact and nothing from before comes out."""
-    tb = ResponderTB(dut, idle=True, backpressure=True, salt=9)
-    rng = knobs.rng(29)
-    await tb.reset_mid_traffic(rng, before=100, after=(5, 40))
-    await tb.send_and_check(rng, knobs.vectors(DEFAULT_TASKS) // 2)
+    await ResponderTB.exact_after_reset(dut, salt=9, seed=29, before=100, after=(5, 40),
+                                        count=knobs.vectors(DEFAULT_TASKS) // 2)
 
 
 def test_task_responder():
