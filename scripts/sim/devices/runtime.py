@@ -281,16 +281,20 @@ class FCsNHost:
         return {name: await self.read_register(node, name) for name in names}
 
     # ------------------------------------------------------------------ host memory port
+    async def _edge_when(self, signal):
+        """Wait for the first rising edge at which ``signal`` is high."""
+        while True:
+            await RisingEdge(self.clock)
+            if int(signal.value):
+                return
+
     async def _load(self, items):
         """Host writes ``(node, target, address, data)``, one per cycle while the cluster is ready."""
         dut = self.dut
         for node, target, address, value in items:
             dut.host_load__payload.value = node | target << 4 | address << 6 | value << 30
             dut.host_load__valid.value = 1
-            while True:
-                await RisingEdge(self.clock)
-                if int(dut.host_load__ready.value):
-                    break
+            await self._edge_when(dut.host_load__ready)
         dut.host_load__valid.value = 0
 
     async def _read_rows(self, requests):
@@ -304,20 +308,14 @@ class FCsNHost:
         for node, row in requests:
             dut.host_read__payload.value = node | row << 4
             dut.host_read__valid.value = 1
-            while True:
-                await RisingEdge(self.clock)
-                if int(dut.host_read__ready.value):
-                    break
+            await self._edge_when(dut.host_read__ready)
             dut.host_read__valid.value = 0
-            while True:
-                await RisingEdge(self.clock)
-                if int(dut.host_read_data__valid.value):
-                    answer = int(dut.host_read_data__payload.value)
-                    if answer >> _ERROR_BIT & 1:
-                        dut.host_read_data__ready.value = 0
-                        raise HostReadError(f"the cluster refused the read of node {node} row {row}")
-                    values.append(answer & _LINE_MASK)
-                    break
+            await self._edge_when(dut.host_read_data__valid)
+            answer = int(dut.host_read_data__payload.value)
+            if answer >> _ERROR_BIT & 1:
+                dut.host_read_data__ready.value = 0
+                raise HostReadError(f"the cluster refused the read of node {node} row {row}")
+            values.append(answer & _LINE_MASK)
         dut.host_read_data__ready.value = 0
         return values
 
