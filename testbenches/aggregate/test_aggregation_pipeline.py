@@ -221,13 +221,14 @@ def test_hub_with_thousands_of_edges():
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
-def test_parameters_are_validated():
+@pytest.mark.parametrize("options,message", [
+    ({"lanes": 3}, "lanes must be one of"),
+    ({"lanes": 4, "b_banks": 2}, "b_banks must be 1 or at least lanes"),
+    ({"rows": 100, "row_bits": 6}, "row_bits must be in 7..24"),
+])
+def test_parameters_are_validated(options, message):
     from rtl.aggregate.aggregation_pipeline import AggregationPipeline
 
-    with pytest.raises(ValueError, match="lanes must be one of"):
-        AggregationPipeline(lanes=3)
-    with pytest.raises(ValueError, match="b_banks must be 1 or at least lanes"):
-        AggregationPipeline(lanes=4, b_banks=2)
-    with pytest.raises(ValueError, match="row_bits must be in 7..24"):
-        AggregationPipeline(rows=100, row_bits=6)
+    with pytest.raises(ValueError, match=message):
+        AggregationPipeline(**options)
 
