@@ -40,6 +40,16 @@ class ClockedTB:
     async def cycles(self, count):
         await ClockCycles(self.clock, count)
 
+    @classmethod
+    async def under_stalls(cls, dut, idle, backpressure, **options):
+        """A reset testbench for the stall pattern ``(idle, backpressure)``, of a subclass that takes
+        ``idle``, ``backpressure`` and ``salt`` keywords (and ``options``); returns it and the
+        pattern's salt (0 to 3), which also seeds the stalls."""
+        salt = 2 * idle + backpressure
+        tb = cls(dut, idle=idle, backpressure=backpressure, salt=salt, **options)
+        await tb.reset()
+        return tb, salt
+
     async def output_cycles(self, sink, count):
         """Receive ``count`` items from ``sink``; return the cycles from the first to the last, inclusive
         (``count`` for a block that puts out one item per cycle)."""
@@ -94,6 +104,23 @@ class ClockedTB:
             driver.clear()
         await RisingEdge(self.clock)
         return started
+
+    @property
+    def reset_drivers(self):
+        """What :meth:`reset_mid_traffic` clears: the subclass's ``drivers``."""
+        return self.drivers
+
+    def clear_counts(self):
+        """Forget what was counted and expected before a reset (nothing here: a subclass's counters)."""
+
+    async def reset_mid_traffic(self, rng, *, before, after):
+        """Reset; ``send(rng, before)`` (the subclass's traffic), reset again somewhere ``after``
+        cycles in (:meth:`reset_mid_transfer` on :attr:`reset_drivers`), and :meth:`clear_counts`,
+        so that a clean run afterwards must be exact."""
+        await self.reset()
+        self.send(rng, before)
+        await self.reset_mid_transfer(rng, after=after, drivers=self.reset_drivers)
+        self.clear_counts()
 
     async def bounded(self, awaitable, *, cycles, what):
         """Await ``awaitable`` for at most ``cycles`` clock cycles; past that, fail as a hang.

@@ -138,15 +138,21 @@ def _job(tb, rng, seed, *, bad=False):
     return packets, special_features(rng, nodes, tb.features), spawned.n_rows
 
 
+async def _first_job(dut, stall, salt, seed):
+    """A reset testbench, every AXI channel paused with probability ``stall`` (seeded by ``salt``),
+    ``knobs.rng(seed)`` and a first job drawn from it."""
+    tb = KernelTB(dut)
+    tb.stall(stall, salt)
+    await tb.reset()
+    rng = knobs.rng(seed)
+    return tb, rng, _job(tb, rng, knobs.seed())
+
+
 @cocotb.test()
 @cocotb.parametrize(stall=[0.0, 0.3])
 async def kernel_runs(dut, stall):
     """Two runs back to back (the second with ReLU and bad packets), every AXI channel paused at random."""
-    tb = KernelTB(dut)
-    tb.stall(stall, 1)
-    await tb.reset()
-    rng = knobs.rng(2)
-    packets, features, rows = _job(tb, rng, knobs.seed())
+    tb, rng, (packets, features, rows) = await _first_job(dut, stall, 1, 2)
     status = await tb.run(packets, features, rows, what="run 1")
     dut._log.info("run 1: %s", status)
     packets, features, rows = _job(tb, rng, knobs.seed() + 1, bad=True)
@@ -157,11 +163,7 @@ async def kernel_runs(dut, stall):
 @cocotb.test()
 async def bus_error_finishes(dut):
     """An SLVERR on the packets: the error register says so, the run still finishes; the next run is exact."""
-    tb = KernelTB(dut)
-    tb.stall(0.0, 3)
-    await tb.reset()
-    rng = knobs.rng(3)
-    packets, features, rows = _job(tb, rng, knobs.seed())
+    tb, rng, (packets, features, rows) = await _first_job(dut, 0.0, 3, 3)
     status = await tb.run(packets, features, rows, what="faulty run",
                           faults=[(PACKETS_ADDRESS + 64, PACKETS_ADDRESS + 128, AxiResp.SLVERR)])
     assert status["error"] & 1 and (status["error"] >> 8) & 3 == int(AxiResp.SLVERR), status
@@ -171,11 +173,7 @@ async def bus_error_finishes(dut):
 @cocotb.test()
 async def reset_mid_run(dut):
     """Reset (kernel and memory together) at a random cycle of a run; the next run is exact."""
-    tb = KernelTB(dut)
-    tb.stall(0.2, 4)
-    await tb.reset()
-    rng = knobs.rng(4)
-    packets, features, rows = _job(tb, rng, knobs.seed())
+    tb, rng, (packets, features, rows) = await _first_job(dut, 0.2, 4, 4)
     await tb.start(packets, features, rows)
     await tb.reset_mid_transfer(rng, after=(5, 400), drivers=[tb])
     packets, features, rows = _job(tb, rng, knobs.seed() + 2)

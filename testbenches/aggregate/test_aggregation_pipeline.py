@@ -49,11 +49,8 @@ async def _timed(tb, coroutine, cycles):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def graph_jobs(dut, idle, backpressure):
     """Two spawner jobs on a power-law graph, back to back (the drain leaves OUT zero): bits and counters."""
-    tb = TB(dut)
     salt = 2 * idle + backpressure
-    tb.stall(idle, backpressure, 10 * salt)
-    await tb.reset()
-    rng = knobs.rng(salt)
+    tb, rng = await TB.ready(dut, salt, stall=(idle, backpressure, 10 * salt))
     nodes = _nodes(tb)
     for job in range(2):
         # Edges per node: the graph generator cannot give a node more than about nodes / 4 neighbours.
@@ -76,9 +73,7 @@ async def graph_jobs(dut, idle, backpressure):
 @cocotb.test()
 async def hazard_patterns(dut):
     """A row in consecutive packets, in every packet, a hub row, the seed's packer: stalls as modelled."""
-    tb = TB(dut)
-    await tb.reset()
-    rng = knobs.rng(20)
+    tb, rng = await TB.ready(dut, 20)
     nodes, lanes = _nodes(tb), tb.lanes
     features = special_features(rng, nodes, tb.features, specials=False)
     count = knobs.vectors(60)
@@ -116,10 +111,7 @@ async def hazard_patterns(dut):
 @cocotb.test()
 async def bad_packets(dut):
     """Wrong headers, rows and columns out of range, bank clashes: dropped and counted; the rest exact."""
-    tb = TB(dut)
-    tb.stall(True, True, 30)
-    await tb.reset()
-    rng = knobs.rng(30)
+    tb, rng = await TB.ready(dut, 30, stall=(True, True, 30))
     nodes, lanes = _nodes(tb), tb.lanes
     n_rows = n_cols = max(lanes, nodes - lanes)  # below the capacity: the range check is the register's
     features = special_features(rng, n_cols, tb.features)
@@ -159,10 +151,7 @@ async def bad_packets(dut):
 @cocotb.test()
 async def reset_mid_stream(dut):
     """Reset at a random cycle of a job (B loads, packets, drain in flight); the next job is exact."""
-    tb = TB(dut)
-    tb.stall(True, True, 40)
-    await tb.reset()
-    rng = knobs.rng(40)
+    tb, rng = await TB.ready(dut, 40, stall=(True, True, 40))
     nodes = _nodes(tb)
     for round_ in range(knobs.vectors(3, limit=30)):  # whole graphs, each a job
         spawned = tb.spawn(_operator(tb, small_graph(nodes, 2 * nodes, seed=knobs.seed() + 10 + round_)))
@@ -183,9 +172,7 @@ async def reset_mid_stream(dut):
 @cocotb.test()
 async def relu_and_clear(dut):
     """Drain with ReLU; clear_start in the middle of a job zeroes OUT and the counters."""
-    tb = TB(dut)
-    await tb.reset()
-    rng = knobs.rng(50)
+    tb, rng = await TB.ready(dut, 50)
     nodes = _nodes(tb)
     spawned = tb.spawn(_operator(tb, small_graph(nodes, 2 * nodes, seed=knobs.seed() + 30)))
     features = special_features(rng, nodes, tb.features)
@@ -234,13 +221,14 @@ def test_hub_with_thousands_of_edges():
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
-def test_parameters_are_validated():
+@pytest.mark.parametrize("options,message", [
+    ({"lanes": 3}, "lanes must be one of"),
+    ({"lanes": 4, "b_banks": 2}, "b_banks must be 1 or at least lanes"),
+    ({"rows": 100, "row_bits": 6}, "row_bits must be in 7..24"),
+])
+def test_parameters_are_validated(options, message):
     from rtl.aggregate.aggregation_pipeline import AggregationPipeline
 
-    with pytest.raises(ValueError, match="lanes must be one of"):
-        AggregationPipeline(lanes=3)
-    with pytest.raises(ValueError, match="b_banks must be 1 or at least lanes"):
-        AggregationPipeline(lanes=4, b_banks=2)
-    with pytest.raises(ValueError, match="row_bits must be in 7..24"):
-        AggregationPipeline(rows=100, row_bits=6)
+    with pytest.raises(ValueError, match=message):
+        AggregationPipeline(**options)
 

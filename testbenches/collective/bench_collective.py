@@ -162,7 +162,7 @@ def _number(cell):
 
 
 def compare(args):
-    from scripts.flow.docs import DOCS
+    from scripts.flow.figures import docs_plot
 
     gcu = {row["leaves N"]: row for row in _rows("collective-gcu-traffic")}
     ring = {row["N"]: row for row in _rows("collective-ring")}
@@ -178,25 +178,13 @@ def compare(args):
     headers = ["N", "GCU data packets", "GCU packet-hops", "GCU cycles (projected)", "ring packets",
                "ring packet-hops", "ring cycles (fit)"]
     write_table(DOC, "collective-compare", headers, rows, f"{COMMAND} compare", disable_numparse=True)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(6, 4))
     curves = (("GCU (reduce + broadcast on request)", 3), ("ring (reduce-scatter + all-gather)", 6))
-    for label, column in curves:
-        points = [(row[0], _number(row[column])) for row in rows if _number(row[column])]
-        axis.plot([n for n, _ in points], [c for _, c in points], marker="o", label=label)
-    axis.set_xlabel("leaves N (one switch level)")
-    axis.set_ylabel("cycles for Z = 1M binary32")
-    axis.set_title("All-reduce of 1M binary32 on the simulated switch")
-    axis.set_ylim(bottom=0)
-    axis.grid(True, alpha=0.3)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(DOCS / COMPARE_PLOT, dpi=100)
-    print(f"wrote docs/{COMPARE_PLOT}")
+    with docs_plot(COMPARE_PLOT, xlabel="leaves N (one switch level)", ylabel="cycles for Z = 1M binary32",
+                   title="All-reduce of 1M binary32 on the simulated switch", from_zero=True,
+                   legend_size=8) as axis:
+        for label, column in curves:
+            points = [(row[0], _number(row[column])) for row in rows if _number(row[column])]
+            axis.plot([n for n, _ in points], [c for _, c in points], marker="o", label=label)
 
 
 def main(argv=None):

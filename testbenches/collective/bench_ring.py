@@ -26,7 +26,8 @@ import math
 import numpy as np
 
 from golden.collective import LINE_WORDS, ring_counts, seed_ring_counts
-from scripts.flow.docs import DOCS, write_table
+from scripts.flow.docs import write_table
+from scripts.flow.figures import docs_plot
 from scripts.sim.devices.collective import measure_ring
 from testbenches.collective.tb import RING_BENCH_PARAMS as BENCH_PARAMS
 
@@ -147,27 +148,15 @@ def measure(args):
 
 
 def _plot(plotted, plotted_long, bound):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(6, 4))
-    axis.plot([n for n, _, _ in plotted], [c for _, c, _ in plotted], marker="o",
-              label=f"RTL, line fitted at {', '.join(map(str, FIT_LINES))} lines per segment")
-    axis.plot([n for n, _ in plotted_long], [c for _, c in plotted_long], marker="s",
-              label="RTL, cost per line of the longest segments simulated")
-    axis.plot([n for n, _ in bound], [p for _, p in bound], linestyle="--",
-              label="packets each node sends (one per cycle at best)")
-    axis.set_xlabel("nodes N")
-    axis.set_ylabel("cycles, first start to last done")
-    axis.set_title("Ring all-reduce of 1M binary32 on the simulated switch")
-    axis.set_ylim(bottom=0)
-    axis.grid(True, alpha=0.3)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(DOCS / PLOT, dpi=100)
-    print(f"wrote docs/{PLOT}")
+    with docs_plot(PLOT, xlabel="nodes N", ylabel="cycles, first start to last done",
+                   title="Ring all-reduce of 1M binary32 on the simulated switch", from_zero=True,
+                   legend_size=8) as axis:
+        axis.plot([n for n, _, _ in plotted], [c for _, c, _ in plotted], marker="o",
+                  label=f"RTL, line fitted at {', '.join(map(str, FIT_LINES))} lines per segment")
+        axis.plot([n for n, _ in plotted_long], [c for _, c in plotted_long], marker="s",
+                  label="RTL, cost per line of the longest segments simulated")
+        axis.plot([n for n, _ in bound], [p for _, p in bound], linestyle="--",
+                  label="packets each node sends (one per cycle at best)")
 
 
 def main(argv=None):

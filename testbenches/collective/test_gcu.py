@@ -21,7 +21,13 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.devices.collective import gcu_traffic_session
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import TB, ZERO_COUNTERS, gradient_line
+from testbenches.collective.tb import (
+    TB,
+    ZERO_COUNTERS,
+    gradient_line,
+    parametrize_shapes,
+    rejects_at_elaboration,
+)
 
 
 @cocotb.test()
@@ -65,25 +71,15 @@ async def late_duplicate_gradient_is_dropped(dut):
     next iteration reduces every partition bit-exact with nothing else counted."""
     tb = TB(dut, salt=9)
     await tb.reset()
-    rng = knobs.rng(9)
-    await tb.run(rng, 1)
-    leaf = tb.leaves[0]
-    leaf.send(gp.Packet(gp.DATA, dst=tb.gcu, src=0, range=0, line=gradient_line(0, 1), data=1))
-    await ClockCycles(tb.clock, 100)
-    await tb.run(rng, 1, first=1)
-    expected = dict.fromkeys(ZERO_COUNTERS, 0)
-    expected.update(late_gradients=1)
-    assert tb.counters() == expected, knobs.describe()
+    packet = gp.Packet(gp.DATA, dst=tb.gcu, src=0, range=0, line=gradient_line(0, 1), data=1)
+    await tb.late_duplicate(knobs.rng(9), tb.leaves[0], packet, "late_gradients")
 
 
 @cocotb.test()
 async def reset_mid_iteration(dut):
     tb = TB(dut, salt=3)
     await tb.reset()
-    rng = knobs.rng(7)
-    await tb.reset_mid_iteration(rng, (20, 200))
-    await tb.run(rng, 2)
-    assert tb.counters() == dict.fromkeys(ZERO_COUNTERS, 0), knobs.describe()
+    await tb.clean_after_reset(knobs.rng(7), (20, 200))
 
 
 @cocotb.test()
@@ -107,8 +103,7 @@ SHAPES = {
 SLOW_SHAPES = {"15_leaves"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_gcu(shape):
     run_cocotb("gcu_cluster", __name__, params=SHAPES[shape])
 
@@ -122,7 +117,4 @@ def test_gcu(shape):
     ({"update_lanes": 4}, "update_lanes must be one of"),
 ])
 def test_gcu_rejects_bad_parameters_at_elaboration(params, message):
-    from rtl.registry import get_block
-
-    with pytest.raises(ValueError, match=message):
-        get_block("gcu").build(params)
+    rejects_at_elaboration("gcu", params, message)

@@ -16,7 +16,14 @@ from golden.collective import (
     reduce_leaf_order,
 )
 from scripts.sim import knobs
-from testbenches.collective.tb import by_partition, leaf_traffic, random_words, reshuffled, softfloat_add
+from testbenches.collective.tb import (
+    by_partition,
+    check_recursive_sum_bound,
+    leaf_traffic,
+    random_words,
+    reshuffled,
+    softfloat_add,
+)
 
 
 def test_add_lines_matches_softfloat():
@@ -43,12 +50,7 @@ def test_leaf_order_sum_is_within_the_float64_bound(leaves):
     rng = knobs.rng(leaves)
     shape = (leaves, 64, LINE_WORDS)
     lines = (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 4, shape)).astype(np.float32)
-    ours = reduce_leaf_order(lines.view(np.uint32)).view(np.float32).astype(np.float64)
-    exact = lines.astype(np.float64).sum(axis=0)
-    u = 2.0 ** -24
-    gamma = (leaves - 1) * u / (1 - (leaves - 1) * u)
-    bound = gamma * np.abs(lines.astype(np.float64)).sum(axis=0)
-    assert np.all(np.abs(ours - exact) <= bound), knobs.describe()
+    check_recursive_sum_bound(reduce_leaf_order(lines.view(np.uint32)), lines)
 
 
 def test_leaf_order_is_numpy_float32_recursive_summation():

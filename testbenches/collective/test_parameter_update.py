@@ -19,7 +19,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, resolved_params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
-from testbenches.collective.tb import random_words
+from testbenches.collective.tb import parametrize_shapes, random_words, rejects_at_elaboration
 
 HYPER = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
 LEAVES = 3  # the sums are of 3 leaves: grad_scale = 1/3
@@ -180,8 +180,7 @@ SHAPES = {
 SLOW_SHAPES = {"7_lanes"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_parameter_update(shape):
     run_cocotb("parameter_update", __name__, params=SHAPES[shape])
 
@@ -192,7 +191,4 @@ def test_parameter_update(shape):
     ({"chunks": 257}, "chunks must be in 1..256"),
 ])
 def test_parameter_update_rejects_bad_parameters(params, message):
-    from rtl.registry import get_block
-
-    with pytest.raises(ValueError, match=message):
-        get_block("parameter_update").build(params)
+    rejects_at_elaboration("parameter_update", params, message)

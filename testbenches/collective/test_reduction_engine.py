@@ -38,9 +38,7 @@ def send(tb, rng, count):
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def sums_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = StreamTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
+    tb, salt = await StreamTB.under_stalls(dut, idle, backpressure)
     board = send(tb, knobs.rng(10 + salt), knobs.vectors(400))
     await tb.expect_from(tb.sink, board, cycles=10 * board.pending + 100)
 

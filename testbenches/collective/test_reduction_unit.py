@@ -6,13 +6,12 @@ in completion order, and so must the drop counters when bad contributions are mi
 """
 
 import cocotb
-import pytest
 
 from golden.collective import Contribution, ReductionTable
 from scripts.sim import knobs
 from scripts.sim.runner import resolved_params_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.collective.tb import StreamTB, leaf_traffic, nonfinite, reshuffled
+from testbenches.collective.tb import StreamTB, leaf_traffic, nonfinite, parametrize_shapes, reshuffled
 
 COUNTERS = ("bad_leaf", "bad_partition", "bad_chunk", "conflicts", "duplicates")
 
@@ -62,9 +61,7 @@ def traffic(tb, rng, count, **options):
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def partitions_reduce_bit_exact(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = TB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
+    tb, salt = await TB.under_stalls(dut, idle, backpressure)
     sequence = traffic(tb, knobs.rng(30 + salt), knobs.vectors(6, limit=60))  # rounds of whole partitions
     table = tb.golden()
     board = tb.expect(table, sequence)
@@ -162,7 +159,6 @@ SHAPES = {
 SLOW_SHAPES = {"wide"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_reduction_unit(shape):
     run_cocotb("reduction_unit", __name__, params=SHAPES[shape])

@@ -16,7 +16,12 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.devices.collective import COUNTERS, RingTB
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import RING_BENCH_PARAMS, random_words
+from testbenches.collective.tb import (
+    RING_BENCH_PARAMS,
+    parametrize_shapes,
+    random_words,
+    rejects_at_elaboration,
+)
 
 
 class TB(RingTB):
@@ -170,8 +175,7 @@ TESTS = {"4_nodes": FUNCTIONAL,
 SLOW_SHAPES = {"8_nodes", "16_nodes"}  # make test runs the 4-node ring (all four tests)
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_ring(shape):
     run_cocotb("ring_cluster", __name__, params=SHAPES[shape], testcase=TESTS[shape])
 
@@ -184,7 +188,4 @@ def test_ring(shape):
     ("ring_cluster", {"switch_depth": 0}, "switch_depth must be in 2..1024"),
 ])
 def test_ring_rejects_bad_parameters_at_elaboration(block, params, message):
-    from rtl.registry import get_block
-
-    with pytest.raises(ValueError, match=message):
-        get_block(block).build(params)
+    rejects_at_elaboration(block, params, message)

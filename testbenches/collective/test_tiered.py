@@ -21,7 +21,14 @@ from scripts.sim import knobs
 from scripts.sim.devices.collective import TieredTB as DeviceTieredTB
 from scripts.sim.devices.collective import tiered_traffic_session
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import VC, ZERO_COUNTERS, gradient_line
+from testbenches.collective.tb import (
+    VC,
+    ZERO_COUNTERS,
+    AllReduceChecks,
+    gradient_line,
+    parametrize_shapes,
+    rejects_at_elaboration,
+)
 from testbenches.net.tb import SwitchPort
 
 # What a regional unit counts on its side of the GCU, that a clean all-reduce leaves at zero.
@@ -30,7 +37,7 @@ REGION_ZERO = (*ZERO_COUNTERS, "lost_fetches", "bad_replies", "unexpected_replie
 REGION_PORTS = (*REGION_COUNTERS, "overflow")
 
 
-class TieredTB(DeviceTieredTB):
+class TieredTB(AllReduceChecks, DeviceTieredTB):
     """:class:`~scripts.sim.devices.collective.TieredTB` with the counters and the injector the tests read."""
 
     def all_counters(self):
@@ -183,26 +190,16 @@ async def late_duplicate_gradient_is_dropped(dut):
     counted by its tag, and the next iteration is bit-exact."""
     tb = TieredTB(dut, salt=23)
     await tb.reset()
-    rng = knobs.rng(23)
-    await tb.run(rng, 1)
     leaf = tb.leaves[-1]
-    leaf.send(gp.Packet(gp.DATA, dst=leaf.dst, src=leaf.node, range=1, line=gradient_line(0, 1), data=1))
-    await ClockCycles(tb.clock, 100)
-    await tb.run(rng, 1, first=1)
-    expected = dict.fromkeys(tb.all_counters(), 0)
-    expected[f"r{tb.params['regions'] - 1}_late_gradients"] = 1
-    assert tb.all_counters() == expected, knobs.describe()
+    packet = gp.Packet(gp.DATA, dst=leaf.dst, src=leaf.node, range=1, line=gradient_line(0, 1), data=1)
+    await tb.late_duplicate(knobs.rng(23), leaf, packet, f"r{tb.params['regions'] - 1}_late_gradients")
 
 
 @cocotb.test()
 async def reset_mid_iteration(dut):
     tb = TieredTB(dut, salt=13)
     await tb.reset()
-    rng = knobs.rng(17)
-    await tb.reset_mid_iteration(rng, (50, 400))
-    await tb.run(rng, 2)
-    counters = tb.all_counters()
-    assert counters == dict.fromkeys(counters, 0), knobs.describe()
+    await tb.clean_after_reset(knobs.rng(17), (50, 400))
 
 
 @cocotb.test()
@@ -224,8 +221,7 @@ SHAPES = {
 SLOW_SHAPES = {"8_leaves_2x4", "16_leaves_2x8", "16_leaves_4x4"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_tiered(shape):
     # Two tests read the region units' and the GCU's own counters (dut.block.*).
     run_cocotb("tiered_cluster", __name__, params=SHAPES[shape], internals=True)
@@ -242,7 +238,4 @@ def test_tiered(shape):
     ("region_unit", {"retry_limit": 0}, "retry_limit must be in 1..255"),
 ])
 def test_two_level_blocks_reject_bad_parameters_at_elaboration(block, params, message):
-    from rtl.registry import get_block
-
-    with pytest.raises(ValueError, match=message):
-        get_block(block).build(params)
+    rejects_at_elaboration(block, params, message)

@@ -19,7 +19,8 @@ import logging
 import numpy as np
 
 from golden.dlrm import DATASETS, LruCache, hit_rate, lookup_trace
-from scripts.flow.docs import DOCS, write_table
+from scripts.flow.docs import write_table
+from scripts.flow.figures import docs_plot
 from scripts.sim.devices.dlrm import run_throughput
 
 DOC = "dlrm.md"
@@ -57,24 +58,12 @@ def hitrate(args):
 
 
 def _plot(curves):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(6, 4))
-    for name, spec in DATASETS.items():
-        axis.plot(CACHE_ROWS, [100 * rate for rate in curves[name]], marker="o",
-                  label=f"{spec.name} ({spec.rows / 1e6:g} M rows)")
-    axis.set_xscale("log", base=2)
-    axis.set_xlabel(f"cache rows ({WAYS}-way LRU)")
-    axis.set_ylabel("hit rate, %")
-    axis.set_title(f"Embedding cache, Zipf traces (alpha {ALPHA}, {SAMPLES:,} samples)")
-    axis.grid(True, which="both", alpha=0.3)
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(DOCS / "dlrm_hitrate.png", dpi=100)
-    print("wrote docs/dlrm_hitrate.png")
+    with docs_plot("dlrm_hitrate.png", xlabel=f"cache rows ({WAYS}-way LRU)", ylabel="hit rate, %",
+                   title=f"Embedding cache, Zipf traces (alpha {ALPHA}, {SAMPLES:,} samples)",
+                   log_x=True) as axis:
+        for name, spec in DATASETS.items():
+            axis.plot(CACHE_ROWS, [100 * rate for rate in curves[name]], marker="o",
+                      label=f"{spec.name} ({spec.rows / 1e6:g} M rows)")
 
 
 def savings(args):

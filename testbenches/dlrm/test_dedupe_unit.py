@@ -9,14 +9,13 @@ order, and the counters the golden's.
 
 import cocotb
 import numpy as np
-import pytest
 
 from golden.dlrm import segments, zipf_ranks
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.dlrm.tb import check_counters
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
+from testbenches.collective.tb import parametrize_shapes
+from testbenches.dlrm.tb import StalledTB
 
 
 def popular_rows(count, *, salt):
@@ -29,26 +28,15 @@ def line_data(row, line):
     return int.from_bytes(np.random.default_rng([knobs.seed(), row, line]).bytes(64), "little")
 
 
-class TB(ClockedTB):
+class TB(StalledTB):
     def __init__(self, dut, *, stall=0.0, salt=0):
-        super().__init__(dut)
-        component = component_from_env()
-        params = params_from_env()
-        self.capacity, self.positions = params.get("capacity", 16), params.get("positions", 64)
-        self.lines = component.lines
-
-        def pauses(offset):
-            return random_pauses(knobs.rng(salt + offset), stall) if stall else never()
-
-        def layout(port):
-            return stream_layout(component, port)
-
-        self.source = StreamSource(dut, "i", self.clock, layout("i"), pause=pauses(1))
-        self.replies = StreamSource(dut, "rep", self.clock, layout("rep"), pause=pauses(2))
-        self.requests = StreamSink(dut, "req", self.clock, layout("req"), backpressure=pauses(3))
-        self.sink = StreamSink(dut, "o", self.clock, layout("o"), backpressure=pauses(4))
+        super().__init__(dut, stall=stall, salt=salt)
+        self.capacity, self.positions = self.params.get("capacity", 16), self.params.get("positions", 64)
+        self.source = self.stream_source("i", 1)
+        self.replies = self.stream_source("rep", 2)
+        self.requests = self.stream_sink("req", 3)
+        self.sink = self.stream_sink("o", 4)
         self.rng = knobs.rng(salt + 5)
-        self.stall = stall
         self.restart()
 
     def restart(self):
@@ -108,10 +96,8 @@ class TB(ClockedTB):
             self.replies.send_nowait({"tag": tag, "line": line, "data": line_data(unique[tag], line)})
             served += 1
 
-    async def check(self):
-        bound = int((self.lookups * self.lines * 4 + 40 * len(self.segments) + 200) * (1 + 8 * self.stall))
-        await self.expect_from(self.sink, self.board, cycles=bound)
-        check_counters(self.dut, self.expected)
+    def bound(self):
+        return int((self.lookups * self.lines * 4 + 40 * len(self.segments) + 200) * (1 + 8 * self.stall))
 
 
 @cocotb.test()
@@ -176,7 +162,6 @@ SHAPES = {
 SLOW_SHAPES = {"dim32"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_dedupe_unit(shape):
     run_cocotb("dedupe_unit", __name__, params=SHAPES[shape])

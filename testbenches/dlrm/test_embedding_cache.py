@@ -14,6 +14,7 @@ import pytest
 from scripts.sim import knobs
 from scripts.sim.devices.dlrm import throughput_session
 from scripts.sim.runner import run_cocotb
+from testbenches.collective.tb import parametrize_shapes
 from testbenches.dlrm.tb import BASE, LINE_BYTES, CacheTB, zipf_rows
 
 
@@ -30,9 +31,7 @@ async def zipf_trace_matches_the_golden_lru(dut, stall):
 
 @cocotb.test()
 async def uniform_trace_with_bad_indexes(dut):
-    tb = CacheTB(dut, stall=0.2, salt=20)
-    await tb.reset()
-    rng = knobs.rng(21)
+    tb, rng = await CacheTB.ready(dut, stall=0.2, salt=20)
     span = 4 * tb.golden.sets * tb.golden.ways
     rows = [int(r) for r in rng.integers(0, span, knobs.vectors(800))]
     for position in rng.choice(len(rows), len(rows) // 20, replace=False):
@@ -44,9 +43,7 @@ async def uniform_trace_with_bad_indexes(dut):
 
 @cocotb.test()
 async def updates_write_through(dut):
-    tb = CacheTB(dut, stall=0.2, salt=30)
-    await tb.reset()
-    rng = knobs.rng(31)
+    tb, rng = await CacheTB.ready(dut, stall=0.2, salt=30)
     warm = zipf_rows(knobs.vectors(300), rows=tb.rows, salt=32)
     await tb.check(tb.lookups(warm), len(warm))
     # Half the updates hit cached rows, half do not; a few are out of range.
@@ -66,9 +63,7 @@ async def updates_write_through(dut):
 
 @cocotb.test()
 async def reset_in_the_middle_of_a_lookup(dut):
-    tb = CacheTB(dut, stall=0.3, salt=40)
-    await tb.reset()
-    rng = knobs.rng(41)
+    tb, rng = await CacheTB.ready(dut, stall=0.3, salt=40)
     tb.lookups(zipf_rows(200, rows=tb.rows, salt=42))
 
     def fetching():
@@ -110,8 +105,7 @@ SHAPES = {
 SLOW_SHAPES = {"ways1", "ways2", "ways8", "dim64"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_embedding_cache(shape):
     run_cocotb("embedding_cache", __name__, params=SHAPES[shape], testcase=FAST_TESTS)
 

@@ -7,35 +7,26 @@ order with its bits, and the counters must agree.
 """
 
 import cocotb
-import pytest
 
 from golden.dlrm import WORDS, reduce_gradients, zipf_ranks
 from scripts.sim import knobs
-from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
-from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from scripts.sim.tb import ClockedTB, Scoreboard
-from testbenches.collective.tb import random_words
-from testbenches.dlrm.tb import check_counters
+from scripts.sim.runner import run_cocotb
+from scripts.sim.tb import Scoreboard
+from testbenches.collective.tb import parametrize_shapes, random_words
+from testbenches.dlrm.tb import StalledTB
 
 
 def line_value(words):
     return sum(int(word) << (32 * k) for k, word in enumerate(words))
 
 
-class TB(ClockedTB):
+class TB(StalledTB):
     def __init__(self, dut, *, stall=0.0, salt=0):
-        super().__init__(dut)
-        component = component_from_env()
-        self.capacity = params_from_env().get("capacity", 16)
-        self.lines = component.lines
-
-        def pauses(offset):
-            return random_pauses(knobs.rng(salt + offset), stall) if stall else never()
-
-        self.source = StreamSource(dut, "i", self.clock, stream_layout(component, "i"), pause=pauses(1))
-        self.sink = StreamSink(dut, "o", self.clock, stream_layout(component, "o"), backpressure=pauses(2))
+        super().__init__(dut, stall=stall, salt=salt)
+        self.capacity = self.params.get("capacity", 16)
+        self.source = self.stream_source("i", 1)
+        self.sink = self.stream_sink("o", 2)
         self.rng = knobs.rng(salt + 3)
-        self.stall = stall
         self.board = Scoreboard("loss reduction o")
         self.expected = {"merged": 0, "overflows": 0}
         self.sent = 0
@@ -60,10 +51,8 @@ class TB(ClockedTB):
                                "data": line_value(words)}, {"sum": number})
         self.sent += count
 
-    async def check(self):
-        bound = int((8 * self.sent + 200) * (1 + 4 * self.stall))
-        await self.expect_from(self.sink, self.board, cycles=bound)
-        check_counters(self.dut, self.expected)
+    def bound(self):
+        return int((8 * self.sent + 200) * (1 + 4 * self.stall))
 
 
 @cocotb.test()
@@ -107,7 +96,6 @@ SHAPES = {"default": {"capacity": 8}, "dim64": {"capacity": 16, "dim": 64}}
 SLOW_SHAPES = {"dim64"}
 
 
-@pytest.mark.parametrize("shape", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SHAPES else name
-                                   for name in SHAPES])
+@parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_loss_reduction(shape):
     run_cocotb("loss_reduction", __name__, params=SHAPES[shape])

@@ -15,64 +15,23 @@ from cocotb.triggers import RisingEdge
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard
+from testbenches.net.tb import CreditLink
 from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain
 
 CHANNELS = ("task", "rdma", "data")
 
 
-class SwitchModel:
-    """Drives ``net_in`` within the node's credits, and takes ``net_out`` returning credits."""
-
-    def __init__(self, tb, rx_depth, tx_credits, rng, gaps):
-        self.tb, self.dut, self.rng, self.gaps = tb, tb.dut, rng, gaps
-        self.rx_depth, self.tx_credits = rx_depth, tx_credits
-        self.clear()
-        self.ignore_credits = False
-        self.dut.net_in__valid.value = 0
-        self.dut.net_out__ready.value = 1
-        self.dut.net_out_credit.value = 0
-        cocotb.start_soon(self._run())
+class SwitchModel(CreditLink):
+    """The switch on ``net_in``/``net_out``: keeps each channel's received flits in order, and sends
+    the head of ``outbound`` once its channel has a credit."""
 
     def clear(self):
-        """Forget everything (the link is reset with the node)."""
-        self.credits = [self.rx_depth] * 3
-        self.outbound = []  # (vc, word) waiting to be sent to the node
-        self.in_flight = [0] * 3
-        self.returns = []  # (cycle, vc)
+        super().clear()
         self.received = [[] for _ in range(3)]
         self.dut.net_in__valid.value = 0
 
-    async def _run(self):
-        dut = self.dut
-        while True:
-            await RisingEdge(self.tb.clock)
-            credit = int(dut.net_in_credit.value)
-            for vc in range(3):
-                self.credits[vc] += credit >> vc & 1
-            if int(dut.net_out__valid.value):
-                word = int(dut.net_out__payload.value)
-                vc = word >> 512
-                self.in_flight[vc] += 1
-                assert self.in_flight[vc] <= self.tx_credits, f"channel {vc} overran its credits"
-                self.received[vc].append(word & ((1 << 512) - 1))
-                self.returns.append((self.tb.cycle + int(self.rng.integers(1, 12)), vc))
-            due = [entry for entry in self.returns if entry[0] <= self.tb.cycle]
-            pulses = 0
-            for entry in due:
-                if not pulses >> entry[1] & 1:
-                    pulses |= 1 << entry[1]
-                    self.returns.remove(entry)
-                    self.in_flight[entry[1]] -= 1
-            dut.net_out_credit.value = pulses
-            dut.net_in__valid.value = 0
-            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
-                vc, word = self.outbound[0]
-                if self.ignore_credits or vc == 3 or self.credits[vc]:
-                    self.outbound.pop(0)
-                    if vc < 3 and not self.ignore_credits:
-                        self.credits[vc] -= 1
-                    dut.net_in__payload.value = word | vc << 512
-                    dut.net_in__valid.value = 1
+    def take(self, vc, word):
+        self.received[vc].append(word)
 
 
 class NetTB(RuntimeTB):
@@ -86,8 +45,13 @@ class NetTB(RuntimeTB):
             salt=salt,
         )
         params = params_from_env()
-        self.switch = SwitchModel(self, params["rx_depth"], params["tx_credits"], knobs.rng(salt + 400), idle)
+        self.switch = SwitchModel(self, "net_", knobs.rng(salt + 400), idle, depth=params["rx_depth"],
+                                  held_limit=params["tx_credits"])
         self.overflow = PulseCounter(dut.overflow, self.clock, ["overflow"])
+
+    @property
+    def reset_drivers(self):
+        return self.drivers + [self.switch]  # the switch side of the link is reset with the node
 
     def send(self, rng, count):
         boards = {f"rx_{name}": Scoreboard(f"net rx_{name}") for name in CHANNELS}
@@ -116,9 +80,7 @@ class NetTB(RuntimeTB):
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def credits_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = NetTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
+    tb, salt = await NetTB.under_stalls(dut, idle, backpressure)
     boards, outbound = tb.send(knobs.rng(130 + salt), knobs.vectors(300))
     await drain(tb, boards)
     await tb.check_outbound(outbound)
@@ -149,11 +111,8 @@ async def overflow_is_counted(dut):
 @cocotb.test()
 async def reset_mid_packet(dut):
     tb = NetTB(dut, idle=True, backpressure=True, salt=10)
-    await tb.reset()
     rng = knobs.rng(140)
-    tb.send(rng, 60)
-    # The switch side of the link is reset with the node.
-    await tb.reset_mid_transfer(rng, after=(5, 40), drivers=tb.drivers + [tb.switch])
+    await tb.reset_mid_traffic(rng, before=60, after=(5, 40))
     boards, outbound = tb.send(rng, 100)
     await drain(tb, boards)
     await tb.check_outbound(outbound)

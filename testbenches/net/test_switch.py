@@ -15,26 +15,10 @@ from cocotb.triggers import RisingEdge
 from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.runner import params_from_env, run_cocotb
-from scripts.sim.tb import ClockedTB
+from scripts.sim.tb import ClockedTB, PulseCounter
 from testbenches.net.tb import SwitchPort
 
 MASK = (1 << 512) - 1
-
-
-class DropCounter:
-    """Adds up the switch's per-cycle drop count."""
-
-    def __init__(self, signal, clock):
-        self.signal, self.clock, self.counts = signal, clock, {"dropped": 0}
-        cocotb.start_soon(self._run())
-
-    def clear(self):
-        self.counts = {"dropped": 0}
-
-    async def _run(self):
-        while True:
-            await RisingEdge(self.clock)
-            self.counts["dropped"] += int(self.signal.value)
 
 
 class SwitchTB(ClockedTB):
@@ -45,7 +29,14 @@ class SwitchTB(ClockedTB):
             SwitchPort(self, port, knobs.rng(salt + port), gaps, slow, depth=self.params["depth"],
                        rx_credits=self.params["rx_credits"]) for port in range(self.params["nodes"])
         ]
-        self.dropped = DropCounter(dut.dropped, self.clock)
+        self.dropped = PulseCounter(self.clock, dut.dropped)  # sums the per-cycle drop count
+
+    @property
+    def reset_drivers(self):
+        return self.nodes
+
+    def clear_counts(self):
+        self.dropped.clear()
 
     def send(self, rng, count, bad=True):
         """Queue ``count`` flits per port; returns the expected flits per output and the drop count."""
@@ -91,9 +82,7 @@ class SwitchTB(ClockedTB):
                     sent = [word for s, v, word in want if s == source and v == vc]
                     arrived = [word for v, word in got if v == vc and gp.decode(word).src == source]
                     assert arrived == sent, f"port {port}: input {source} channel {vc} reordered"
-        assert self.dropped.counts["dropped"] == drops, (
-            f"{self.dropped.counts} != {drops}; {knobs.describe()}"
-        )
+        assert self.dropped.count == drops, f"dropped {self.dropped.count} != {drops}; {knobs.describe()}"
 
 
 @cocotb.test()
@@ -109,11 +98,8 @@ async def route_under_backpressure(dut, gaps, slow):
 @cocotb.test()
 async def reset_mid_packet(dut):
     tb = SwitchTB(dut, gaps=True, slow=True, salt=420)
-    await tb.reset()
     rng = knobs.rng(421)
-    tb.send(rng, 50)
-    await tb.reset_mid_transfer(rng, after=(10, 100), drivers=tb.nodes)
-    tb.dropped.clear()
+    await tb.reset_mid_traffic(rng, before=50, after=(10, 100))
     expected, drops = tb.send(rng, knobs.vectors(150) // 2)
     await tb.check(expected, drops, cycles=200_000)
 

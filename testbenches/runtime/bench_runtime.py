@@ -23,7 +23,8 @@ import logging
 import numpy as np
 
 from golden.runtime import packet as gp
-from scripts.flow.docs import DOCS, write_table
+from scripts.flow.docs import write_table
+from scripts.flow.figures import docs_plot
 from scripts.sim.devices.runtime_sessions import measure_flood, measure_node
 from scripts.sim.runner import BUILD_ROOT
 
@@ -257,28 +258,15 @@ def _job(graph, nodes, placement, build_job):
 
 
 def _plot(points):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(6, 4))
-    for graph, placement in sorted({(p["graph"], p["placement"]) for p in points.values()}):
-        series = sorted((p["nodes"], p["cycles"]) for p in points.values()
-                        if (p["graph"], p["placement"]) == (graph, placement))
-        where = "one node past their home" if placement == "next" else "at home"
-        axis.plot([n for n, _ in series], [c for _, c in series], marker="o",
-                  label=f"{graph}-like, tasks spawned {where}")
-    axis.set_xscale("log", base=2)
-    axis.set_yscale("log")
-    axis.set_xlabel("nodes")
-    axis.set_ylabel("cycles, Kernel_Start to done")
-    axis.set_title("Distributed GCN aggregation on the simulated FCsN cluster")
-    axis.grid(True, which="both", alpha=0.3)
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(DOCS / "runtime_scaling.png", dpi=100)
-    print("wrote docs/runtime_scaling.png")
+    with docs_plot("runtime_scaling.png", xlabel="nodes", ylabel="cycles, Kernel_Start to done",
+                   title="Distributed GCN aggregation on the simulated FCsN cluster", log_x=True,
+                   log_y=True) as axis:
+        for graph, placement in sorted({(p["graph"], p["placement"]) for p in points.values()}):
+            series = sorted((p["nodes"], p["cycles"]) for p in points.values()
+                            if (p["graph"], p["placement"]) == (graph, placement))
+            where = "one node past their home" if placement == "next" else "at home"
+            axis.plot([n for n, _ in series], [c for _, c in series], marker="o",
+                      label=f"{graph}-like, tasks spawned {where}")
 
 
 def area(args):

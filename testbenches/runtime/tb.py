@@ -1,8 +1,8 @@
 """Pieces the runtime testbenches share: configuration, packet generators, pulse counters, drain loops.
 
 (A node on a switch port, :class:`SwitchPort`, is the host device's: :mod:`scripts.sim.devices.runtime`;
-the stream testbench :class:`RuntimeTB` is the base of the node's in
-:mod:`scripts.sim.devices.runtime_sessions`, and named here for the units' tests.)
+the stream testbench of :mod:`scripts.sim.devices.runtime_sessions` is the base of the node's there,
+and of :class:`RuntimeTB` here, which adds the checked run the units' tests share.)
 """
 
 import cocotb
@@ -11,11 +11,12 @@ from cocotb.triggers import RisingEdge, SimTimeoutError, with_timeout
 from golden.runtime import packet as gp
 from golden.runtime.protocol import Config
 from scripts.sim import knobs
-from scripts.sim.devices.runtime_sessions import RuntimeTB
+from scripts.sim.devices import runtime_sessions
 from scripts.sim.tb import CLOCK_PERIOD_NS
 
 __all__ = ["RuntimeTB", "PulseCounter", "MergeBoard", "set_config", "random_config",
-           "random_task", "corrupt", "drain", "read_entry", "CONFIG_FIELDS", "CLUSTER_PARAMS"]
+           "random_task", "corrupt", "drain", "reset_then_exact", "read_entry", "CONFIG_FIELDS",
+           "CLUSTER_PARAMS"]
 
 CONFIG_FIELDS = ("node", "node_mask", "home_shift", "range_shift", "rows", "ranges")
 # The runtime_cluster build of test_cluster.py (beside nodes, queue and switch depths), which
@@ -94,6 +95,58 @@ class PulseCounter:
                         self.counts[name] += 1
 
 
+class RuntimeTB(runtime_sessions.RuntimeTB):
+    """Clock, reset and stream drivers with shared stall generators, and the units' checked run.
+
+    :meth:`configure` sets up a unit with a configuration port. A subclass that scores counts as
+    well as items provides ``send(rng, count)`` returning ``(scoreboards, expected counts)`` and
+    ``check_counts(expected)`` (for :meth:`send_and_check`; with ``clear_counts()``,
+    :meth:`ClockedTB.reset_mid_traffic` serves it too).
+    """
+
+    def __init__(self, dut, **options):
+        super().__init__(dut, **options)
+        self.pulse_counters = []
+
+    def count_pulses(self, signal, names):
+        """A :class:`PulseCounter` of ``signal``'s bits ``names``, which :meth:`clear_counts` clears."""
+        counter = PulseCounter(signal, self.clock, names)
+        self.pulse_counters.append(counter)
+        return counter
+
+    def clear_counts(self):
+        """Forget what was counted before a reset: every counter of :meth:`count_pulses`."""
+        for counter in self.pulse_counters:
+            counter.clear()
+
+    @classmethod
+    async def exact_after_reset(cls, dut, *, salt, seed, before, after, count):
+        """A testbench with gaps and backpressure (seeded by ``salt``), reset in the middle of
+        ``before`` items (:meth:`ClockedTB.reset_mid_traffic`), then a checked run of ``count`` items
+        (:meth:`send_and_check`): nothing from before the reset may come out or count. Items from
+        ``knobs.rng(seed)``."""
+        tb = cls(dut, idle=True, backpressure=True, salt=salt)
+        rng = knobs.rng(seed)
+        await tb.reset_mid_traffic(rng, before=before, after=after)
+        await tb.send_and_check(rng, count)
+
+    def configure(self, salt, *, nodes=4, **options):
+        """Drive the configuration port with a random configuration of ``nodes`` nodes
+        (:func:`random_config` with ``options``) as ``self.config``, for a random node ``self.node``,
+        both seeded by ``salt``."""
+        self.config = random_config(knobs.rng(salt), nodes=nodes, **options)
+        self.node = int(knobs.rng(salt + 1).integers(0, nodes))
+        set_config(self.dut, self.config, self.node)
+
+    async def send_and_check(self, rng, count, **drain_args):
+        """Send ``count`` random items, drain every sink against its scoreboard, check the counts;
+        return the expected counts (for a test's coverage check)."""
+        boards, expected = self.send(rng, count)
+        await drain(self, boards, **drain_args)
+        self.check_counts(expected)
+        return expected
+
+
 async def drain(tb, scoreboards, cycles_per_item=40, slack=200):
     """Check every sink's items against its scoreboard until all expected items arrived (bounded).
 
@@ -120,6 +173,15 @@ async def drain(tb, scoreboards, cycles_per_item=40, slack=200):
             board.check(tb.sinks[name].queue.popleft())
         board.check_complete()
 
+
+async def reset_then_exact(tb, rng, send, *, before, after, count):
+    """Reset ``tb``; send ``before`` items, reset again somewhere ``after`` cycles in, and send ``count``
+    more: exactly those must come out (:func:`drain`). ``send(tb, rng, n)`` queues ``n`` random items
+    and returns the sinks' scoreboards."""
+    await tb.reset()
+    send(tb, rng, before)
+    await tb.reset_mid_transfer(rng, after=after, drivers=tb.drivers)
+    await drain(tb, send(tb, rng, count))
 
 
 class MergeBoard:

@@ -15,7 +15,7 @@ from golden.runtime.tables import CLASSIFIER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import component_from_env, run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, corrupt, drain, random_config, set_config
+from testbenches.runtime.tb import RuntimeTB, corrupt
 
 TYPES = ("task", "rdma", "data")
 DEFAULT_PACKETS = 300
@@ -61,12 +61,9 @@ class ClassifierTB(RuntimeTB):
     def __init__(self, dut, *, idle=False, backpressure=False, salt=0):
         super().__init__(dut, sources=[f"rx_{name}" for name in TYPES], sinks=TYPES, idle=idle,
                          backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4,
-                                    kernels=attached(component_from_env()._kernels))
-        self.node = int(knobs.rng(salt + 1).integers(0, self.config.nodes))
-        set_config(dut, self.config, self.node)
-        self.accepted = PulseCounter(dut.accepted, self.clock, TYPES)
-        self.dropped = PulseCounter(dut.dropped, self.clock, CLASSIFIER_DROPS)
+        self.configure(salt, kernels=attached(component_from_env()._kernels))
+        self.accepted = self.count_pulses(dut.accepted, TYPES)
+        self.dropped = self.count_pulses(dut.dropped, CLASSIFIER_DROPS)
 
     def send(self, rng, count):
         """Queue ``count`` random flits; return the scoreboards and the expected counts."""
@@ -93,28 +90,16 @@ class ClassifierTB(RuntimeTB):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def classify_under_stalls(dut, idle, backpressure):
     """Random good and bad packets on all three queues, with optional gaps and backpressure."""
-    salt = 2 * idle + backpressure
-    tb = ClassifierTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    boards, expected = tb.send(knobs.rng(10 + salt), knobs.vectors(DEFAULT_PACKETS))
+    tb, salt = await ClassifierTB.under_stalls(dut, idle, backpressure)
+    expected = await tb.send_and_check(knobs.rng(10 + salt), knobs.vectors(DEFAULT_PACKETS))
     assert any(expected["dropped"].values()) and all(expected["accepted"].values())
-    await drain(tb, boards)
-    tb.check_counts(expected)
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset while packets flow; afterwards a clean run is exact and nothing from before comes out."""
-    tb = ClassifierTB(dut, idle=True, backpressure=True, salt=7)
-    await tb.reset()
-    rng = knobs.rng(17)
-    tb.send(rng, 200)
-    await tb.reset_mid_transfer(rng, after=(5, 60), drivers=tb.drivers)
-    tb.accepted.clear()
-    tb.dropped.clear()
-    boards, expected = tb.send(rng, knobs.vectors(DEFAULT_PACKETS) // 2)
-    await drain(tb, boards)
-    tb.check_counts(expected)
+    await ClassifierTB.exact_after_reset(dut, salt=7, seed=17, before=200, after=(5, 60),
+                                         count=knobs.vectors(DEFAULT_PACKETS) // 2)
 
 
 @pytest.mark.parametrize("kernels", [0b1100100, 0b0000010])

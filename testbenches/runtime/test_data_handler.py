@@ -17,7 +17,7 @@ from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.stream import StreamSink
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, set_config
+from testbenches.runtime.tb import RuntimeTB, drain
 
 
 class HandlerTB(RuntimeTB):
@@ -26,11 +26,9 @@ class HandlerTB(RuntimeTB):
             dut, sources=["i"], sinks=["mem_wr"], idle=idle, backpressure=backpressure, salt=salt
         )
         self.sinks["arrived"] = StreamSink(dut, "arrived", self.clock)  # the detector is always ready
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
         self.outstanding = set()
-        self.dropped = PulseCounter(dut.dropped, self.clock, ["data_unsolicited"])
+        self.dropped = self.count_pulses(dut.dropped, ["data_unsolicited"])
         dut.outstanding.value = 0
         cocotb.start_soon(self._detector())
 
@@ -41,6 +39,10 @@ class HandlerTB(RuntimeTB):
                 self.outstanding.discard(int(self.dut.arrived__payload.value))
             await FallingEdge(self.clock)
             self.dut.outstanding.value = int(int(self.dut.query.value) in self.outstanding)
+
+    def clear_counts(self):
+        super().clear_counts()
+        self.outstanding.clear()
 
     def send(self, rng, ranges):
         """Replies for ``ranges`` (which become outstanding) mixed with unexpected packets."""
@@ -96,9 +98,7 @@ class HandlerTB(RuntimeTB):
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def store_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = HandlerTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
+    tb, salt = await HandlerTB.under_stalls(dut, idle, backpressure)
     rng = knobs.rng(100 + salt)
     ranges = [
         int(index) for index in rng.choice(tb.config.ranges, size=min(6, tb.config.ranges), replace=False)
@@ -114,12 +114,8 @@ async def store_under_stalls(dut, idle, backpressure):
 @cocotb.test()
 async def reset_mid_packet(dut):
     tb = HandlerTB(dut, idle=True, backpressure=True, salt=9)
-    await tb.reset()
     rng = knobs.rng(109)
-    tb.send(rng, [0, 1])
-    await tb.reset_mid_transfer(rng, after=(3, 20), drivers=tb.drivers)
-    tb.outstanding.clear()
-    tb.dropped.clear()
+    await tb.reset_mid_traffic(rng, before=[0, 1], after=(3, 20))
     boards, drops = tb.send(rng, [2, 3])
     await drain(tb, boards)
     assert tb.dropped.counts["data_unsolicited"] == drops

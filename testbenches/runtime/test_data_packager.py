@@ -10,7 +10,7 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain, random_config, read_entry, set_config
+from testbenches.runtime.tb import RuntimeTB, drain, read_entry, reset_then_exact
 
 
 def send(tb, rng, count):
@@ -23,35 +23,27 @@ def send(tb, rng, count):
         board.expect(gp.encode(packet))
         tb.sources["info"].send_nowait(read_entry(packet))
         tb.sources["mem_rd_data"].send_nowait(packet.data)
-    return board
+    return {"o": board}
 
 
-def make_tb(dut, idle, backpressure, salt):
-    tb = RuntimeTB(dut, sources=["info", "mem_rd_data"], sinks=["o"], idle=idle, backpressure=backpressure,
-                   salt=salt)
-    tb.config = random_config(knobs.rng(salt), nodes=4)
-    tb.node = int(knobs.rng(salt + 1).integers(0, 4))
-    set_config(dut, tb.config, tb.node)
-    return tb
+class PackagerTB(RuntimeTB):
+    def __init__(self, dut, *, idle, backpressure, salt):
+        super().__init__(dut, sources=["info", "mem_rd_data"], sinks=["o"], idle=idle,
+                         backpressure=backpressure, salt=salt)
+        self.configure(salt)
 
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def package_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = make_tb(dut, idle, backpressure, salt)
-    await tb.reset()
-    await drain(tb, {"o": send(tb, knobs.rng(90 + salt), knobs.vectors(300))})
+    tb, salt = await PackagerTB.under_stalls(dut, idle, backpressure)
+    await drain(tb, send(tb, knobs.rng(90 + salt), knobs.vectors(300)))
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
-    tb = make_tb(dut, True, True, 7)
-    await tb.reset()
-    rng = knobs.rng(97)
-    send(tb, rng, 50)
-    await tb.reset_mid_transfer(rng, after=(3, 30), drivers=tb.drivers)
-    await drain(tb, {"o": send(tb, rng, 100)})
+    tb = PackagerTB(dut, idle=True, backpressure=True, salt=7)
+    await reset_then_exact(tb, knobs.rng(97), send, before=50, after=(3, 30), count=100)
 
 
 def test_data_packager():

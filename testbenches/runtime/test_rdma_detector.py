@@ -16,7 +16,7 @@ from golden.runtime.protocol import detect_request
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain, random_config, random_task, set_config
+from testbenches.runtime.tb import RuntimeTB, drain, random_task
 
 DEFAULT_TASKS = 300
 
@@ -25,9 +25,7 @@ class DetectorTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=["i"], sinks=["pending", "request"], idle=idle,
                          backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
         self.delay_rng = knobs.rng(salt + 300)
         self.hold = False
         self.arrivals = []  # (cycle, range)
@@ -51,6 +49,10 @@ class DetectorTB(RuntimeTB):
                 self.dut.arrived__payload.value = due[0][1]
             else:
                 self.dut.arrived__valid.value = 0
+
+    def clear_counts(self):
+        self.arrivals.clear()
+        self.requested = set()  # the reset forgot every range
 
     def send(self, rng, count):
         boards = {"pending": Scoreboard("detector pending"), "request": Scoreboard("detector request")}
@@ -77,9 +79,7 @@ class DetectorTB(RuntimeTB):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def detect_under_stalls(dut, idle, backpressure):
     """Local and remote ranges mixed; in-order issue, one request per range; then invalidate and repeat."""
-    salt = 2 * idle + backpressure
-    tb = DetectorTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
+    tb, salt = await DetectorTB.under_stalls(dut, idle, backpressure)
     rng = knobs.rng(50 + salt)
     boards = tb.send(rng, knobs.vectors(DEFAULT_TASKS))
     assert boards["request"].pending
@@ -125,12 +125,8 @@ async def freeze_holds_until_arrival(dut):
 async def reset_mid_packet(dut):
     """Reset with tasks frozen and requests in flight: afterwards nothing is remembered or replayed."""
     tb = DetectorTB(dut, idle=True, backpressure=True, salt=13)
-    await tb.reset()
     rng = knobs.rng(71)
-    tb.send(rng, 80)
-    await tb.reset_mid_transfer(rng, after=(10, 80), drivers=tb.drivers)
-    tb.arrivals.clear()
-    tb.requested = set()  # the reset forgot every range
+    await tb.reset_mid_traffic(rng, before=80, after=(10, 80))
     boards = tb.send(rng, knobs.vectors(DEFAULT_TASKS) // 2)
     await drain(tb, boards, cycles_per_item=60)
 

@@ -13,7 +13,7 @@ from golden.runtime.protocol import serve
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, read_entry, set_config
+from testbenches.runtime.tb import RuntimeTB, read_entry
 
 DEFAULT_REQUESTS = 120
 
@@ -43,11 +43,9 @@ class ResponderTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=["i"], sinks=["mem_rd_cmd", "o"], idle=idle, backpressure=backpressure,
                          salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
-        self.dropped = PulseCounter(dut.dropped, self.clock, ["rdma_range"])
-        self.served = PulseCounter(dut.served, self.clock, ["served"])
+        self.configure(salt)
+        self.dropped = self.count_pulses(dut.dropped, ["rdma_range"])
+        self.served = self.count_pulses(dut.served, ["served"])
 
     def send(self, rng, count):
         boards = {"mem_rd_cmd": Scoreboard("rdma responder cmd"), "o": Scoreboard("rdma responder queue")}
@@ -74,28 +72,16 @@ class ResponderTB(RuntimeTB):
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def serve_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = ResponderTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    boards, expected = tb.send(knobs.rng(80 + salt), knobs.vectors(DEFAULT_REQUESTS))
+    tb, salt = await ResponderTB.under_stalls(dut, idle, backpressure)
+    expected = await tb.send_and_check(knobs.rng(80 + salt), knobs.vectors(DEFAULT_REQUESTS))
     assert expected["rdma_range"] and expected["served"]
-    await drain(tb, boards)
-    tb.check_counts(expected)
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset in the middle of a request's lines; a clean run afterwards is exact."""
-    tb = ResponderTB(dut, idle=True, backpressure=True, salt=6)
-    await tb.reset()
-    rng = knobs.rng(86)
-    tb.send(rng, 30)
-    await tb.reset_mid_transfer(rng, after=(5, 60), drivers=tb.drivers)
-    tb.dropped.clear()
-    tb.served.clear()
-    boards, expected = tb.send(rng, knobs.vectors(DEFAULT_REQUESTS) // 2)
-    await drain(tb, boards)
-    tb.check_counts(expected)
+    await ResponderTB.exact_after_reset(dut, salt=6, seed=86, before=30, after=(5, 60),
+                                        count=knobs.vectors(DEFAULT_REQUESTS) // 2)
 
 
 def test_rdma_responder():

@@ -13,7 +13,7 @@ from golden.runtime.protocol import spawn
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import PulseCounter, RuntimeTB, drain, random_config, random_task, set_config
+from testbenches.runtime.tb import RuntimeTB, drain, random_task
 
 DEPTH = 64
 
@@ -21,11 +21,9 @@ DEPTH = 64
 class SpawnerTB(RuntimeTB):
     def __init__(self, dut, *, backpressure, salt):
         super().__init__(dut, sources=["load", "start"], sinks=["o"], backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
-        self.pulses = PulseCounter(dut.done, self.clock, ["done"])
-        self.errors = PulseCounter(dut.error, self.clock, ["error"])
+        self.configure(salt)
+        self.pulses = self.count_pulses(dut.done, ["done"])
+        self.errors = self.count_pulses(dut.error, ["error"])
         self.entries = {}
 
     async def load(self, rng):
@@ -82,8 +80,7 @@ async def reset_mid_packet(dut):
     await tb.load(rng)
     tb.start(rng, Scoreboard("ignored"), 3)
     await tb.reset_mid_transfer(rng, after=(5, 40), drivers=tb.drivers)
-    tb.pulses.clear()
-    tb.errors.clear()
+    tb.clear_counts()
     board = Scoreboard("spawner o")
     done, errors = tb.start(rng, board, 4)
     await drain(tb, {"o": board}, cycles_per_item=10)

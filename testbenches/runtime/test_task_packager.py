@@ -6,7 +6,7 @@ from golden.runtime import packet as gp
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain
+from testbenches.runtime.tb import RuntimeTB, drain, reset_then_exact
 
 
 def send(tb, rng, count):
@@ -15,27 +15,20 @@ def send(tb, rng, count):
         word = int(rng.integers(0, 1 << 62)) << int(rng.integers(0, 450)) | int(rng.integers(0, 1 << 32))
         board.expect(gp.seal(word), {"input": word})
         tb.sources["i"].send_nowait(word)
-    return board
+    return {"o": board}
 
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def seal_under_stalls(dut, idle, backpressure):
-    salt = 2 * idle + backpressure
-    tb = RuntimeTB(dut, sources=["i"], sinks=["o"], idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    board = send(tb, knobs.rng(40 + salt), knobs.vectors(300))
-    await drain(tb, {"o": board})
+    tb, salt = await RuntimeTB.under_stalls(dut, idle, backpressure, sources=["i"], sinks=["o"])
+    await drain(tb, send(tb, knobs.rng(40 + salt), knobs.vectors(300)))
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     tb = RuntimeTB(dut, sources=["i"], sinks=["o"], idle=True, backpressure=True, salt=3)
-    await tb.reset()
-    rng = knobs.rng(45)
-    send(tb, rng, 50)
-    await tb.reset_mid_transfer(rng, after=(3, 30), drivers=tb.drivers)
-    await drain(tb, {"o": send(tb, rng, 100)})
+    await reset_then_exact(tb, knobs.rng(45), send, before=50, after=(3, 30), count=100)
 
 
 def test_task_packager():

@@ -15,14 +15,7 @@ from golden.runtime.tables import RESPONDER_DROPS
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import (
-    PulseCounter,
-    RuntimeTB,
-    drain,
-    random_config,
-    random_task,
-    set_config,
-)
+from testbenches.runtime.tb import RuntimeTB, random_task
 
 DEFAULT_TASKS = 300
 INPUTS = ("spawned", "network")
@@ -58,31 +51,29 @@ def expected_output(word, verdict):
     return word | local << 512 | owner_bits << 516
 
 
-async def send_tasks(tb, rng, count):
-    boards = {"o": Scoreboard("responder o"), "o_network": Scoreboard("responder o_network")}
-    drops = dict.fromkeys(RESPONDER_DROPS, 0)
-    for _ in range(count):
-        index = int(rng.integers(0, 2))
-        word = random_input(rng, tb.config, tb.node, index == 1)
-        verdict = respond(gp.decode(word), tb.node, tb.config, from_network=index == 1)
-        if isinstance(verdict, str):
-            drops[verdict[5:]] += 1
-        else:
-            boards[OUTPUTS[index]].expect(expected_output(word, verdict))
-        tb.sources[INPUTS[index]].send_nowait(word)
-    return boards, drops
-
-
 class ResponderTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=INPUTS, sinks=OUTPUTS, idle=idle, backpressure=backpressure, salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=8)
-        self.node = int(knobs.rng(salt + 1).integers(0, 8))
-        set_config(dut, self.config, self.node)
-        self.dropped = PulseCounter(dut.dropped, self.clock, RESPONDER_DROPS)
-        self.dropped_network = PulseCounter(dut.dropped_network, self.clock, RESPONDER_DROPS)
+        self.configure(salt, nodes=8)
+        self.dropped = self.count_pulses(dut.dropped, RESPONDER_DROPS)
+        self.dropped_network = self.count_pulses(dut.dropped_network, RESPONDER_DROPS)
 
-    def check_drops(self, drops):
+    def send(self, rng, count):
+        """``count`` random tasks on both inputs; returns the outputs' scoreboards and the drops."""
+        boards = {"o": Scoreboard("responder o"), "o_network": Scoreboard("responder o_network")}
+        drops = dict.fromkeys(RESPONDER_DROPS, 0)
+        for _ in range(count):
+            index = int(rng.integers(0, 2))
+            word = random_input(rng, self.config, self.node, index == 1)
+            verdict = respond(gp.decode(word), self.node, self.config, from_network=index == 1)
+            if isinstance(verdict, str):
+                drops[verdict[5:]] += 1
+            else:
+                boards[OUTPUTS[index]].expect(expected_output(word, verdict))
+            self.sources[INPUTS[index]].send_nowait(word)
+        return boards, drops
+
+    def check_counts(self, drops):
         got = {name: self.dropped.counts[name] + self.dropped_network.counts[name]
                for name in RESPONDER_DROPS}
         assert got == drops, f"{got} != {drops}; {knobs.describe()}"
@@ -93,28 +84,16 @@ class ResponderTB(RuntimeTB):
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def respond_under_stalls(dut, idle, backpressure):
     """Good and bad tasks from both inputs, with optional gaps and backpressure."""
-    salt = 2 * idle + backpressure
-    tb = ResponderTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    boards, drops = await send_tasks(tb, knobs.rng(20 + salt), knobs.vectors(DEFAULT_TASKS))
+    tb, salt = await ResponderTB.under_stalls(dut, idle, backpressure)
+    drops = await tb.send_and_check(knobs.rng(20 + salt), knobs.vectors(DEFAULT_TASKS))
     assert all(drops.values())
-    await drain(tb, boards)
-    tb.check_drops(drops)
 
 
 @cocotb.test()
 async def reset_mid_packet(dut):
     """Reset while tasks flow; a clean run afterwards is exact and nothing from before comes out."""
-    tb = ResponderTB(dut, idle=True, backpressure=True, salt=9)
-    await tb.reset()
-    rng = knobs.rng(29)
-    await send_tasks(tb, rng, 100)
-    await tb.reset_mid_transfer(rng, after=(5, 40), drivers=tb.drivers)
-    tb.dropped.clear()
-    tb.dropped_network.clear()
-    boards, drops = await send_tasks(tb, rng, knobs.vectors(DEFAULT_TASKS) // 2)
-    await drain(tb, boards)
-    tb.check_drops(drops)
+    await ResponderTB.exact_after_reset(dut, salt=9, seed=29, before=100, after=(5, 40),
+                                        count=knobs.vectors(DEFAULT_TASKS) // 2)
 
 
 def test_task_responder():

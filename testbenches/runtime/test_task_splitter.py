@@ -12,7 +12,7 @@ from golden.runtime.protocol import respond, split
 from scripts.sim import knobs
 from scripts.sim.runner import run_cocotb
 from scripts.sim.tb import Scoreboard
-from testbenches.runtime.tb import RuntimeTB, drain, random_config, random_task, set_config
+from testbenches.runtime.tb import RuntimeTB, drain, random_task
 
 DEFAULT_TASKS = 300
 
@@ -21,42 +21,39 @@ def unsealed(word):
     return gp.set_field(word, 24, 8, 0)
 
 
-def send_tasks(tb, rng, count):
-    boards = {"local": Scoreboard("splitter local"), "remote": Scoreboard("splitter remote")}
-    groups = 0
-    for _ in range(count):
-        packet = random_task(rng, tb.config, fill=float(rng.choice([0.3, 0.75, 1.0])),
-                             task_id=int(rng.choice([2, 5, 6])), src=int(rng.integers(0, tb.config.nodes)))
-        word = gp.encode(packet, sealed=False)
-        local, owners = respond(gp.decode(word), tb.node, tb.config, from_network=False)
-        kernel_task, remote = split(gp.decode(word), tb.node, tb.config, local, owners)
-        if kernel_task is not None:
-            boards["local"].expect(gp.encode(kernel_task, sealed=False), {"input": word})
-        for item in remote:
-            boards["remote"].expect(unsealed(item), {"input": word})
-        groups += len(remote)
-        owner_bits = sum((owner or 0) << (4 * slot) for slot, owner in enumerate(owners))
-        tb.sources["i"].send_nowait(word | local << 512 | owner_bits << 516)
-    return boards, groups
-
-
 class SplitterTB(RuntimeTB):
     def __init__(self, dut, *, idle, backpressure, salt):
         super().__init__(dut, sources=["i"], sinks=["local", "remote"], idle=idle, backpressure=backpressure,
                          salt=salt)
-        self.config = random_config(knobs.rng(salt), nodes=4)
-        self.node = int(knobs.rng(salt + 1).integers(0, 4))
-        set_config(dut, self.config, self.node)
+        self.configure(salt)
+
+    def send(self, rng, count):
+        """``count`` random tasks; returns the outputs' scoreboards and the number of remote groups."""
+        boards = {"local": Scoreboard("splitter local"), "remote": Scoreboard("splitter remote")}
+        groups = 0
+        for _ in range(count):
+            packet = random_task(rng, self.config, fill=float(rng.choice([0.3, 0.75, 1.0])),
+                                 task_id=int(rng.choice([2, 5, 6])),
+                                 src=int(rng.integers(0, self.config.nodes)))
+            word = gp.encode(packet, sealed=False)
+            local, owners = respond(gp.decode(word), self.node, self.config, from_network=False)
+            kernel_task, remote = split(gp.decode(word), self.node, self.config, local, owners)
+            if kernel_task is not None:
+                boards["local"].expect(gp.encode(kernel_task, sealed=False), {"input": word})
+            for item in remote:
+                boards["remote"].expect(unsealed(item), {"input": word})
+            groups += len(remote)
+            owner_bits = sum((owner or 0) << (4 * slot) for slot, owner in enumerate(owners))
+            self.sources["i"].send_nowait(word | local << 512 | owner_bits << 516)
+        return boards, groups
 
 
 @cocotb.test()
 @cocotb.parametrize(idle=[False, True], backpressure=[False, True])
 async def split_under_stalls(dut, idle, backpressure):
     """Tasks with 0..3 remote owners, with optional gaps and backpressure."""
-    salt = 2 * idle + backpressure
-    tb = SplitterTB(dut, idle=idle, backpressure=backpressure, salt=salt)
-    await tb.reset()
-    boards, groups = send_tasks(tb, knobs.rng(30 + salt), knobs.vectors(DEFAULT_TASKS))
+    tb, salt = await SplitterTB.under_stalls(dut, idle, backpressure)
+    boards, groups = tb.send(knobs.rng(30 + salt), knobs.vectors(DEFAULT_TASKS))
     assert groups > knobs.vectors(DEFAULT_TASKS) // 2  # several groups per task on average
     await drain(tb, boards)
 
@@ -65,11 +62,9 @@ async def split_under_stalls(dut, idle, backpressure):
 async def reset_mid_packet(dut):
     """Reset while a multi-group task is being split; a clean run afterwards is exact."""
     tb = SplitterTB(dut, idle=True, backpressure=True, salt=5)
-    await tb.reset()
     rng = knobs.rng(35)
-    send_tasks(tb, rng, 60)
-    await tb.reset_mid_transfer(rng, after=(5, 40), drivers=tb.drivers)
-    boards, _ = send_tasks(tb, rng, knobs.vectors(DEFAULT_TASKS) // 2)
+    await tb.reset_mid_traffic(rng, before=60, after=(5, 40))
+    boards, _ = tb.send(rng, knobs.vectors(DEFAULT_TASKS) // 2)
     await drain(tb, boards)
 
 

@@ -257,6 +257,16 @@ class AggregationTB(ClockedTB):
         self.device = AggregationDevice(dut, self.component, self.clock)
         assert self.component.hazard_window == _golden_window(), "RTL and golden hazard windows differ"
 
+    @classmethod
+    async def ready(cls, dut, seed, stall=None):
+        """A reset testbench, stalled by :meth:`stall` with ``stall`` = ``(idle, backpressure, salt)``
+        where given, and ``knobs.rng(seed)``."""
+        tb = cls(dut)
+        if stall is not None:
+            tb.stall(*stall)
+        await tb.reset()
+        return tb, knobs.rng(seed)
+
     def stall(self, idle, backpressure, salt):
         """Random valid gaps on both input streams and random backpressure on ``drain`` (30 %)."""
         self.device.packets.set_pause_generator(random_pauses(knobs.rng(salt + 1), 0.3) if idle else never())
@@ -322,9 +332,7 @@ async def graphs_session(dut, job):
     """The bench's packet streams (whole graphs: ``[{"name", "packets", "n_rows", "n_cols", ...}]``),
     bits, counters and stalls checked on each; returns each one's ``cycles`` (first to last packet
     transfer), ``stall_cycles`` and the keys ``name``, ``packer``, ``nnz`` and ``model_cycles`` of its job."""
-    tb = AggregationTB(dut)
-    await tb.reset()
-    rng = knobs.rng(60)
+    tb, rng = await AggregationTB.ready(dut, 60)
     results = []
     for item in job:
         packets = item["packets"]

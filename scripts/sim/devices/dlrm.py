@@ -69,6 +69,13 @@ class CacheTB(ClockedTB):
         self.golden = LruCache(sets=self.params.get("sets", 64), ways=self.params.get("ways", 4))
         self.expected_bad = 0
 
+    @classmethod
+    async def ready(cls, dut, *, stall=0.0, salt):
+        """A reset testbench (``stall``, seeded by ``salt``) and ``knobs.rng(salt + 1)`` for its traffic."""
+        tb = cls(dut, stall=stall, salt=salt)
+        await tb.reset()
+        return tb, knobs.rng(salt + 1)
+
     @property
     def drivers(self):
         return [self.source, self.updates, self.sink]
@@ -134,12 +141,10 @@ async def throughput_session(dut, job):
     Every line is checked against the golden LRU on the way; returns ``{trace: {"lookups",
     "cycles", "hits"}}`` for the all-hit trace and the Zipf one.
     """
-    tb = CacheTB(dut, salt=50)
-    await tb.reset()
+    tb, rng = await CacheTB.ready(dut, salt=50)
     count = job["lookups"]
     resident = list(range(tb.golden.sets * tb.golden.ways))  # every set filled, nothing evicted
     await tb.check(tb.lookups(resident), len(resident))
-    rng = knobs.rng(51)
     hits_before = tb.golden.hits
     rows = [int(row) for row in rng.choice(resident, count)]
     cycles = await _timed(tb, rows)

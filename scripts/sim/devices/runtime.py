@@ -21,8 +21,9 @@ The control path is cocotbext-axi's ``AxiLiteMaster`` on the cluster's AXI4-Lite
 at ``i * 0x1000``, registers as ``rtl.runtime.runtime_node.RuntimeNode.register_map``); the
 memory path is the cluster's host load and read streams.
 
-:class:`SwitchPort` is a node attached to a switch port (a credit-limited sender and a slow
-receiver), the network side the switch, ring and GCU tests drive.
+:class:`CreditLink` is the far side of a node's credit-flow link (a credit-limited sender and a
+receiver that returns credits late); :class:`SwitchPort`, one on a switch port, is the network side
+the switch, ring and GCU tests drive.
 
 :func:`run_cluster` runs one job through it in a simulation (session ``runtime.cluster``), for
 ``neartrain demo cluster`` and the runtime bench; the cluster tests drive :class:`FCsNHost`
@@ -46,7 +47,8 @@ from rtl.runtime.runtime_node import COUNTERS, RuntimeNode
 from scripts.sim import channel
 
 __all__ = ["FCsNHost", "HostReadError", "prepare", "run_job", "Overlay", "DataHandler", "TaskData",
-           "KernelStatus", "NODE_STRIDE", "SwitchPort", "SESSIONS", "cluster_params", "run_cluster"]
+           "KernelStatus", "NODE_STRIDE", "CreditLink", "SwitchPort", "SESSIONS", "cluster_params",
+           "run_cluster"]
 
 NODE_STRIDE = 0x1000
 CLOCK_NS = 10
@@ -102,7 +104,98 @@ class KernelStatus:
     cycle: int
 
 
-class SwitchPort:
+class CreditLink:
+    """The far side of a node's credit-flow link, on the ports ``<prefix>in``, ``<prefix>out``,
+    ``<prefix>in_credit`` and ``<prefix>out_credit``: a credit-limited sender and a receiver.
+
+    Flits queued in ``outbound`` as ``(vc, word)`` go into ``<prefix>in`` only with a credit for
+    the node's receive buffer of their channel (``depth`` to start with, one back per
+    ``<prefix>in_credit`` pulse); channel 3 needs none, and with ``ignore_credits`` none does (a
+    misbehaving sender). Every flit on ``<prefix>out`` is handed to :meth:`take`, no channel may
+    hold more than ``held_limit`` of them, and each one's credit goes back on ``<prefix>out_credit``
+    after a random delay in ``credit_delay`` (cycles, ``[low, high)``). ``gaps`` idles the sender
+    on 30 % of the cycles.
+
+    Subclasses say what a received flit is for (:meth:`take`), and may choose which queued flit
+    goes next (:meth:`pick`; the head by default) and note the one that went (:meth:`sent`).
+    """
+
+    credit_delay = (1, 12)
+
+    def __init__(self, tb, prefix, rng, gaps, *, depth, held_limit):
+        self.tb, self.dut, self.prefix, self.rng, self.gaps = tb, tb.dut, prefix, rng, gaps
+        self.depth, self.held_limit = depth, held_limit
+        self.ignore_credits = False
+        self.clear()
+        self._port("in__valid").value = 0
+        self._port("out__ready").value = 1
+        self._port("out_credit").value = 0
+        cocotb.start_soon(self._run())
+
+    def _port(self, name):
+        return getattr(self.dut, f"{self.prefix}{name}")
+
+    def clear(self):
+        """Forget the link's state (it is reset with the node): every credit is here, nothing held."""
+        self.credits = [self.depth] * 3
+        self.outbound = []  # (vc, word)
+        self.held = [0] * 3
+        self.returns = []  # (cycle, vc)
+
+    def take(self, vc, word):
+        """A flit the node sent on channel ``vc``."""
+        raise NotImplementedError
+
+    def pick(self):
+        """The index in ``outbound`` of the flit to send now, or None to wait: the head, once its
+        channel has a credit."""
+        return 0 if self.may_send(self.outbound[0][0]) else None
+
+    def sent(self, word):
+        """``word`` has just gone into the node."""
+
+    def may_send(self, vc):
+        return self.ignore_credits or vc == 3 or self.credits[vc]
+
+    def add_credits(self, credit):
+        """The ``<prefix>in_credit`` pulses of this cycle (one bit per channel)."""
+        for vc in range(3):
+            self.credits[vc] += credit >> vc & 1
+
+    async def _run(self):
+        signals = ("__valid", "__payload", "_credit")
+        in_valid, in_payload, in_credit = (self._port(f"in{name}") for name in signals)
+        out_valid, out_payload, out_credit = (self._port(f"out{name}") for name in signals)
+        while True:
+            await RisingEdge(self.tb.clock)
+            self.add_credits(int(in_credit.value))
+            if int(out_valid.value):
+                word = int(out_payload.value)
+                vc = word >> 512
+                self.held[vc] += 1
+                assert self.held[vc] <= self.held_limit, f"{self.prefix}out channel {vc} overran its credits"
+                self.returns.append((self.tb.cycle + int(self.rng.integers(*self.credit_delay)), vc))
+                self.take(vc, word & ((1 << 512) - 1))
+            pulses = 0
+            for entry in [entry for entry in self.returns if entry[0] <= self.tb.cycle]:
+                if not pulses >> entry[1] & 1:
+                    pulses |= 1 << entry[1]
+                    self.returns.remove(entry)
+                    self.held[entry[1]] -= 1
+            out_credit.value = pulses
+            in_valid.value = 0
+            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
+                index = self.pick()
+                if index is not None:
+                    vc, word = self.outbound.pop(index)
+                    if vc < 3 and not self.ignore_credits:
+                        self.credits[vc] -= 1
+                    in_payload.value = word | vc << 512
+                    in_valid.value = 1
+                    self.sent(word)
+
+
+class SwitchPort(CreditLink):
     """A node attached to switch port ``p<port>``: a credit-limited sender and a (slow) receiver.
 
     Flits queued in ``outbound`` as ``(vc, word)`` go out only with a credit for the switch's input
@@ -113,62 +206,28 @@ class SwitchPort:
     """
 
     def __init__(self, tb, port, rng, gaps, slow, *, depth, rx_credits):
-        self.tb, self.port, self.rng, self.gaps, self.slow = tb, port, rng, gaps, slow
-        self.dut = tb.dut
-        self.depth, self.rx_credits = depth, rx_credits
+        self.port, self.slow = port, slow
+        self.credit_delay = (1, 30 if slow else 3)
         self.arrived = Event()
-        self.clear()
-        getattr(self.dut, f"p{port}_in__valid").value = 0
-        getattr(self.dut, f"p{port}_out__ready").value = 1
-        getattr(self.dut, f"p{port}_out_credit").value = 0
-        cocotb.start_soon(self._run())
+        super().__init__(tb, f"p{port}_", rng, gaps, depth=depth, held_limit=rx_credits)
 
     def clear(self):
         """Forget everything (reset): the switch's buffers are empty, so every credit is here;
         credit pulses of the next two cycles were sent before the reset and are ignored."""
+        super().clear()
         self.stale = 2
-        self.credits = [self.depth] * 3
-        self.outbound = []  # (vc, word)
-        self.holding = [0] * 3
-        self.returns = []
         self.received = []  # (vc, word)
 
-    async def _run(self):
-        dut, port = self.dut, self.port
-        while True:
-            await RisingEdge(self.tb.clock)
-            credit = int(getattr(dut, f"p{port}_in_credit").value)
-            if self.stale:
-                self.stale -= 1
-                credit = 0
-            for vc in range(3):
-                self.credits[vc] += credit >> vc & 1
-                assert self.credits[vc] <= self.depth, f"port {port} got too many credits"
-            if int(getattr(dut, f"p{port}_out__valid").value):
-                word = int(getattr(dut, f"p{port}_out__payload").value)
-                vc = word >> 512
-                self.holding[vc] += 1
-                assert self.holding[vc] <= self.rx_credits, f"port {port} channel {vc} overran its credits"
-                self.received.append((vc, word & ((1 << 512) - 1)))
-                self.arrived.set()
-                delay = int(self.rng.integers(1, 30 if self.slow else 3))
-                self.returns.append((self.tb.cycle + delay, vc))
-            pulses = 0
-            for entry in [entry for entry in self.returns if entry[0] <= self.tb.cycle]:
-                if not pulses >> entry[1] & 1:
-                    pulses |= 1 << entry[1]
-                    self.returns.remove(entry)
-                    self.holding[entry[1]] -= 1
-            getattr(dut, f"p{port}_out_credit").value = pulses
-            getattr(dut, f"p{port}_in__valid").value = 0
-            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
-                vc, word = self.outbound[0]
-                if vc == 3 or self.credits[vc]:
-                    self.outbound.pop(0)
-                    if vc < 3:
-                        self.credits[vc] -= 1
-                    getattr(dut, f"p{port}_in__payload").value = word | vc << 512
-                    getattr(dut, f"p{port}_in__valid").value = 1
+    def add_credits(self, credit):
+        if self.stale:
+            self.stale -= 1
+            credit = 0
+        super().add_credits(credit)
+        assert max(self.credits) <= self.depth, f"port {self.port} got too many credits"
+
+    def take(self, vc, word):
+        self.received.append((vc, word))
+        self.arrived.set()
 
 
 def _register_offsets():
@@ -222,16 +281,20 @@ class FCsNHost:
         return {name: await self.read_register(node, name) for name in names}
 
     # ------------------------------------------------------------------ host memory port
+    async def _edge_when(self, signal):
+        """Wait for the first rising edge at which ``signal`` is high."""
+        while True:
+            await RisingEdge(self.clock)
+            if int(signal.value):
+                return
+
     async def _load(self, items):
         """Host writes ``(node, target, address, data)``, one per cycle while the cluster is ready."""
         dut = self.dut
         for node, target, address, value in items:
             dut.host_load__payload.value = node | target << 4 | address << 6 | value << 30
             dut.host_load__valid.value = 1
-            while True:
-                await RisingEdge(self.clock)
-                if int(dut.host_load__ready.value):
-                    break
+            await self._edge_when(dut.host_load__ready)
         dut.host_load__valid.value = 0
 
     async def _read_rows(self, requests):
@@ -245,20 +308,14 @@ class FCsNHost:
         for node, row in requests:
             dut.host_read__payload.value = node | row << 4
             dut.host_read__valid.value = 1
-            while True:
-                await RisingEdge(self.clock)
-                if int(dut.host_read__ready.value):
-                    break
+            await self._edge_when(dut.host_read__ready)
             dut.host_read__valid.value = 0
-            while True:
-                await RisingEdge(self.clock)
-                if int(dut.host_read_data__valid.value):
-                    answer = int(dut.host_read_data__payload.value)
-                    if answer >> _ERROR_BIT & 1:
-                        dut.host_read_data__ready.value = 0
-                        raise HostReadError(f"the cluster refused the read of node {node} row {row}")
-                    values.append(answer & _LINE_MASK)
-                    break
+            await self._edge_when(dut.host_read_data__valid)
+            answer = int(dut.host_read_data__payload.value)
+            if answer >> _ERROR_BIT & 1:
+                dut.host_read_data__ready.value = 0
+                raise HostReadError(f"the cluster refused the read of node {node} row {row}")
+            values.append(answer & _LINE_MASK)
         dut.host_read_data__ready.value = 0
         return values
 

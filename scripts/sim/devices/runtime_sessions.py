@@ -30,7 +30,7 @@ from golden.runtime.protocol import Cluster, serve
 from golden.runtime.tables import HOST_COUNTERS, KERNEL_COUNTERS, MEMORY_COUNTERS
 from golden.runtime.workload import sparse_dense_workload
 from scripts.sim import knobs
-from scripts.sim.devices.runtime import FCsNHost, prepare
+from scripts.sim.devices.runtime import CreditLink, FCsNHost, prepare
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import ClockedTB
@@ -67,65 +67,32 @@ NODE = 0
 TASK_ID = 2
 
 
-class Network:
+class Network(CreditLink):
     """The switch and nodes 1-3: sends flits into node 0 within its credits, takes what it sends."""
-
-    def __init__(self, tb, rng, gaps):
-        self.tb, self.dut, self.rng, self.gaps = tb, tb.dut, rng, gaps
-        params = params_from_env()
-        self.rx_depth, self.tx_credits = params["queue_depth"], params["tx_credits"]
-        self.clear()
-        self.dut.net_in__valid.value = 0
-        self.dut.net_out__ready.value = 1
-        self.dut.net_out_credit.value = 0
-        cocotb.start_soon(self._run())
 
     credit_delay = (1, 8)  # cycles before the switch frees a buffer entry: random in [1, 8)
 
+    def __init__(self, tb, rng, gaps):
+        params = params_from_env()
+        super().__init__(tb, "net_", rng, gaps, depth=params["queue_depth"], held_limit=params["tx_credits"])
+
     def clear(self):
-        self.credits = [self.rx_depth] * 3
-        self.outbound = []  # (vc, word)
-        self.in_flight = [0] * 3
-        self.returns = []
+        super().clear()
         self.received = []  # (cycle, vc, word)
         self.sent_cycles = {}  # word -> cycle it entered net_in
         self.on_receive = None
 
-    async def _run(self):
-        dut = self.dut
-        while True:
-            await RisingEdge(self.tb.clock)
-            credit = int(dut.net_in_credit.value)
-            for vc in range(3):
-                self.credits[vc] += credit >> vc & 1
-            if int(dut.net_out__valid.value):
-                word = int(dut.net_out__payload.value)
-                vc, packet = word >> 512, word & ((1 << 512) - 1)
-                self.in_flight[vc] += 1
-                assert self.in_flight[vc] <= self.tx_credits, f"channel {vc} overran its credits"
-                self.received.append((self.tb.cycle, vc, packet))
-                self.returns.append((self.tb.cycle + int(self.rng.integers(*self.credit_delay)), vc))
-                if self.on_receive is not None:
-                    self.on_receive(vc, packet)
-            pulses = 0
-            for entry in [entry for entry in self.returns if entry[0] <= self.tb.cycle]:
-                if not pulses >> entry[1] & 1:
-                    pulses |= 1 << entry[1]
-                    self.returns.remove(entry)
-                    self.in_flight[entry[1]] -= 1
-            dut.net_out_credit.value = pulses
-            dut.net_in__valid.value = 0
-            if self.outbound and not (self.gaps and self.rng.random() < 0.3):
-                # Any channel with a credit may go: a channel waiting for credits blocks no other.
-                for index, (vc, word) in enumerate(self.outbound):
-                    if vc == 3 or self.credits[vc]:
-                        self.outbound.pop(index)
-                        if vc < 3:
-                            self.credits[vc] -= 1
-                        dut.net_in__payload.value = word | vc << 512
-                        dut.net_in__valid.value = 1
-                        self.sent_cycles.setdefault(word, self.tb.cycle)
-                        break
+    def take(self, vc, word):
+        self.received.append((self.tb.cycle, vc, word))
+        if self.on_receive is not None:
+            self.on_receive(vc, word)
+
+    def pick(self):
+        # Any channel with a credit may go: a channel waiting for credits blocks no other.
+        return next((index for index, (vc, _) in enumerate(self.outbound) if self.may_send(vc)), None)
+
+    def sent(self, word):
+        self.sent_cycles.setdefault(word, self.tb.cycle)
 
 
 class NodeTB(RuntimeTB):
