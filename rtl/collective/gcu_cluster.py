@@ -104,13 +104,10 @@ class GcuCluster(Parameterized, wiring.Component):
 
     def __init__(self, *, nodes=4, leaves=3, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, switch_depth=4, update="none", update_lanes=1):
-        self._nodes = nodes
-        self._leaves = leaves
         # The GCU's send credits are the switch's input buffer at its port (it has no backpressure).
         self._gcu = dict(leaves=leaves, node=nodes - 1, partitions=partitions, chunks=chunks, slots=slots,
                          mode=mode, queue_depth=queue_depth, tx_credits=switch_depth, update=update,
                          update_lanes=update_lanes)
-        self._switch_depth = switch_depth
         self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
         members = leaf_members(leaves)
         counters = unit_counters()

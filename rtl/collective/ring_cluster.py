@@ -63,8 +63,6 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected, n<i>_overflow
         check_int("nodes", values["nodes"], 2, values["ports"])
 
     def __init__(self, *, ports=4, nodes=4, depth=64, queue_depth=16, switch_depth=4):
-        self._ports = ports
-        self._nodes = nodes
         self._node = dict(depth=depth, queue_depth=queue_depth, switch_depth=switch_depth)
         self._first = RingNode(**self._node)  # validates the rest of the parameters now
         members = {"size": In(NODE_BITS + 1), "lines": In(range(depth + 1)),

@@ -116,9 +116,6 @@ class RingNode(Parameterized, wiring.Component):
     PARAMS = RING_PARAMS
 
     def __init__(self, *, depth=64, queue_depth=16, switch_depth=4):
-        self._depth = depth
-        self._queue_depth = queue_depth
-        self._switch_depth = switch_depth
         super().__init__({
             "net_in": In(stream.Signature(Flit)),
             "net_in_credit": Out(3),

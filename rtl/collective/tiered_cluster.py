@@ -74,9 +74,6 @@ class TieredCluster(Parameterized, wiring.Component):
 
     def __init__(self, *, regions=2, region_leaves=2, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, switch_depth=4):
-        self._regions = regions
-        self._region_leaves = region_leaves
-        self._switch_depth = switch_depth
         self._queue_depth = queue_depth
         self._root_nodes, self._region_nodes = switch_size(regions + 1), switch_size(region_leaves + 1)
         shared = dict(partitions=partitions, chunks=chunks, slots=slots, mode=mode, queue_depth=queue_depth)

@@ -96,8 +96,6 @@ class AXIChunkDecompressor(Parameterized, wiring.Component):
         self._decompressor = ChunkDecompressor(lanes=lanes, chunk_size=chunk_size, value_format=value_format,
                                                banks=banks, out_lanes=out_lanes, bank_writes=bank_writes,
                                                queue_depth=queue_depth)
-        self._lanes = lanes
-        self._address_width = address_width
         self._reader = AXIBurstReader(address_width=address_width, data_width=WORD_WIDTH * lanes, id_width=1,
                                       max_burst=max_burst, max_outstanding=max_outstanding, length_width=32)
         super().__init__({

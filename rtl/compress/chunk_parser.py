@@ -97,12 +97,9 @@ class ChunkParser(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", counter_width=COUNTER_WIDTH):
-        self._lanes = lanes
         counter_width = check_int("counter_width", counter_width, 1, COUNTER_WIDTH)
-        self._chunk_size = chunk_size
         if chunk_size & (chunk_size - 1):
             raise ValueError(f"chunk_size must be a power of two, not {chunk_size}")
-        self._value_format = value_format
         self._chunk_bits = (chunk_size - 1).bit_length()
         super().__init__({
             "i": In(stream.Signature(wire_layout(lanes))),

@@ -138,13 +138,10 @@ class DRAMScatter(Parameterized, wiring.Component):
 
     def __init__(self, *, lanes=8, data_width=512, value_format="f32", rmw_depth=16, address_width=64,
                  max_burst=64, max_outstanding=4):
-        self._lanes = lanes
         self._data_width = check_data_width(data_width, 64)
-        self._value_format = value_format
         self._depth = rmw_depth
         if rmw_depth & (rmw_depth - 1):
             raise ValueError(f"rmw_depth must be a power of two, not {rmw_depth}")
-        self._address_width = address_width
         self._reader = AXIBurstReader(address_width=address_width, data_width=WORD_WIDTH * lanes,
                                       max_burst=max_burst, max_outstanding=max_outstanding)
         self._writer = AXIBurstWriter(address_width=address_width, data_width=data_width,

@@ -92,8 +92,6 @@ class FusedUpdaterCore(Parameterized, wiring.Component):
 
     def __init__(self, *, optimizer="adam", lanes=1, wire_lanes=4, chunk_size=1024, value_format="f32",
                  banks=16, bank_writes=3, queue_depth=8, arithmetic=True):
-        self._optimizer = optimizer
-        self._lanes = lanes
         self._decompressor = ChunkDecompressor(lanes=wire_lanes, chunk_size=chunk_size,
                                                value_format=value_format, banks=banks, out_lanes=lanes,
                                                bank_writes=bank_writes, queue_depth=queue_depth)

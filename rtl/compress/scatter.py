@@ -108,13 +108,7 @@ class ScatterEngine(Parameterized, wiring.Component):
 
     def __init__(self, *, lanes=8, banks=16, chunk_size=1024, value_format="f32", out_lanes=16,
                  bank_writes=3, queue_depth=8):
-        self._lanes = lanes
-        self._banks = banks
-        self._chunk_size = chunk_size
-        self._value_format = value_format
-        self._out_lanes = out_lanes
         self._writes = min(bank_writes, lanes)
-        self._queue_depth = queue_depth
         self._index_width = (chunk_size - 1).bit_length()
         self._bank_bits = (banks - 1).bit_length()
         super().__init__({

@@ -73,10 +73,6 @@ class DedupeUnit(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, capacity=16, positions=64, dim=16, index_bits=24):
-        self._capacity = capacity
-        self._positions = positions
-        self._dim = dim
-        self._index_bits = index_bits
         self.lines = dim // 16
         tag_bits, line_bits = log2(capacity), max(log2(self.lines), 1)
         members = {

@@ -120,14 +120,8 @@ class EmbeddingCache(Parameterized, wiring.Component):
 
     def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48,
                  counter_width=COUNTER_BITS):
-        self._sets = sets
         if sets & (sets - 1):
             raise ValueError(f"sets must be a power of two, not {sets}")
-        self._ways = ways
-        self._dim = dim
-        self._index_bits = index_bits
-        self._tag_width = tag_width
-        self._address_width = address_width
         counter_width = check_int("counter_width", counter_width, 1, COUNTER_BITS)
         self.lines = dim // 16
         self._set_bits, self._way_bits, self._line_bits = log2(sets), log2(ways), log2(self.lines)

@@ -71,9 +71,6 @@ class LossReduction(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, capacity=16, dim=16, index_bits=24):
-        self._capacity = capacity
-        self._dim = dim
-        self._index_bits = index_bits
         self.lines = dim // 16
         layout = gradient_layout(index_bits, log2(self.lines))
         members = {"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))}

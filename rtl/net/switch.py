@@ -72,9 +72,6 @@ class Switch(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, nodes=4, depth=4, rx_credits=8):
-        self._nodes = nodes
-        self._depth = depth
-        self._rx_credits = rx_credits
         members = {}
         for port in range(nodes):
             members.update({

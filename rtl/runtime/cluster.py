@@ -114,15 +114,8 @@ class Cluster(Parameterized, wiring.Component):
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
                  switch_depth=4, aggregation=True):
-        self._nodes = nodes
         self._lines = lines  # the kernels' minimum
-        self._features = features
-        self._spawn_depth = spawn_depth
-        self._ranges = ranges
-        self._block = block
-        self._queue_depth = queue_depth
         self._switch_depth = switch_depth
-        self._aggregation = aggregation
         if -(-lines // block) > ranges:
             raise ValueError(f"ranges must cover lines / block = {-(-lines // block)}, not {ranges}")
         self._select_bits = max(1, (nodes - 1).bit_length())

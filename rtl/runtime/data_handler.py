@@ -52,7 +52,6 @@ class DataHandler(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, block=20):
-        self._block = block
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),

@@ -73,10 +73,6 @@ class RDMADetector(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, ranges=64, block=20, freeze_depth=16, pending_depth=16):
-        self._ranges = ranges
-        self._block = block
-        self._freeze_depth = freeze_depth
-        self._pending_depth = pending_depth
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),

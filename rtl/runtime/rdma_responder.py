@@ -63,8 +63,6 @@ class RDMAResponder(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, block=20, read_depth=16):
-        self._block = block
-        self._read_depth = read_depth
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),

@@ -132,12 +132,7 @@ class RuntimeNode(Parameterized, wiring.Component):
     def __init__(self, *, kernels=DEFAULT_KERNELS, block=20, ranges=64, spawn_depth=64, queue_depth=8,
                  tx_credits=8, counter_bits=COUNTER_BITS):
         self._kernels = check_kernels(kernels)
-        self._block = block
-        self._ranges = ranges
-        self._spawn_depth = spawn_depth
-        self._queue_depth = queue_depth
         self._tx_credits = tx_credits
-        self._counter_bits = counter_bits
         self._spawn_bits = max(1, (spawn_depth - 1).bit_length())
         super().__init__({
             "net_in": In(stream.Signature(Flit)),

@@ -63,7 +63,6 @@ class TaskResponder(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, block=20):
-        self._block = block
         super().__init__({
             "config": In(ConfigSignature()),
             "spawned": In(stream.Signature(Packet)),
