@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -11,7 +11,7 @@ from ..bus.axi_burst_reader import AXIBurstReader
 from ..registration import Param, Parameterized, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
-from .layouts import WORD_WIDTH, dense_layout
+from .layouts import WORD_WIDTH, dense_layout, feed_wire
 
 __all__ = ["AXIChunkDecompressor", "transfer_layout"]
 
@@ -146,19 +146,7 @@ class AXIChunkDecompressor(Parameterized, wiring.Component):
         with m.If(decompressor.done):
             m.d.sync += running.eq(0)
 
-        # Beats -> wire beats: every beat but the final one is full.
-        final = remaining <= lanes
-        wire = decompressor.i.payload
-        for k in range(lanes):
-            m.d.comb += wire.words[k].eq(reader.data.payload.data[WORD_WIDTH * k:WORD_WIDTH * (k + 1)])
-        m.d.comb += [
-            decompressor.i.valid.eq(Mux(empty, 1, reader.data.valid)),
-            reader.data.ready.eq(~empty & decompressor.i.ready),
-            wire.count.eq(Mux(empty, 0, Mux(final, remaining, lanes))),
-            wire.last.eq(empty | final),
-        ]
-        with m.If(decompressor.i.valid & decompressor.i.ready):
-            m.d.sync += [empty.eq(0), remaining.eq(Mux(final, 0, remaining - lanes))]
+        feed_wire(m, reader.data, decompressor.i, remaining, empty, lanes, empty_valid=1)
 
         m.d.comb += [
             decompressor.size.eq(size),

@@ -13,7 +13,7 @@ from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .dram_rmw import DRAMReadModifyWrite
 from .flat_pair_parser import FlatPairParser
-from .layouts import VALUE_WIDTHS, WORD_WIDTH
+from .layouts import VALUE_WIDTHS, WORD_WIDTH, feed_wire
 from .scatter import LANE_CHOICES
 
 __all__ = ["DRAMScatter", "run_layout", "traffic_layout"]
@@ -218,22 +218,13 @@ class DRAMScatter(Parameterized, wiring.Component):
         with m.If(writer.cmd.valid & writer.cmd.ready):
             m.d.sync += writer_cmd_valid.eq(0)
 
-        # ---- pair beats -> wire beats for the parser (as AXIChunkDecompressor does) ----
-        final = words_left <= lanes
-        wire = parser.i.payload
-        for k in range(lanes):
-            m.d.comb += wire.words[k].eq(reader.data.payload.data[WORD_WIDTH * k:WORD_WIDTH * (k + 1)])
+        # ---- pair beats -> wire beats for the parser ----
+        feed_wire(m, reader.data, parser.i, words_left, empty, lanes, empty_valid=phase != _Phase.IDLE)
         m.d.comb += [
-            parser.i.valid.eq(Mux(empty, phase != _Phase.IDLE, reader.data.valid)),
-            reader.data.ready.eq(~empty & parser.i.ready),
-            wire.count.eq(Mux(empty, 0, Mux(final, words_left, lanes))),
-            wire.last.eq(empty | final),
             parser.size.eq(run.size),
             parser.declared.eq(run.count),
             parser.sorted.eq(run.sorted),
         ]
-        with m.If(parser.i.valid & parser.i.ready):
-            m.d.sync += [empty.eq(0), words_left.eq(Mux(final, 0, words_left - lanes))]
         parsed = Signal()                  # the parser has taken the last beat
         with m.If(parser.done):
             m.d.sync += parsed.eq(1)
