@@ -10,7 +10,7 @@ from ..registration import Param, Parameterized, check_int, register_block
 from .gcu import GCU_PARAMS, GlobalControlUnit, unit_counters, unit_drops, update_members
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 
-__all__ = ["GcuCluster", "leaf_members", "attach", "expose_leaves", "count_switch_drops"]
+__all__ = ["GcuCluster", "leaf_members", "attach", "expose_port", "expose_leaves", "count_switch_drops"]
 
 
 def leaf_members(leaves, first=0):
@@ -41,14 +41,18 @@ def count_switch_drops(m, counter, switches):
     m.d.sync += counter.eq(Mux(total > (1 << len(counter)) - 1, (1 << len(counter)) - 1, total))
 
 
+def expose_port(m, cluster, switch, port, ours):
+    """Switch port ``port`` as the cluster's leaf port ``p<ours>`` (see :func:`leaf_members`)."""
+    wiring.connect(m, wiring.flipped(getattr(cluster, f"p{ours}_in")), switch.port(port, "in"))
+    wiring.connect(m, switch.port(port, "out"), wiring.flipped(getattr(cluster, f"p{ours}_out")))
+    m.d.comb += [getattr(cluster, f"p{ours}_in_credit").eq(switch.port(port, "in_credit")),
+                 switch.port(port, "out_credit").eq(getattr(cluster, f"p{ours}_out_credit"))]
+
+
 def expose_leaves(m, cluster, switch, leaves, first=0):
     """Switch ports ``0 .. leaves - 1`` as the cluster's leaf ports from ``p<first>`` on."""
     for leaf in range(leaves):
-        ours = first + leaf
-        wiring.connect(m, wiring.flipped(getattr(cluster, f"p{ours}_in")), switch.port(leaf, "in"))
-        wiring.connect(m, switch.port(leaf, "out"), wiring.flipped(getattr(cluster, f"p{ours}_out")))
-        m.d.comb += [getattr(cluster, f"p{ours}_in_credit").eq(switch.port(leaf, "in_credit")),
-                     switch.port(leaf, "out_credit").eq(getattr(cluster, f"p{ours}_out_credit"))]
+        expose_port(m, cluster, switch, leaf, first + leaf)
 
 
 class GcuCluster(Parameterized, wiring.Component):

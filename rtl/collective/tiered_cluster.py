@@ -8,7 +8,7 @@ from ..net.packet import VC
 from ..net.switch import SWITCH_NODES, Switch
 from ..registration import Param, Parameterized, register_block
 from .gcu import NETWORK_PARAMS, GlobalControlUnit, unit_counters, unit_drops
-from .gcu_cluster import attach, count_switch_drops, expose_leaves, leaf_members
+from .gcu_cluster import attach, count_switch_drops, expose_leaves, expose_port, leaf_members
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .region_unit import REGION_COUNTERS, REGION_DROPS, RegionalControlUnit
 
@@ -120,13 +120,8 @@ class TieredCluster(Parameterized, wiring.Component):
             for name in (*REGION_COUNTERS, "overflow"):
                 m.d.comb += getattr(self, f"r{region}_{name}").eq(getattr(unit, name))
         count_switch_drops(m, self.switch_dropped, switches)
-        if self._spare:
-            spare = self._regions
-            ours = self._regions * self._region_leaves
-            wiring.connect(m, wiring.flipped(getattr(self, f"p{ours}_in")), root.port(spare, "in"))
-            wiring.connect(m, root.port(spare, "out"), wiring.flipped(getattr(self, f"p{ours}_out")))
-            m.d.comb += [getattr(self, f"p{ours}_in_credit").eq(root.port(spare, "in_credit")),
-                         root.port(spare, "out_credit").eq(getattr(self, f"p{ours}_out_credit"))]
+        if self._spare:  # the spare root port as the leaf port after the regions' leaves
+            expose_port(m, self, root, self._regions, self._regions * self._region_leaves)
         return m
 
 
