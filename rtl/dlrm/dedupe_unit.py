@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..lib.cam import KeyLookup
-from ..lib.counters import COUNTER_BITS, saturating_count
+from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, register_block
 from .common import CACHE_LINE_BITS, DIM_CHOICES, log2
 
@@ -170,8 +170,7 @@ class DedupeUnit(Parameterized, wiring.Component):
                 table.clear()
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
-        for name, event in events.items():
-            saturating_count(m, getattr(self, name), event)
+        count_events(m, self, events)
         return m
 
 

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
-from ..lib.counters import COUNTER_BITS, saturating_count
+from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, check_int, register_block
 from .common import CACHE_LINE_BITS, DIM_CHOICES, POW2_WAYS, log2
 
@@ -315,8 +315,7 @@ class EmbeddingCache(Parameterized, wiring.Component):
             with m.If(writer.data.ready):
                 m.d.comb += [row_write.en.eq(pending_hit), events["updates"].eq(1)]
                 m.d.sync += state.eq(RUN)
-        for name, event in events.items():
-            saturating_count(m, getattr(self, name), event)
+        count_events(m, self, events)
         return m
 
     def _share_axi(self, m, reader, writer):

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..fp.fp_add import FloatAdder
 from ..lib.cam import KeyLookup
-from ..lib.counters import COUNTER_BITS, saturating_count
+from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import NO_DROPS, Param, Parameterized, register_block
 from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_CHOICES, log2
 from .dedupe_unit import CAPACITY_CHOICES
@@ -151,8 +151,7 @@ class LossReduction(Parameterized, wiring.Component):
                 with m.If(final):
                     m.d.sync += [count.eq(0), state.eq(COLLECT)]
                     table.clear()
-        for name, event in events.items():
-            saturating_count(m, getattr(self, name), event)
+        count_events(m, self, events)
         return m
 
 
