@@ -5,7 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import Flit
-from ..net.switch import SWITCH_NODES, Switch
+from ..net.switch import SWITCH_DEPTH_PARAM, SWITCH_NODES, Switch
 from ..registration import Param, Parameterized, check_int, register_block
 from .gcu import GCU_PARAMS, GlobalControlUnit, unit_counters, unit_drops, update_members
 from .reduction_table import COLLECTIVE_COUNTER_BITS
@@ -98,7 +98,7 @@ class GcuCluster(Parameterized, wiring.Component):
         Param("nodes", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
         Param("leaves", int, 3, "leaves", minimum=2, maximum=15),
         *GCU_PARAMS,
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+        SWITCH_DEPTH_PARAM,
     )
 
     @classmethod

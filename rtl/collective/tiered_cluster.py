@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import VC
-from ..net.switch import SWITCH_NODES, Switch
+from ..net.switch import SWITCH_DEPTH_PARAM, SWITCH_NODES, Switch
 from ..registration import Param, Parameterized, register_block
 from .gcu import NETWORK_PARAMS, GlobalControlUnit, unit_counters, unit_drops
 from .gcu_cluster import attach, count_switch_drops, expose_leaves, expose_port, leaf_members
@@ -69,7 +69,7 @@ class TieredCluster(Parameterized, wiring.Component):
         Param("regions", int, 2, "region switches", minimum=2, maximum=15),
         Param("region_leaves", int, 2, "leaves per region", minimum=2, maximum=15),
         *NETWORK_PARAMS,
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+        SWITCH_DEPTH_PARAM,
     )
 
     def __init__(self, *, regions=2, region_leaves=2, partitions=8, chunks=4, slots=2, mode="deterministic",

@@ -6,8 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, ChunkParser, errors_layout
-from .layouts import VALUE_WIDTHS, dense_layout, wire_layout
-from .scatter import LANE_CHOICES, ScatterEngine
+from .layouts import VALUE_FORMAT_PARAM, dense_layout, wire_layout
+from .scatter import BANK_QUEUE_PARAM, BANK_WRITES_PARAM, LANE_CHOICES, ScatterEngine
 
 __all__ = ["ChunkDecompressor"]
 
@@ -70,11 +70,11 @@ class ChunkDecompressor(Parameterized, wiring.Component):
         Param("lanes", int, 8, "64-bit wire words per input beat (= scatter lanes)", choices=LANE_CHOICES),
         Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
               minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        VALUE_FORMAT_PARAM,
         Param("banks", int, 16, "scatter memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
         Param("out_lanes", int, 16, "f32 elements per output beat", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+        BANK_WRITES_PARAM,
+        BANK_QUEUE_PARAM,
     )
 
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", banks=16, out_lanes=16, bank_writes=3,

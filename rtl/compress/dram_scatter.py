@@ -13,7 +13,7 @@ from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .dram_rmw import DRAMReadModifyWrite
 from .flat_pair_parser import FlatPairParser
-from .layouts import VALUE_WIDTHS, WORD_WIDTH, feed_wire
+from .layouts import VALUE_FORMAT_PARAM, WORD_WIDTH, feed_wire
 from .scatter import LANE_CHOICES
 
 __all__ = ["DRAMScatter", "run_layout", "traffic_layout"]
@@ -129,7 +129,7 @@ class DRAMScatter(Parameterized, wiring.Component):
               choices=LANE_CHOICES),
         Param("data_width", int, 512, "dense port data width in bits (power of two)",
               minimum=64, maximum=1024),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        VALUE_FORMAT_PARAM,
         Param("rmw_depth", int, 16, "read-modify-writes in flight (power of two)", minimum=2, maximum=64),
         Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
         Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),

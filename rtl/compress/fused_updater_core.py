@@ -9,8 +9,8 @@ from ..optim.updater_core import ARITHMETIC_PARAM, UpdaterCore, core_output_layo
 from ..registration import Param, Parameterized, register_block
 from .chunk_decompressor import ChunkDecompressor
 from .chunk_parser import ERROR_NAMES, errors_layout
-from .layouts import VALUE_WIDTHS, wire_layout
-from .scatter import LANE_CHOICES
+from .layouts import VALUE_FORMAT_PARAM, wire_layout
+from .scatter import BANK_QUEUE_PARAM, BANK_WRITES_PARAM, LANE_CHOICES
 
 __all__ = ["FusedUpdaterCore", "state_layout", "CORE_LANE_CHOICES"]
 
@@ -83,10 +83,10 @@ class FusedUpdaterCore(Parameterized, wiring.Component):
         Param("wire_lanes", int, 4, "64-bit wire words per input beat (scatter lanes)", choices=LANE_CHOICES),
         Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
               minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        VALUE_FORMAT_PARAM,
         Param("banks", int, 16, "scatter memory banks (power of two, >= lanes)", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+        BANK_WRITES_PARAM,
+        BANK_QUEUE_PARAM,
         ARITHMETIC_PARAM,
     )
 

@@ -17,13 +17,15 @@ from amaranth.hdl import Cat, Const, Mux
 from amaranth.lib import data
 
 from ..fp.shift import count_leading_zeros
-from ..registration import check_choice
+from ..registration import Param, check_choice
 
 __all__ = ["VALUE_WIDTHS", "WORD_WIDTH", "value_width", "pair_slot_layout", "scatter_layout", "dense_layout",
-           "wire_layout", "feed_wire", "widen_f16"]
+           "wire_layout", "feed_wire", "widen_f16", "VALUE_FORMAT_PARAM"]
 
 WORD_WIDTH = 64
 VALUE_WIDTHS = {"f32": 32, "f16": 16}
+# The pair value format as a block parameter (every block that reads pairs has it).
+VALUE_FORMAT_PARAM = Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS))
 
 
 def value_width(value_format):

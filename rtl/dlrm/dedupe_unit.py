@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..lib.cam import KeyLookup
 from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, register_block
-from .common import CACHE_LINE_BITS, DIM_CHOICES, log2
+from .common import CACHE_LINE_BITS, DIM_PARAM, INDEX_BITS_PARAM, log2
 
 __all__ = ["DedupeUnit", "COUNTERS", "CAPACITY_CHOICES"]
 
@@ -68,8 +68,8 @@ class DedupeUnit(Parameterized, wiring.Component):
     PARAMS = (
         Param("capacity", int, 16, "unique rows per segment", choices=CAPACITY_CHOICES),
         Param("positions", int, 64, "lookups per segment", minimum=2, maximum=1024),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        DIM_PARAM,
+        INDEX_BITS_PARAM,
     )
 
     def __init__(self, *, capacity=16, positions=64, dim=16, index_bits=24):

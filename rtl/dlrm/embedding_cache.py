@@ -10,7 +10,7 @@ from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
 from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, check_int, register_block
-from .common import CACHE_LINE_BITS, DIM_CHOICES, POW2_WAYS, log2
+from .common import CACHE_LINE_BITS, DIM_PARAM, INDEX_BITS_PARAM, POW2_WAYS, log2
 
 __all__ = ["EmbeddingCache", "COUNTERS", "lookup_layout", "row_line_layout", "update_layout"]
 
@@ -112,8 +112,8 @@ class EmbeddingCache(Parameterized, wiring.Component):
     PARAMS = (
         Param("sets", int, 64, "sets (power of two)", minimum=1, maximum=4096),
         Param("ways", int, 4, "ways per set", choices=POW2_WAYS),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        DIM_PARAM,
+        INDEX_BITS_PARAM,
         Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
         Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
     )

@@ -9,7 +9,7 @@ from ..fp.fp_add import FloatAdder
 from ..lib.cam import KeyLookup
 from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import NO_DROPS, Param, Parameterized, register_block
-from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_CHOICES, log2
+from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_PARAM, INDEX_BITS_PARAM, log2
 from .dedupe_unit import CAPACITY_CHOICES
 
 __all__ = ["LossReduction", "COUNTERS", "gradient_layout"]
@@ -66,8 +66,8 @@ class LossReduction(Parameterized, wiring.Component):
 
     PARAMS = (
         Param("capacity", int, 16, "row lines in the table", choices=CAPACITY_CHOICES),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        DIM_PARAM,
+        INDEX_BITS_PARAM,
     )
 
     def __init__(self, *, capacity=16, dim=16, index_bits=24):

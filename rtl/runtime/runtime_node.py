@@ -12,7 +12,7 @@ from ..net.net_interface import NetInterface
 from ..net.packet import LINE_BITS, ROW_BITS, Flit, MemWrite, Packet, SpawnWrite, TaskId
 from ..registration import Param, Parameterized, register_block
 from .classifier import CLASSIFIER_DROPS, DEFAULT_KERNELS, TaskClassifier, check_kernels
-from .common import ConfigSignature
+from .common import BLOCK_PARAM, RANGES_PARAM, ConfigSignature
 from .data_handler import DataHandler
 from .data_packager import DataPackager
 from .rdma_detector import RDMADetector
@@ -120,8 +120,8 @@ class RuntimeNode(Parameterized, wiring.Component):
 
     PARAMS = (
         Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
-        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
+        BLOCK_PARAM,
+        RANGES_PARAM,
         Param("spawn_depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
         Param("queue_depth", int, 8, "entries of every queue", minimum=2, maximum=1024),
         Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
