@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..registration import Param, Parameterized, register_block
-from .chunk_decompressor import ChunkDecompressor
+from .chunk_decompressor import ChunkDecompressor, decompressor_ports
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import WORD_WIDTH, dense_layout, feed_wire
 
@@ -149,12 +149,7 @@ class AXIChunkDecompressor(Parameterized, wiring.Component):
         feed_wire(m, reader.data, decompressor.i, remaining, empty, lanes, empty_valid=1)
 
         m.d.comb += [
-            decompressor.size.eq(size),
-            decompressor.sorted.eq(sorted_),
-            self.errors.eq(decompressor.errors),
-            self.status.eq(decompressor.status),
-            self.scatter_overflow.eq(decompressor.scatter_overflow),
-            self.done.eq(decompressor.done),
+            *decompressor_ports(decompressor, self, size, sorted_),
             self.read_error.eq(reader.error),
             self.read_error_resp.eq(reader.error_resp),
             reader.clear.eq(self.clear),

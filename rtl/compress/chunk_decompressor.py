@@ -9,7 +9,25 @@ from .chunk_parser import ERROR_NAMES, ChunkParser, errors_layout
 from .layouts import VALUE_FORMAT_PARAM, dense_layout, wire_layout
 from .scatter import BANK_QUEUE_PARAM, BANK_WRITES_PARAM, LANE_CHOICES, ScatterEngine
 
-__all__ = ["ChunkDecompressor"]
+__all__ = ["ChunkDecompressor", "CHUNK_SIZE_PARAM", "decompressor_ports"]
+
+# The chunk size of a block built around a ChunkDecompressor (its scatter's double buffer).
+CHUNK_SIZE_PARAM = Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
+                         minimum=2, maximum=1 << 24)
+
+
+def decompressor_ports(decompressor, outer, size, sorted_):
+    """The statements of a block ``outer`` that wraps the ChunkDecompressor ``decompressor``: its
+    ``size`` and ``sorted`` from ``size`` and ``sorted_``, and its ``errors``, ``status``,
+    ``scatter_overflow`` and ``done`` on ``outer``'s ports of those names."""
+    return [
+        decompressor.size.eq(size),
+        decompressor.sorted.eq(sorted_),
+        outer.errors.eq(decompressor.errors),
+        outer.status.eq(decompressor.status),
+        outer.scatter_overflow.eq(decompressor.scatter_overflow),
+        outer.done.eq(decompressor.done),
+    ]
 
 
 class ChunkDecompressor(Parameterized, wiring.Component):
@@ -68,8 +86,7 @@ class ChunkDecompressor(Parameterized, wiring.Component):
 
     PARAMS = (
         Param("lanes", int, 8, "64-bit wire words per input beat (= scatter lanes)", choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
+        CHUNK_SIZE_PARAM,
         VALUE_FORMAT_PARAM,
         Param("banks", int, 16, "scatter memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
         Param("out_lanes", int, 16, "f32 elements per output beat", minimum=1, maximum=64),

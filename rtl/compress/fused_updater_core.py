@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import ARITHMETIC_PARAM, UpdaterCore, core_output_layout
 from ..registration import Param, Parameterized, register_block
-from .chunk_decompressor import ChunkDecompressor
+from .chunk_decompressor import CHUNK_SIZE_PARAM, ChunkDecompressor, decompressor_ports
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .layouts import VALUE_FORMAT_PARAM, wire_layout
 from .scatter import BANK_QUEUE_PARAM, BANK_WRITES_PARAM, LANE_CHOICES
@@ -81,8 +81,7 @@ class FusedUpdaterCore(Parameterized, wiring.Component):
         Param("lanes", int, 1, "updater elements per cycle (decompressor out_lanes)",
               choices=CORE_LANE_CHOICES),
         Param("wire_lanes", int, 4, "64-bit wire words per input beat (scatter lanes)", choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
+        CHUNK_SIZE_PARAM,
         VALUE_FORMAT_PARAM,
         Param("banks", int, 16, "scatter memory banks (power of two, >= lanes)", minimum=1, maximum=64),
         BANK_WRITES_PARAM,
@@ -144,12 +143,7 @@ class FusedUpdaterCore(Parameterized, wiring.Component):
                 m.d.comb += getattr(target, name).eq(getattr(source, name))
 
         m.d.comb += [
-            decompressor.size.eq(self.size),
-            decompressor.sorted.eq(self.sorted),
-            self.errors.eq(decompressor.errors),
-            self.status.eq(decompressor.status),
-            self.scatter_overflow.eq(decompressor.scatter_overflow),
-            self.done.eq(decompressor.done),
+            *decompressor_ports(decompressor, self, self.size, self.sorted),
             self.busy.eq(decompressor.busy),
             core.grad_format.eq(0),  # f32: the scatter's sums
             core.copy_format.eq(self.copy_format),
