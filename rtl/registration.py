@@ -139,7 +139,9 @@ class Parameterized:
     Before the constructor body runs, every declared argument (given or defaulted) is checked
     with :meth:`Param.validate`, then all of them together with :meth:`check_params`; so a
     component built directly in Python is checked exactly as one built from the registry, and
-    a bad value is a ``ValueError`` naming the parameter.
+    a bad value is a ``ValueError`` naming the parameter. Each argument is then kept, as given,
+    in the attribute ``_<name>`` (``self._width`` for ``width``), so the constructor body need
+    not copy it; a body that keeps a derived value there overwrites it.
     """
 
     PARAMS = ()
@@ -162,7 +164,8 @@ class Parameterized:
 
 
 def _checked_init(cls, init):
-    """Wrap ``init`` so that it checks ``cls.PARAMS`` and ``cls.check_params`` first."""
+    """Wrap ``init`` so that it checks ``cls.PARAMS`` and ``cls.check_params`` first, then keeps each
+    declared argument in ``self._<name>``."""
     signature = inspect.signature(init)
     spread = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
 
@@ -178,6 +181,8 @@ def _checked_init(cls, init):
             param.validate(value)
             values[param.name] = value
         cls.check_params(values)
+        for name, value in values.items():
+            setattr(self, f"_{name}", value)
         init(self, *args, **kwargs)
 
     return checked

@@ -89,15 +89,11 @@ class AggregationKernel(Parameterized, wiring.Component):
 
     def __init__(self, *, lanes=4, features=4, rows=64, cols=64, row_bits=16, col_bits=16, b_banks=1,
                  weighted=False, max_burst=16, max_outstanding=4):
-        self._features = features
-        self._max_burst = max_burst
-        self._max_outstanding = max_outstanding
         self.pipeline = AggregationPipeline(lanes=lanes, features=features, rows=rows, cols=cols,
                                             row_bits=row_bits, col_bits=col_bits, b_banks=b_banks,
                                             weighted=weighted)
         self.data_width = 32 * features
         self.packet_bits = packet_bits(lanes, row_bits, col_bits, weighted)
-        self._rows = rows
         self._registers = {"arguments": _ARGUMENTS, "status": _STATUS}
         super().__init__({
             "s_axi_control": In(AXI4LiteSignature(address_width=12, data_width=32)),

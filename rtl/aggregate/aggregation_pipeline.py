@@ -139,14 +139,6 @@ class AggregationPipeline(Parameterized, wiring.Component):
 
     def __init__(self, *, lanes=4, features=4, rows=64, cols=64, row_bits=16, col_bits=16, b_banks=1,
                  weighted=False, counter_bits=COUNTER_BITS):
-        self._lanes = lanes
-        self._counter_bits = counter_bits
-        self._features = features
-        self._rows = rows
-        self._cols = cols
-        self._row_bits = row_bits
-        self._col_bits = col_bits
-        self._b_banks = b_banks
         self._weighted = weighted
         # Read, the registered read data, the adder, the write.
         self.hazard_window = 3 + FloatAdder.LATENCY

@@ -65,7 +65,6 @@ class BarrierTable(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, leaves=4):
-        self._leaves = leaves
         super().__init__({
             "barrier": In(stream.Signature(LEAF_BITS)),
             "ack": Out(stream.Signature(BarrierAck)),

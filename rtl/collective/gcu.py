@@ -180,16 +180,7 @@ class GlobalControlUnit(Parameterized, wiring.Component):
 
     def __init__(self, *, leaves=3, node=3, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, tx_credits=4, update="none", update_lanes=1):
-        self._leaves = leaves
-        self._node = node
-        self._partitions = partitions
-        self._chunks = chunks
-        self._slots = slots
-        self._mode = mode
         self._queue_depth = queue_depth
-        self._tx_credits = tx_credits
-        self._update = update
-        self._update_lanes = update_lanes
         self._unit = dict(leaves=leaves, partitions=partitions, slots=slots, chunks=chunks, mode=mode)
         members = {"net_in": In(stream.Signature(Flit)), "net_in_credit": Out(3),
                    "net_out": Out(stream.Signature(Flit)), "net_out_credit": In(3)}

@@ -5,12 +5,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import Flit
-from ..net.switch import SWITCH_NODES, Switch
+from ..net.switch import SWITCH_DEPTH_PARAM, SWITCH_NODES, Switch
 from ..registration import Param, Parameterized, check_int, register_block
 from .gcu import GCU_PARAMS, GlobalControlUnit, unit_counters, unit_drops, update_members
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 
-__all__ = ["GcuCluster", "leaf_members", "attach", "expose_leaves", "count_switch_drops"]
+__all__ = ["GcuCluster", "leaf_members", "attach", "expose_port", "expose_leaves", "count_switch_drops"]
 
 
 def leaf_members(leaves, first=0):
@@ -41,14 +41,18 @@ def count_switch_drops(m, counter, switches):
     m.d.sync += counter.eq(Mux(total > (1 << len(counter)) - 1, (1 << len(counter)) - 1, total))
 
 
+def expose_port(m, cluster, switch, port, ours):
+    """Switch port ``port`` as the cluster's leaf port ``p<ours>`` (see :func:`leaf_members`)."""
+    wiring.connect(m, wiring.flipped(getattr(cluster, f"p{ours}_in")), switch.port(port, "in"))
+    wiring.connect(m, switch.port(port, "out"), wiring.flipped(getattr(cluster, f"p{ours}_out")))
+    m.d.comb += [getattr(cluster, f"p{ours}_in_credit").eq(switch.port(port, "in_credit")),
+                 switch.port(port, "out_credit").eq(getattr(cluster, f"p{ours}_out_credit"))]
+
+
 def expose_leaves(m, cluster, switch, leaves, first=0):
     """Switch ports ``0 .. leaves - 1`` as the cluster's leaf ports from ``p<first>`` on."""
     for leaf in range(leaves):
-        ours = first + leaf
-        wiring.connect(m, wiring.flipped(getattr(cluster, f"p{ours}_in")), switch.port(leaf, "in"))
-        wiring.connect(m, switch.port(leaf, "out"), wiring.flipped(getattr(cluster, f"p{ours}_out")))
-        m.d.comb += [getattr(cluster, f"p{ours}_in_credit").eq(switch.port(leaf, "in_credit")),
-                     switch.port(leaf, "out_credit").eq(getattr(cluster, f"p{ours}_out_credit"))]
+        expose_port(m, cluster, switch, leaf, first + leaf)
 
 
 class GcuCluster(Parameterized, wiring.Component):
@@ -94,7 +98,7 @@ class GcuCluster(Parameterized, wiring.Component):
         Param("nodes", int, 4, "switch ports", choices=SWITCH_NODES[1:]),
         Param("leaves", int, 3, "leaves", minimum=2, maximum=15),
         *GCU_PARAMS,
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+        SWITCH_DEPTH_PARAM,
     )
 
     @classmethod
@@ -104,13 +108,10 @@ class GcuCluster(Parameterized, wiring.Component):
 
     def __init__(self, *, nodes=4, leaves=3, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, switch_depth=4, update="none", update_lanes=1):
-        self._nodes = nodes
-        self._leaves = leaves
         # The GCU's send credits are the switch's input buffer at its port (it has no backpressure).
         self._gcu = dict(leaves=leaves, node=nodes - 1, partitions=partitions, chunks=chunks, slots=slots,
                          mode=mode, queue_depth=queue_depth, tx_credits=switch_depth, update=update,
                          update_lanes=update_lanes)
-        self._switch_depth = switch_depth
         self._unit = GlobalControlUnit(**self._gcu)  # validates the rest of the parameters now
         members = leaf_members(leaves)
         counters = unit_counters()

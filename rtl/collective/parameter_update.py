@@ -89,9 +89,6 @@ class ParameterUpdate(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, partitions=8, chunks=4, lanes=1):
-        self._partitions = partitions
-        self._chunks = chunks
-        self._lanes = lanes
         self._depth = partitions * chunks
         self._scalar_names = OPTIMIZERS["adam"].scalars
         super().__init__({

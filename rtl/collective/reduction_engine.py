@@ -64,7 +64,6 @@ class ReductionEngine(Parameterized, wiring.Component):
     LATENCY = FloatAdder.LATENCY
 
     def __init__(self, *, tag_width=0):
-        self._tag_width = tag_width
         self.latency = self.LATENCY
         super().__init__({
             "i": In(stream.Signature(engine_input_layout(tag_width))),

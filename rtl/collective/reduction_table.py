@@ -4,7 +4,7 @@ from amaranth.hdl import Array, Cat, Const, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
-from ..lib.counters import saturating_count
+from ..lib.counters import count_events, saturating_count
 from ..lib.streams import Queue
 from ..net.packet import LINE_BITS
 from .reduction_engine import LINE_WORDS, ReductionEngine
@@ -112,8 +112,7 @@ class ReductionTable:
         self.first = seen_read.data == 0
         drops = {"bad_leaf": bad_leaf, "bad_partition": bad_partition, "bad_chunk": bad_chunk,
                  "conflicts": conflict, "duplicates": duplicate}
-        for name, event in drops.items():
-            saturating_count(m, getattr(unit, name), event)
+        count_events(m, unit, drops)
         m.d.comb += [seen_set.addr.eq(seen_read.addr), seen_set.en.eq(merged),
                      seen_set.data.eq(seen_read.data | (Const(1, leaves) << c.leaf))]
         self.finished = merged & (self._count[slot] == total - 1)

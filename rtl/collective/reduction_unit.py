@@ -134,11 +134,6 @@ class ReductionUnit(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, leaves=4, partitions=64, slots=2, chunks=16, mode="deterministic"):
-        self._leaves = leaves
-        self._partitions = partitions
-        self._slots = slots
-        self._chunks = chunks
-        self._mode = mode
         members = {"i": In(stream.Signature(Contribution)), "o": Out(stream.Signature(ReducedLine))}
         members.update({name: Out(COLLECTIVE_COUNTER_BITS) for name in COUNTERS})
         members.update({"closed": Out(1), "closed_partition": Out(PARTITION_BITS), "overflow": Out(1)})

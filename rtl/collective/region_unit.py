@@ -141,15 +141,7 @@ class RegionalControlUnit(Parameterized, wiring.Component):
     def __init__(self, *, leaves=2, node=2, region=0, gcu=2, partitions=8, chunks=4, slots=2,
                  mode="deterministic", queue_depth=8, down_credits=4, up_credits=4, retry_cycles=1024,
                  retry_limit=15):
-        self._leaves = leaves
-        self._node = node
-        self._region = region
-        self._gcu = gcu
-        self._partitions = partitions
-        self._chunks = chunks
-        self._slots = slots
         self._mode = mode
-        self._queue_depth = queue_depth
         self._credits = {"down": down_credits,
                          "up": up_credits}
         self._retry = dict(cycles=retry_cycles,

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..net.packet import LINE_BITS, NODE_BITS, Flit
 from ..net.switch import SWITCH_NODES, Switch
 from ..registration import Param, Parameterized, check_int, register_block
-from .gcu_cluster import count_switch_drops
+from .gcu_cluster import count_switch_drops, expose_port
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .ring_node import RING_DROPS, RING_PARAMS, SENT_BITS, RingNode, load_layout
 
@@ -63,8 +63,6 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected, n<i>_overflow
         check_int("nodes", values["nodes"], 2, values["ports"])
 
     def __init__(self, *, ports=4, nodes=4, depth=64, queue_depth=16, switch_depth=4):
-        self._ports = ports
-        self._nodes = nodes
         self._node = dict(depth=depth, queue_depth=queue_depth, switch_depth=switch_depth)
         self._first = RingNode(**self._node)  # validates the rest of the parameters now
         members = {"size": In(NODE_BITS + 1), "lines": In(range(depth + 1)),
@@ -106,10 +104,7 @@ n<i>_sent, n<i>_malformed, n<i>_unexpected, n<i>_overflow
             m.d.comb += [getattr(self, f"n{index}_up").eq(node.net_out.valid & node.net_out.ready),
                          getattr(self, f"n{index}_down").eq(node.net_in.valid & node.net_in.ready)]
         for port in range(self._nodes, self._ports):
-            wiring.connect(m, wiring.flipped(getattr(self, f"p{port}_in")), switch.port(port, "in"))
-            wiring.connect(m, switch.port(port, "out"), wiring.flipped(getattr(self, f"p{port}_out")))
-            m.d.comb += [getattr(self, f"p{port}_in_credit").eq(switch.port(port, "in_credit")),
-                         switch.port(port, "out_credit").eq(getattr(self, f"p{port}_out_credit"))]
+            expose_port(m, self, switch, port, port)
         return m
 
 

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..lib.counters import add_saturating, pulse_count, saturating_count
 from ..net.net_interface import NetInterface
 from ..net.packet import LINE_BITS, MAX_NODES, NODE_BITS, Flit, Packet, PacketType, checksum, sealed
+from ..net.switch import SWITCH_DEPTH_PARAM
 from ..registration import Param, Parameterized, register_block
 from .reduction_engine import LINE_WORDS, ReductionEngine
 from .reduction_table import COLLECTIVE_COUNTER_BITS
@@ -35,7 +36,7 @@ class _Kind(enum.Enum, shape=2):
 RING_PARAMS = (
     Param("depth", int, 64, "lines of each node's vector memory", minimum=2, maximum=1 << 20),
     Param("queue_depth", int, 16, "network queue entries per channel", minimum=2, maximum=1024),
-    Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+    SWITCH_DEPTH_PARAM,
 )
 
 
@@ -116,9 +117,6 @@ class RingNode(Parameterized, wiring.Component):
     PARAMS = RING_PARAMS
 
     def __init__(self, *, depth=64, queue_depth=16, switch_depth=4):
-        self._depth = depth
-        self._queue_depth = queue_depth
-        self._switch_depth = switch_depth
         super().__init__({
             "net_in": In(stream.Signature(Flit)),
             "net_in_credit": Out(3),

@@ -5,10 +5,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import VC
-from ..net.switch import SWITCH_NODES, Switch
+from ..net.switch import SWITCH_DEPTH_PARAM, SWITCH_NODES, Switch
 from ..registration import Param, Parameterized, register_block
 from .gcu import NETWORK_PARAMS, GlobalControlUnit, unit_counters, unit_drops
-from .gcu_cluster import attach, count_switch_drops, expose_leaves, leaf_members
+from .gcu_cluster import attach, count_switch_drops, expose_leaves, expose_port, leaf_members
 from .reduction_table import COLLECTIVE_COUNTER_BITS
 from .region_unit import REGION_COUNTERS, REGION_DROPS, RegionalControlUnit
 
@@ -69,14 +69,11 @@ class TieredCluster(Parameterized, wiring.Component):
         Param("regions", int, 2, "region switches", minimum=2, maximum=15),
         Param("region_leaves", int, 2, "leaves per region", minimum=2, maximum=15),
         *NETWORK_PARAMS,
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+        SWITCH_DEPTH_PARAM,
     )
 
     def __init__(self, *, regions=2, region_leaves=2, partitions=8, chunks=4, slots=2, mode="deterministic",
                  queue_depth=8, switch_depth=4):
-        self._regions = regions
-        self._region_leaves = region_leaves
-        self._switch_depth = switch_depth
         self._queue_depth = queue_depth
         self._root_nodes, self._region_nodes = switch_size(regions + 1), switch_size(region_leaves + 1)
         shared = dict(partitions=partitions, chunks=chunks, slots=slots, mode=mode, queue_depth=queue_depth)
@@ -123,13 +120,8 @@ class TieredCluster(Parameterized, wiring.Component):
             for name in (*REGION_COUNTERS, "overflow"):
                 m.d.comb += getattr(self, f"r{region}_{name}").eq(getattr(unit, name))
         count_switch_drops(m, self.switch_dropped, switches)
-        if self._spare:
-            spare = self._regions
-            ours = self._regions * self._region_leaves
-            wiring.connect(m, wiring.flipped(getattr(self, f"p{ours}_in")), root.port(spare, "in"))
-            wiring.connect(m, root.port(spare, "out"), wiring.flipped(getattr(self, f"p{ours}_out")))
-            m.d.comb += [getattr(self, f"p{ours}_in_credit").eq(root.port(spare, "in_credit")),
-                         root.port(spare, "out_credit").eq(getattr(self, f"p{ours}_out_credit"))]
+        if self._spare:  # the spare root port as the leaf port after the regions' leaves
+            expose_port(m, self, root, self._regions, self._regions * self._region_leaves)
         return m
 
 

@@ -2,16 +2,16 @@
 
 import dataclasses
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..registration import Param, Parameterized, register_block
-from .chunk_decompressor import ChunkDecompressor
+from .chunk_decompressor import ChunkDecompressor, decompressor_ports
 from .chunk_parser import ERROR_NAMES, errors_layout
-from .layouts import WORD_WIDTH, dense_layout
+from .layouts import WORD_WIDTH, dense_layout, feed_wire
 
 __all__ = ["AXIChunkDecompressor", "transfer_layout"]
 
@@ -96,8 +96,6 @@ class AXIChunkDecompressor(Parameterized, wiring.Component):
         self._decompressor = ChunkDecompressor(lanes=lanes, chunk_size=chunk_size, value_format=value_format,
                                                banks=banks, out_lanes=out_lanes, bank_writes=bank_writes,
                                                queue_depth=queue_depth)
-        self._lanes = lanes
-        self._address_width = address_width
         self._reader = AXIBurstReader(address_width=address_width, data_width=WORD_WIDTH * lanes, id_width=1,
                                       max_burst=max_burst, max_outstanding=max_outstanding, length_width=32)
         super().__init__({
@@ -148,27 +146,10 @@ class AXIChunkDecompressor(Parameterized, wiring.Component):
         with m.If(decompressor.done):
             m.d.sync += running.eq(0)
 
-        # Beats -> wire beats: every beat but the final one is full.
-        final = remaining <= lanes
-        wire = decompressor.i.payload
-        for k in range(lanes):
-            m.d.comb += wire.words[k].eq(reader.data.payload.data[WORD_WIDTH * k:WORD_WIDTH * (k + 1)])
-        m.d.comb += [
-            decompressor.i.valid.eq(Mux(empty, 1, reader.data.valid)),
-            reader.data.ready.eq(~empty & decompressor.i.ready),
-            wire.count.eq(Mux(empty, 0, Mux(final, remaining, lanes))),
-            wire.last.eq(empty | final),
-        ]
-        with m.If(decompressor.i.valid & decompressor.i.ready):
-            m.d.sync += [empty.eq(0), remaining.eq(Mux(final, 0, remaining - lanes))]
+        feed_wire(m, reader.data, decompressor.i, remaining, empty, lanes, empty_valid=1)
 
         m.d.comb += [
-            decompressor.size.eq(size),
-            decompressor.sorted.eq(sorted_),
-            self.errors.eq(decompressor.errors),
-            self.status.eq(decompressor.status),
-            self.scatter_overflow.eq(decompressor.scatter_overflow),
-            self.done.eq(decompressor.done),
+            *decompressor_ports(decompressor, self, size, sorted_),
             self.read_error.eq(reader.error),
             self.read_error_resp.eq(reader.error_resp),
             reader.clear.eq(self.clear),

@@ -6,10 +6,28 @@ from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, ChunkParser, errors_layout
-from .layouts import VALUE_WIDTHS, dense_layout, wire_layout
-from .scatter import LANE_CHOICES, ScatterEngine
+from .layouts import VALUE_FORMAT_PARAM, dense_layout, wire_layout
+from .scatter import BANK_QUEUE_PARAM, BANK_WRITES_PARAM, LANE_CHOICES, ScatterEngine
 
-__all__ = ["ChunkDecompressor"]
+__all__ = ["ChunkDecompressor", "CHUNK_SIZE_PARAM", "decompressor_ports"]
+
+# The chunk size of a block built around a ChunkDecompressor (its scatter's double buffer).
+CHUNK_SIZE_PARAM = Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
+                         minimum=2, maximum=1 << 24)
+
+
+def decompressor_ports(decompressor, outer, size, sorted_):
+    """The statements of a block ``outer`` that wraps the ChunkDecompressor ``decompressor``: its
+    ``size`` and ``sorted`` from ``size`` and ``sorted_``, and its ``errors``, ``status``,
+    ``scatter_overflow`` and ``done`` on ``outer``'s ports of those names."""
+    return [
+        decompressor.size.eq(size),
+        decompressor.sorted.eq(sorted_),
+        outer.errors.eq(decompressor.errors),
+        outer.status.eq(decompressor.status),
+        outer.scatter_overflow.eq(decompressor.scatter_overflow),
+        outer.done.eq(decompressor.done),
+    ]
 
 
 class ChunkDecompressor(Parameterized, wiring.Component):
@@ -68,13 +86,12 @@ class ChunkDecompressor(Parameterized, wiring.Component):
 
     PARAMS = (
         Param("lanes", int, 8, "64-bit wire words per input beat (= scatter lanes)", choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        CHUNK_SIZE_PARAM,
+        VALUE_FORMAT_PARAM,
         Param("banks", int, 16, "scatter memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
         Param("out_lanes", int, 16, "f32 elements per output beat", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+        BANK_WRITES_PARAM,
+        BANK_QUEUE_PARAM,
     )
 
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", banks=16, out_lanes=16, bank_writes=3,

@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, Parameterized, check_int, register_block
-from .layouts import VALUE_WIDTHS, scatter_layout, value_width, wire_layout
+from .layouts import VALUE_FORMAT_PARAM, scatter_layout, value_width, wire_layout
 from .scatter import LANE_CHOICES
 
 __all__ = ["ChunkParser", "ERROR_NAMES", "COUNTER_WIDTH", "errors_layout"]
@@ -93,16 +93,13 @@ class ChunkParser(Parameterized, wiring.Component):
     PARAMS = (
         Param("lanes", int, 8, "64-bit words per wire beat", choices=LANE_CHOICES),
         Param("chunk_size", int, 1024, "elements per chunk (power of two)", minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        VALUE_FORMAT_PARAM,
     )
 
     def __init__(self, *, lanes=8, chunk_size=1024, value_format="f32", counter_width=COUNTER_WIDTH):
-        self._lanes = lanes
         counter_width = check_int("counter_width", counter_width, 1, COUNTER_WIDTH)
-        self._chunk_size = chunk_size
         if chunk_size & (chunk_size - 1):
             raise ValueError(f"chunk_size must be a power of two, not {chunk_size}")
-        self._value_format = value_format
         self._chunk_bits = (chunk_size - 1).bit_length()
         super().__init__({
             "i": In(stream.Signature(wire_layout(lanes))),

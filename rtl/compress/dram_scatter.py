@@ -13,7 +13,7 @@ from ..registration import Param, Parameterized, register_block
 from .chunk_parser import ERROR_NAMES, errors_layout
 from .dram_rmw import DRAMReadModifyWrite
 from .flat_pair_parser import FlatPairParser
-from .layouts import VALUE_WIDTHS, WORD_WIDTH
+from .layouts import VALUE_FORMAT_PARAM, WORD_WIDTH, feed_wire
 from .scatter import LANE_CHOICES
 
 __all__ = ["DRAMScatter", "run_layout", "traffic_layout"]
@@ -129,7 +129,7 @@ class DRAMScatter(Parameterized, wiring.Component):
               choices=LANE_CHOICES),
         Param("data_width", int, 512, "dense port data width in bits (power of two)",
               minimum=64, maximum=1024),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        VALUE_FORMAT_PARAM,
         Param("rmw_depth", int, 16, "read-modify-writes in flight (power of two)", minimum=2, maximum=64),
         Param("address_width", int, 64, "byte address width", minimum=12, maximum=64),
         Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
@@ -138,13 +138,10 @@ class DRAMScatter(Parameterized, wiring.Component):
 
     def __init__(self, *, lanes=8, data_width=512, value_format="f32", rmw_depth=16, address_width=64,
                  max_burst=64, max_outstanding=4):
-        self._lanes = lanes
         self._data_width = check_data_width(data_width, 64)
-        self._value_format = value_format
         self._depth = rmw_depth
         if rmw_depth & (rmw_depth - 1):
             raise ValueError(f"rmw_depth must be a power of two, not {rmw_depth}")
-        self._address_width = address_width
         self._reader = AXIBurstReader(address_width=address_width, data_width=WORD_WIDTH * lanes,
                                       max_burst=max_burst, max_outstanding=max_outstanding)
         self._writer = AXIBurstWriter(address_width=address_width, data_width=data_width,
@@ -221,22 +218,13 @@ class DRAMScatter(Parameterized, wiring.Component):
         with m.If(writer.cmd.valid & writer.cmd.ready):
             m.d.sync += writer_cmd_valid.eq(0)
 
-        # ---- pair beats -> wire beats for the parser (as AXIChunkDecompressor does) ----
-        final = words_left <= lanes
-        wire = parser.i.payload
-        for k in range(lanes):
-            m.d.comb += wire.words[k].eq(reader.data.payload.data[WORD_WIDTH * k:WORD_WIDTH * (k + 1)])
+        # ---- pair beats -> wire beats for the parser ----
+        feed_wire(m, reader.data, parser.i, words_left, empty, lanes, empty_valid=phase != _Phase.IDLE)
         m.d.comb += [
-            parser.i.valid.eq(Mux(empty, phase != _Phase.IDLE, reader.data.valid)),
-            reader.data.ready.eq(~empty & parser.i.ready),
-            wire.count.eq(Mux(empty, 0, Mux(final, words_left, lanes))),
-            wire.last.eq(empty | final),
             parser.size.eq(run.size),
             parser.declared.eq(run.count),
             parser.sorted.eq(run.sorted),
         ]
-        with m.If(parser.i.valid & parser.i.ready):
-            m.d.sync += [empty.eq(0), words_left.eq(Mux(final, 0, words_left - lanes))]
         parsed = Signal()                  # the parser has taken the last beat
         with m.If(parser.done):
             m.d.sync += parsed.eq(1)

@@ -7,10 +7,10 @@ from amaranth.lib.wiring import In, Out
 from ..optim.optimizers import OPTIMIZERS
 from ..optim.updater_core import ARITHMETIC_PARAM, UpdaterCore, core_output_layout
 from ..registration import Param, Parameterized, register_block
-from .chunk_decompressor import ChunkDecompressor
+from .chunk_decompressor import CHUNK_SIZE_PARAM, ChunkDecompressor, decompressor_ports
 from .chunk_parser import ERROR_NAMES, errors_layout
-from .layouts import VALUE_WIDTHS, wire_layout
-from .scatter import LANE_CHOICES
+from .layouts import VALUE_FORMAT_PARAM, wire_layout
+from .scatter import BANK_QUEUE_PARAM, BANK_WRITES_PARAM, LANE_CHOICES
 
 __all__ = ["FusedUpdaterCore", "state_layout", "CORE_LANE_CHOICES"]
 
@@ -81,19 +81,16 @@ class FusedUpdaterCore(Parameterized, wiring.Component):
         Param("lanes", int, 1, "updater elements per cycle (decompressor out_lanes)",
               choices=CORE_LANE_CHOICES),
         Param("wire_lanes", int, 4, "64-bit wire words per input beat (scatter lanes)", choices=LANE_CHOICES),
-        Param("chunk_size", int, 1024, "elements per chunk (power of two, >= 2 * banks)",
-              minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        CHUNK_SIZE_PARAM,
+        VALUE_FORMAT_PARAM,
         Param("banks", int, 16, "scatter memory banks (power of two, >= lanes)", minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+        BANK_WRITES_PARAM,
+        BANK_QUEUE_PARAM,
         ARITHMETIC_PARAM,
     )
 
     def __init__(self, *, optimizer="adam", lanes=1, wire_lanes=4, chunk_size=1024, value_format="f32",
                  banks=16, bank_writes=3, queue_depth=8, arithmetic=True):
-        self._optimizer = optimizer
-        self._lanes = lanes
         self._decompressor = ChunkDecompressor(lanes=wire_lanes, chunk_size=chunk_size,
                                                value_format=value_format, banks=banks, out_lanes=lanes,
                                                bank_writes=bank_writes, queue_depth=queue_depth)
@@ -146,12 +143,7 @@ class FusedUpdaterCore(Parameterized, wiring.Component):
                 m.d.comb += getattr(target, name).eq(getattr(source, name))
 
         m.d.comb += [
-            decompressor.size.eq(self.size),
-            decompressor.sorted.eq(self.sorted),
-            self.errors.eq(decompressor.errors),
-            self.status.eq(decompressor.status),
-            self.scatter_overflow.eq(decompressor.scatter_overflow),
-            self.done.eq(decompressor.done),
+            *decompressor_ports(decompressor, self, self.size, self.sorted),
             self.busy.eq(decompressor.busy),
             core.grad_format.eq(0),  # f32: the scatter's sums
             core.copy_format.eq(self.copy_format),

@@ -17,13 +17,15 @@ from amaranth.hdl import Cat, Const, Mux
 from amaranth.lib import data
 
 from ..fp.shift import count_leading_zeros
-from ..registration import check_choice
+from ..registration import Param, check_choice
 
 __all__ = ["VALUE_WIDTHS", "WORD_WIDTH", "value_width", "pair_slot_layout", "scatter_layout", "dense_layout",
-           "wire_layout", "widen_f16"]
+           "wire_layout", "feed_wire", "widen_f16", "VALUE_FORMAT_PARAM"]
 
 WORD_WIDTH = 64
 VALUE_WIDTHS = {"f32": 32, "f16": 16}
+# The pair value format as a block parameter (every block that reads pairs has it).
+VALUE_FORMAT_PARAM = Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS))
 
 
 def value_width(value_format):
@@ -60,6 +62,28 @@ def wire_layout(lanes):
         "count": range(lanes + 1),
         "last": 1,
     })
+
+
+def feed_wire(m, beats, wire, remaining, empty, lanes, empty_valid):
+    """Cut a read of ``remaining`` words, arriving as ``lanes``-word AXI data beats on the stream
+    ``beats``, into beats of the wire stream ``wire``: every beat but the final one is full.
+
+    ``remaining`` (words still to send) and ``empty`` (the read has no words: one empty ``last``
+    beat, offered while ``empty_valid``, stands for it) are the caller's registers, loaded with a
+    new read; a beat taken from ``wire`` counts ``remaining`` down and clears ``empty``.
+    """
+    final = remaining <= lanes
+    payload = wire.payload
+    for k in range(lanes):
+        m.d.comb += payload.words[k].eq(beats.payload.data[WORD_WIDTH * k:WORD_WIDTH * (k + 1)])
+    m.d.comb += [
+        wire.valid.eq(Mux(empty, empty_valid, beats.valid)),
+        beats.ready.eq(~empty & wire.ready),
+        payload.count.eq(Mux(empty, 0, Mux(final, remaining, lanes))),
+        payload.last.eq(empty | final),
+    ]
+    with m.If(wire.valid & wire.ready):
+        m.d.sync += [empty.eq(0), remaining.eq(Mux(final, 0, remaining - lanes))]
 
 
 def widen_f16(bits):

@@ -8,12 +8,16 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, Parameterized, check_int, register_block
-from .layouts import VALUE_WIDTHS, dense_layout, scatter_layout
+from .layouts import VALUE_FORMAT_PARAM, dense_layout, scatter_layout
 from .scatter_bank import BUFFERS, ScatterBank
 
-__all__ = ["ScatterEngine", "LANE_CHOICES"]
+__all__ = ["ScatterEngine", "LANE_CHOICES", "BANK_WRITES_PARAM", "BANK_QUEUE_PARAM"]
 
 LANE_CHOICES = (1, 2, 4, 8, 16)
+# The bank queue parameters, the same in every block built around a ScatterEngine.
+BANK_WRITES_PARAM = Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1,
+                          maximum=16)
+BANK_QUEUE_PARAM = Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256)
 
 
 class ScatterEngine(Parameterized, wiring.Component):
@@ -88,11 +92,11 @@ class ScatterEngine(Parameterized, wiring.Component):
         Param("banks", int, 16, "memory banks (power of two, >= out_lanes)", minimum=1, maximum=64),
         Param("chunk_size", int, 1024, "elements per chunk buffer (power of two, >= 2 * banks)",
               minimum=2, maximum=1 << 24),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        VALUE_FORMAT_PARAM,
         Param("out_lanes", int, 16, "f32 elements per output beat (power of two, <= banks)",
               minimum=1, maximum=64),
-        Param("bank_writes", int, 3, "pairs one bank queue accepts per cycle", minimum=1, maximum=16),
-        Param("queue_depth", int, 8, "entries per bank queue", minimum=2, maximum=256),
+        BANK_WRITES_PARAM,
+        BANK_QUEUE_PARAM,
     )
 
     @classmethod
@@ -108,13 +112,7 @@ class ScatterEngine(Parameterized, wiring.Component):
 
     def __init__(self, *, lanes=8, banks=16, chunk_size=1024, value_format="f32", out_lanes=16,
                  bank_writes=3, queue_depth=8):
-        self._lanes = lanes
-        self._banks = banks
-        self._chunk_size = chunk_size
-        self._value_format = value_format
-        self._out_lanes = out_lanes
         self._writes = min(bank_writes, lanes)
-        self._queue_depth = queue_depth
         self._index_width = (chunk_size - 1).bit_length()
         self._bank_bits = (banks - 1).bit_length()
         super().__init__({

@@ -11,7 +11,7 @@ from ..optim.updater_kernel import PORT_MODES, GradientSource, UpdaterKernel
 from ..registration import Param, check_int, register_block
 from .axi_decompressor import AXIChunkDecompressor
 from .chunk_parser import COUNTER_WIDTH, ERROR_NAMES
-from .layouts import VALUE_WIDTHS, WORD_WIDTH
+from .layouts import VALUE_FORMAT_PARAM, WORD_WIDTH
 
 __all__ = ["TopKUpdaterKernel", "TOPK_LANE_CHOICES", "ERROR_PAIRS_READ", "ERROR_PAIRS_RESP_SHIFT",
            "ERROR_SCATTER_OVERFLOW"]
@@ -100,7 +100,7 @@ class TopKUpdaterKernel(UpdaterKernel):
               "master)", choices=PORT_MODES),
         Param("chunk_elements", int, 1024, "elements per chunk of updater and pair stream (power of two)",
               minimum=2, maximum=1 << 20),
-        Param("value_format", str, "f32", "pair value format", choices=tuple(VALUE_WIDTHS)),
+        VALUE_FORMAT_PARAM,
         Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
         Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
         ARITHMETIC_PARAM,

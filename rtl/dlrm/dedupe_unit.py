@@ -6,9 +6,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..lib.cam import KeyLookup
-from ..lib.counters import COUNTER_BITS, saturating_count
+from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, register_block
-from .common import CACHE_LINE_BITS, DIM_CHOICES, log2
+from .common import CACHE_LINE_BITS, DIM_PARAM, INDEX_BITS_PARAM, log2
 
 __all__ = ["DedupeUnit", "COUNTERS", "CAPACITY_CHOICES"]
 
@@ -68,15 +68,11 @@ class DedupeUnit(Parameterized, wiring.Component):
     PARAMS = (
         Param("capacity", int, 16, "unique rows per segment", choices=CAPACITY_CHOICES),
         Param("positions", int, 64, "lookups per segment", minimum=2, maximum=1024),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        DIM_PARAM,
+        INDEX_BITS_PARAM,
     )
 
     def __init__(self, *, capacity=16, positions=64, dim=16, index_bits=24):
-        self._capacity = capacity
-        self._positions = positions
-        self._dim = dim
-        self._index_bits = index_bits
         self.lines = dim // 16
         tag_bits, line_bits = log2(capacity), max(log2(self.lines), 1)
         members = {
@@ -174,8 +170,7 @@ class DedupeUnit(Parameterized, wiring.Component):
                 table.clear()
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
-        for name, event in events.items():
-            saturating_count(m, getattr(self, name), event)
+        count_events(m, self, events)
         return m
 
 

@@ -8,9 +8,9 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4Signature
 from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
-from ..lib.counters import COUNTER_BITS, saturating_count
+from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, check_int, register_block
-from .common import CACHE_LINE_BITS, DIM_CHOICES, POW2_WAYS, log2
+from .common import CACHE_LINE_BITS, DIM_PARAM, INDEX_BITS_PARAM, POW2_WAYS, log2
 
 __all__ = ["EmbeddingCache", "COUNTERS", "lookup_layout", "row_line_layout", "update_layout"]
 
@@ -112,22 +112,16 @@ class EmbeddingCache(Parameterized, wiring.Component):
     PARAMS = (
         Param("sets", int, 64, "sets (power of two)", minimum=1, maximum=4096),
         Param("ways", int, 4, "ways per set", choices=POW2_WAYS),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        DIM_PARAM,
+        INDEX_BITS_PARAM,
         Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
         Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
     )
 
     def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48,
                  counter_width=COUNTER_BITS):
-        self._sets = sets
         if sets & (sets - 1):
             raise ValueError(f"sets must be a power of two, not {sets}")
-        self._ways = ways
-        self._dim = dim
-        self._index_bits = index_bits
-        self._tag_width = tag_width
-        self._address_width = address_width
         counter_width = check_int("counter_width", counter_width, 1, COUNTER_BITS)
         self.lines = dim // 16
         self._set_bits, self._way_bits, self._line_bits = log2(sets), log2(ways), log2(self.lines)
@@ -321,8 +315,7 @@ class EmbeddingCache(Parameterized, wiring.Component):
             with m.If(writer.data.ready):
                 m.d.comb += [row_write.en.eq(pending_hit), events["updates"].eq(1)]
                 m.d.sync += state.eq(RUN)
-        for name, event in events.items():
-            saturating_count(m, getattr(self, name), event)
+        count_events(m, self, events)
         return m
 
     def _share_axi(self, m, reader, writer):

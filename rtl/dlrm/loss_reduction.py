@@ -7,9 +7,9 @@ from amaranth.lib.wiring import In, Out
 
 from ..fp.fp_add import FloatAdder
 from ..lib.cam import KeyLookup
-from ..lib.counters import COUNTER_BITS, saturating_count
+from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import NO_DROPS, Param, Parameterized, register_block
-from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_CHOICES, log2
+from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_PARAM, INDEX_BITS_PARAM, log2
 from .dedupe_unit import CAPACITY_CHOICES
 
 __all__ = ["LossReduction", "COUNTERS", "gradient_layout"]
@@ -66,14 +66,11 @@ class LossReduction(Parameterized, wiring.Component):
 
     PARAMS = (
         Param("capacity", int, 16, "row lines in the table", choices=CAPACITY_CHOICES),
-        Param("dim", int, 16, "embedding dimension (binary32 values per row)", choices=DIM_CHOICES),
-        Param("index_bits", int, 24, "row index width", minimum=4, maximum=32),
+        DIM_PARAM,
+        INDEX_BITS_PARAM,
     )
 
     def __init__(self, *, capacity=16, dim=16, index_bits=24):
-        self._capacity = capacity
-        self._dim = dim
-        self._index_bits = index_bits
         self.lines = dim // 16
         layout = gradient_layout(index_bits, log2(self.lines))
         members = {"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))}
@@ -154,8 +151,7 @@ class LossReduction(Parameterized, wiring.Component):
                 with m.If(final):
                     m.d.sync += [count.eq(0), state.eq(COLLECT)]
                     table.clear()
-        for name, event in events.items():
-            saturating_count(m, getattr(self, name), event)
+        count_events(m, self, events)
         return m
 
 

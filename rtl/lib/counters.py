@@ -3,7 +3,7 @@
 from amaranth.hdl import Const, Mux, Signal
 
 __all__ = ["COUNTER_BITS", "pulse_count", "popcount", "count_saturating", "saturating_counter",
-           "saturating_count", "add_saturating"]
+           "saturating_count", "count_events", "add_saturating"]
 
 # The width of the event and drop counters of the runtime, aggregate and dlrm blocks (the collective
 # family's narrower counters are ``rtl.collective.reduction_table.COLLECTIVE_COUNTER_BITS``).
@@ -45,6 +45,13 @@ def saturating_count(m, counter, event):
     :func:`count_saturating` compares the sum with the limit."""
     with m.If(event & ~counter.all()):
         m.d.sync += counter.eq(counter + 1)
+
+
+def count_events(m, owner, events):
+    """:func:`saturating_count` of each pulse in ``events`` (``{name: pulse}``) in the counter
+    ``owner.<name>`` (a block's output port of that name), in the order of ``events``."""
+    for name, event in events.items():
+        saturating_count(m, getattr(owner, name), event)
 
 
 def add_saturating(m, counter, increment, name="total"):

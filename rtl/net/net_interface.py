@@ -73,9 +73,6 @@ class NetInterface(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, rx_depth=8, tx_depth=8, tx_credits=8):
-        self._rx_depth = rx_depth
-        self._tx_depth = tx_depth
-        self._tx_credits = tx_credits
         members = {
             "net_in": In(stream.Signature(Flit)),
             "net_in_credit": Out(3),

@@ -9,9 +9,12 @@ from ..lib.streams import Queue, any_of_chain
 from ..registration import NO_GOLDEN, Param, Parameterized, register_block
 from .packet import NODE_BITS, VC, Flit
 
-__all__ = ["Switch", "SWITCH_NODES"]
+__all__ = ["Switch", "SWITCH_NODES", "SWITCH_DEPTH_PARAM"]
 
 SWITCH_NODES = (2, 4, 8, 16)
+# The switch depth as a parameter of a block that holds a switch (the cluster blocks).
+SWITCH_DEPTH_PARAM = Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2,
+                           maximum=1024)
 
 
 class Switch(Parameterized, wiring.Component):
@@ -72,9 +75,6 @@ class Switch(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, nodes=4, depth=4, rx_credits=8):
-        self._nodes = nodes
-        self._depth = depth
-        self._rx_credits = rx_credits
         members = {}
         for port in range(nodes):
             members.update({

@@ -56,8 +56,6 @@ class AXPBY(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, lanes=2, fused=False):
-        self._lanes = lanes
-        self._fused = fused
         vector = data.ArrayLayout(32, lanes)
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({"a": vector, "b": vector}))),

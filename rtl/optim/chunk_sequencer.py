@@ -84,10 +84,6 @@ class ChunkSequencer(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, tensors=4, address_width=64, data_width=512, counter_width=32):
-        self._tensors = tensors
-        self._counter_width = counter_width
-        self._address_width = address_width
-        self._data_width = data_width
         if data_width & (data_width - 1):
             raise ValueError(f"data_width must be a power of two, not {data_width}")
         strobe = data_width // 8

@@ -64,8 +64,6 @@ class CountedGearbox(Parameterized, wiring.Component):
 
     def __init__(self, *, input_width=64, output_width=96, word_width=32):
         self._word = word_width
-        self._input_width = input_width
-        self._output_width = output_width
         for name, width in (("input_width", input_width), ("output_width", output_width)):
             if width % word_width:
                 raise ValueError(f"{name} must be a multiple of word_width={word_width}, not {width}")

@@ -55,8 +55,6 @@ class CountedWidthConverter(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, input_width=512, output_width=128):
-        self._input_width = input_width
-        self._output_width = output_width
         wide, narrow = max(input_width, output_width), min(input_width, output_width)
         if wide % narrow:
             raise ValueError(f"output_width must divide or be a multiple of input_width={input_width}, "

@@ -90,7 +90,6 @@ class GradientStatistics(Parameterized, wiring.Component):
     throughput = 1
 
     def __init__(self, *, lanes=1):
-        self._lanes = lanes
         super().__init__({
             "i": In(stream.Signature(gradient_layout(lanes))),
             "clear": In(1),

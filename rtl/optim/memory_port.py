@@ -112,14 +112,7 @@ class MemoryPort(Parameterized, wiring.Component):
         self._writes = write_tensors
         if not read_tensors and not write_tensors:
             raise ValueError("read_tensors and write_tensors must not both be 0")
-        self._address_width = address_width
-        self._data_width = data_width
-        self._max_burst = max_burst
         self._max_outstanding = max_outstanding
-        self._read_buffer = read_buffer
-        self._write_buffer = write_buffer
-        self._queue_depth = queue_depth
-        self._write_gate = write_gate
         strobe = data_width // 8
         members = {
             "m_axi": Out(AXI4Signature(address_width=address_width, data_width=data_width)),

@@ -117,8 +117,6 @@ class UpdaterCore(Parameterized, wiring.Component):
 
     def __init__(self, *, optimizer="adam", lanes=1, arithmetic=True, dsp_tile=DEFAULT_TILE, lut_bits=0):
         self._spec = OPTIMIZERS[optimizer]
-        self._lanes = lanes
-        self._arithmetic = arithmetic
         self._products = {"dsp_tile": dsp_tile,
                           "lut_bits": lut_bits}
         members = {

@@ -197,19 +197,14 @@ class UpdaterKernel(Parameterized, wiring.Component):
                  max_burst=64, max_outstanding=4, arithmetic=True, dsp_tile=DEFAULT_TILE,
                  lut_bits=0):
         self._spec = OPTIMIZERS[optimizer]
-        self._lanes = lanes
-        self._data_width = data_width
         if data_width & (data_width - 1):
             raise ValueError(f"data_width must be a power of two, not {data_width}")
-        self._ports = ports
         granule = math.lcm(lanes, data_width // 16)
         self._chunk = check_int("chunk_elements", chunk_elements, granule, 1 << 20)
         if chunk_elements % granule:
             raise ValueError(f"chunk_elements must be a multiple of {granule} (lanes and 16-bit elements "
                              f"per beat), not {chunk_elements}")
         self._max_burst = max_burst
-        self._max_outstanding = max_outstanding
-        self._arithmetic = arithmetic
         self._products = {"dsp_tile": dsp_tile,
                           "lut_bits": lut_bits}
         self.parameters = {"lanes": lanes, "data_width": data_width, "ports": ports,

@@ -38,8 +38,6 @@ class AXILiteDecoder(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, ports=4, address_width=12):
-        self._ports = ports
-        self._address_width = address_width
         self._select_bits = max(1, (ports - 1).bit_length())
         host_width = address_width + self._select_bits
         members = {"s_axi": In(AXI4LiteSignature(address_width=host_width, data_width=32))}

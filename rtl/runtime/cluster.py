@@ -7,9 +7,10 @@ from amaranth.lib.wiring import In, Out
 from ..bus.axi import AXI4LiteSignature
 from ..lib.counters import COUNTER_BITS, count_saturating, saturating_counter
 from ..net.packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
-from ..net.switch import SWITCH_NODES, Switch
+from ..net.switch import SWITCH_DEPTH_PARAM, SWITCH_NODES, Switch
 from ..registration import Param, Parameterized, register_block
 from .axi_lite_decoder import AXILiteDecoder
+from .common import BLOCK_PARAM, RANGES_PARAM
 from .node_kernels import (
     KERNEL_COUNTERS,
     NodeKernels,
@@ -105,24 +106,17 @@ class Cluster(Parameterized, wiring.Component):
         Param("lines", int, 256, "data memory lines and output rows per node", minimum=4, maximum=1 << 24),
         Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
         Param("spawn_depth", int, 64, "Spawn_MEM entries per node", minimum=2, maximum=65536),
-        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        RANGES_PARAM,
+        BLOCK_PARAM,
         Param("queue_depth", int, 8, "runtime queue entries", minimum=2, maximum=1024),
-        Param("switch_depth", int, 4, "switch input buffer entries per channel", minimum=2, maximum=1024),
+        SWITCH_DEPTH_PARAM,
         Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6) to every node"),
     )
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
                  switch_depth=4, aggregation=True):
-        self._nodes = nodes
         self._lines = lines  # the kernels' minimum
-        self._features = features
-        self._spawn_depth = spawn_depth
-        self._ranges = ranges
-        self._block = block
-        self._queue_depth = queue_depth
         self._switch_depth = switch_depth
-        self._aggregation = aggregation
         if -(-lines // block) > ranges:
             raise ValueError(f"ranges must cover lines / block = {-(-lines // block)}, not {ranges}")
         self._select_bits = max(1, (nodes - 1).bit_length())

@@ -1,4 +1,4 @@
-"""Pieces the runtime units share: the configuration port and the data-range arithmetic.
+"""Pieces the runtime units share: the configuration port, the data-range arithmetic and parameters.
 
 Generic pieces (queues, merges, counters) are in :mod:`rtl.lib`; the packet and its check byte in
 :mod:`rtl.net`.
@@ -9,8 +9,13 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
 from ..net.packet import NODE_BITS, RANGE_BITS, ROW_BITS
+from ..registration import Param
 
-__all__ = ["ConfigSignature", "times_constant", "range_first", "range_lines"]
+__all__ = ["ConfigSignature", "times_constant", "range_first", "range_lines", "BLOCK_PARAM", "RANGES_PARAM"]
+
+# The data-range parameters, the same in every runtime block that has them.
+BLOCK_PARAM = Param("block", int, 20, "lines per data range", minimum=1, maximum=255)
+RANGES_PARAM = Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024)
 
 
 class ConfigSignature(wiring.Signature):

@@ -5,8 +5,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..net.packet import RANGE_BITS, MemWrite, Packet
-from ..registration import Param, Parameterized, register_block
-from .common import ConfigSignature, range_lines
+from ..registration import Parameterized, register_block
+from .common import BLOCK_PARAM, ConfigSignature, range_lines
 
 __all__ = ["DataHandler"]
 
@@ -48,11 +48,10 @@ class DataHandler(Parameterized, wiring.Component):
     """
 
     PARAMS = (
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        BLOCK_PARAM,
     )
 
     def __init__(self, *, block=20):
-        self._block = block
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),

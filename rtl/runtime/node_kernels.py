@@ -104,9 +104,6 @@ class NodeKernels(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, features=4, rows=256, aggregation=True):
-        self._features = features
-        self._rows = rows
-        self._aggregation = aggregation
         self._id_bits = max(2, (rows - 1).bit_length())
         super().__init__({
             "task": In(stream.Signature(Packet)),

@@ -55,7 +55,6 @@ class NodeMemory(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, lines=256):
-        self._lines = lines
         super().__init__({
             "wr": In(stream.Signature(MemWrite, always_ready=True)),
             "load": In(stream.Signature(MemWrite)),

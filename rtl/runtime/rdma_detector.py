@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..lib.streams import Queue
 from ..net.packet import RANGE_BITS, Packet, PacketType, range_owner, sealed
 from ..registration import NO_DROPS, Param, Parameterized, register_block
-from .common import ConfigSignature, range_lines
+from .common import BLOCK_PARAM, RANGES_PARAM, ConfigSignature, range_lines
 
 __all__ = ["RDMADetector"]
 
@@ -66,17 +66,13 @@ class RDMADetector(Parameterized, wiring.Component):
     """
 
     PARAMS = (
-        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        RANGES_PARAM,
+        BLOCK_PARAM,
         Param("freeze_depth", int, 16, "freeze queue entries", minimum=2, maximum=4096),
         Param("pending_depth", int, 16, "pending queue entries", minimum=2, maximum=4096),
     )
 
     def __init__(self, *, ranges=64, block=20, freeze_depth=16, pending_depth=16):
-        self._ranges = ranges
-        self._block = block
-        self._freeze_depth = freeze_depth
-        self._pending_depth = pending_depth
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..lib.streams import Queue
 from ..net.packet import NODE_BITS, RANGE_BITS, ROW_BITS, Packet, TaskId, range_owner
 from ..registration import Param, Parameterized, register_block
-from .common import ConfigSignature, range_lines
+from .common import BLOCK_PARAM, ConfigSignature, range_lines
 
 __all__ = ["RDMAResponder", "read_layout"]
 
@@ -58,13 +58,11 @@ class RDMAResponder(Parameterized, wiring.Component):
     """
 
     PARAMS = (
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        BLOCK_PARAM,
         Param("read_depth", int, 16, "data read queue entries", minimum=2, maximum=4096),
     )
 
     def __init__(self, *, block=20, read_depth=16):
-        self._block = block
-        self._read_depth = read_depth
         super().__init__({
             "config": In(ConfigSignature()),
             "i": In(stream.Signature(Packet)),

@@ -12,7 +12,7 @@ from ..net.net_interface import NetInterface
 from ..net.packet import LINE_BITS, ROW_BITS, Flit, MemWrite, Packet, SpawnWrite, TaskId
 from ..registration import Param, Parameterized, register_block
 from .classifier import CLASSIFIER_DROPS, DEFAULT_KERNELS, TaskClassifier, check_kernels
-from .common import ConfigSignature
+from .common import BLOCK_PARAM, RANGES_PARAM, ConfigSignature
 from .data_handler import DataHandler
 from .data_packager import DataPackager
 from .rdma_detector import RDMADetector
@@ -120,8 +120,8 @@ class RuntimeNode(Parameterized, wiring.Component):
 
     PARAMS = (
         Param("kernels", int, DEFAULT_KERNELS, "bit mask of attached kernel ids", minimum=0, maximum=127),
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
-        Param("ranges", int, 64, "data ranges tracked", minimum=2, maximum=1024),
+        BLOCK_PARAM,
+        RANGES_PARAM,
         Param("spawn_depth", int, 64, "Spawn_MEM entries", minimum=2, maximum=65536),
         Param("queue_depth", int, 8, "entries of every queue", minimum=2, maximum=1024),
         Param("tx_credits", int, 8, "switch input buffer entries per channel", minimum=1, maximum=1024),
@@ -132,12 +132,7 @@ class RuntimeNode(Parameterized, wiring.Component):
     def __init__(self, *, kernels=DEFAULT_KERNELS, block=20, ranges=64, spawn_depth=64, queue_depth=8,
                  tx_credits=8, counter_bits=COUNTER_BITS):
         self._kernels = check_kernels(kernels)
-        self._block = block
-        self._ranges = ranges
-        self._spawn_depth = spawn_depth
-        self._queue_depth = queue_depth
         self._tx_credits = tx_credits
-        self._counter_bits = counter_bits
         self._spawn_bits = max(1, (spawn_depth - 1).bit_length())
         super().__init__({
             "net_in": In(stream.Signature(Flit)),

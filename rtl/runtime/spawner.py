@@ -69,7 +69,6 @@ class TaskSpawner(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, depth=64, kernels=DEFAULT_KERNELS):
-        self._depth = depth
         self._kernels = check_kernels(kernels)
         self._address_bits = max(1, (depth - 1).bit_length())
         super().__init__({

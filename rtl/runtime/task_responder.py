@@ -6,8 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.streams import any_of_chain
 from ..net.packet import ITEMS, NODE_BITS, Packet, home_owner
-from ..registration import Param, Parameterized, register_block
-from .common import ConfigSignature, range_lines
+from ..registration import Parameterized, register_block
+from .common import BLOCK_PARAM, ConfigSignature, range_lines
 
 __all__ = ["TaskResponder", "RESPONDER_DROPS", "responded_layout"]
 
@@ -59,11 +59,10 @@ class TaskResponder(Parameterized, wiring.Component):
     """
 
     PARAMS = (
-        Param("block", int, 20, "lines per data range", minimum=1, maximum=255),
+        BLOCK_PARAM,
     )
 
     def __init__(self, *, block=20):
-        self._block = block
         super().__init__({
             "config": In(ConfigSignature()),
             "spawned": In(stream.Signature(Packet)),
