@@ -49,6 +49,7 @@ TOOLS = {
     "rtl.elaborate.to_verilog": "converts a design",
     "rtl.elaborate.port_table": "under test: lists a design's ports (test_valid_only.py states them)",
     "rtl.eval_top.ecp5_pll_dividers": "under test: its expected dividers are stated in test_bitstream.py",
+    "rtl.lib.counters.count_events": "under test: builds counters whose counts lib/test_counters.py states",
 }
 
 #: Reviewed exceptions: (file, imported name) -> why it states no expectation.
