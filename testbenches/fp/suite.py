@@ -78,6 +78,16 @@ class _Tests(dict):
             return function
         return bind
 
+    def add_each(self, argnames, values, ids, *, slow=False):
+        """Add the decorated test parametrised over ``values`` (marked slow if ``slow``); with no
+        values, leave it out rather than collect one skipped ``NOTSET`` case."""
+        def bind(function):
+            if not values:
+                return function
+            function = pytest.mark.parametrize(argnames, values, ids=ids)(function)
+            return self.add()(pytest.mark.slow(function) if slow else function)
+        return bind
+
 
 def _verilator_tests(tests, block, module, fast, slow=()):
     """``test_<block>`` on the configurations ``fast`` (and ``test_verilator`` on ``slow``, slow);
@@ -97,14 +107,10 @@ def _verilator_tests(tests, block, module, fast, slow=()):
             """The generated Verilog on Verilator (cocotb, against golden.fp, with stalls and II = 1)."""
             run_unit(block, module, params)
 
-    unary = configurations(block, unary_16_bit_configurations)
-    if unary:
-        @tests.add()
-        @pytest.mark.slow
-        @pytest.mark.parametrize("params", unary, ids=configuration_id)
-        def test_exhaustive_16_bit_unary(params):
-            """All 65,536 inputs of every unary f16/bf16 operation of the unit."""
-            run_lanes(block, module, params, MILLION_LANES, job="exhaustive")
+    @tests.add_each("params", configurations(block, unary_16_bit_configurations), configuration_id, slow=True)
+    def test_exhaustive_16_bit_unary(params):
+        """All 65,536 inputs of every unary f16/bf16 operation of the unit."""
+        run_lanes(block, module, params, MILLION_LANES, job="exhaustive")
 
     @tests.add()
     @pytest.mark.slow
@@ -133,13 +139,10 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     def test_unit_matches_oracles(case):
         check_oracles_and_timing(case)
 
-    generic = cases_of(component, GENERIC_CASES)
-    if generic:
-        @tests.add()
-        @pytest.mark.parametrize("case", generic, ids=case_id)
-        def test_generic_format_matches_golden(case):
-            """Formats beyond the three named ones (e4m3, e5m2), against golden.fp alone."""
-            run_case(case, knobs.vectors(DEFAULT_VECTORS), DEFAULT_VECTORS)
+    @tests.add_each("case", cases_of(component, GENERIC_CASES), case_id)
+    def test_generic_format_matches_golden(case):
+        """Formats beyond the three named ones (e4m3, e5m2), against golden.fp alone."""
+        run_case(case, knobs.vectors(DEFAULT_VECTORS), DEFAULT_VECTORS)
 
     @tests.add()
     @pytest.mark.slow
@@ -147,13 +150,9 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     def test_unit_matches_oracles_long(case):
         run_case(case, knobs.vectors(SLOW_VECTORS), SLOW_VECTORS)
 
-    sixteen_bit = cases_of(component, SIXTEEN_BIT_SOURCES)
-    if sixteen_bit:
-        @tests.add()
-        @pytest.mark.slow
-        @pytest.mark.parametrize("case", sixteen_bit, ids=case_id)
-        def test_16_bit_conversions_exhaustive(case):
-            check_16_bit_exhaustive(case)
+    @tests.add_each("case", cases_of(component, SIXTEEN_BIT_SOURCES), case_id, slow=True)
+    def test_16_bit_conversions_exhaustive(case):
+        check_16_bit_exhaustive(case)
 
     @tests.add()
     @pytest.mark.parametrize("case", cases_of(component, STALL_CASES), ids=case_id)
