@@ -4,8 +4,10 @@ Every unit is tested the same way and differs only in its block, its class, the 
 it runs on Verilator, what it elaborates and which bad parameters it refuses. A unit's file says
 only that, and binds the tests into its own namespace::
 
-    globals().update(unit_tests(block=BLOCK, module=MODULE, component=FloatAdder,
+    globals().update(unit_tests(__name__, FloatAdder,
                                 configurations=[...], elaborations={...}, bad_parameters=[...]))
+
+(the block's name is the module's, less ``test_``: ``testbenches.fp.test_fp_add`` tests ``fp_add``)
 
 followed by the tests that are its own. :func:`unit_tests` makes the tests of a pipelined unit
 (the ``amaranth.sim`` checks of :mod:`testbenches.fp.sim_checks`), :func:`divsqrt_tests` those
@@ -119,8 +121,13 @@ def _verilator_tests(tests, block, module, fast, slow=()):
         run_million(block, module, params)
 
 
-def unit_tests(*, block, module, component, configurations, elaborations, bad_parameters=()):
-    """The standard tests of a pipelined unit, by name.
+def _block_of(module):
+    """The block a unit's test module tests: ``testbenches.fp.test_fp_add`` tests ``fp_add``."""
+    return module.rpartition(".")[2].removeprefix("test_")
+
+
+def unit_tests(module, component, *, configurations, elaborations, bad_parameters=()):
+    """The standard tests of a pipelined unit, by name, for the test module named ``module``.
 
     On Verilator: ``test_<block>`` runs the unit's cocotb tests on each of ``configurations``;
     the slow runners put every configuration through 10**6 vectors and every unary 16-bit one
@@ -131,6 +138,7 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     registered, and each of ``bad_parameters`` (``(build, message)``: ``build()`` raises a
     ``ValueError`` naming ``message``) is refused.
     """
+    block = _block_of(module)
     tests = _Tests(module)
     _verilator_tests(tests, block, module, configurations)
 
@@ -179,7 +187,7 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     return tests
 
 
-def divsqrt_tests(*, block, op, module, configurations, slow_configurations):
+def divsqrt_tests(module, op, *, configurations, slow_configurations):
     """The standard tests of the divider (``op="div"``) or the square root (``op="sqrt"``), by name.
 
     On Verilator: as :func:`unit_tests`, and ``slow_configurations`` in the slow suite. In
@@ -187,6 +195,7 @@ def divsqrt_tests(*, block, op, module, configurations, slow_configurations):
     every format and flush mode (more in the slow suite), back-to-back issue, stalls, more bits
     per stage; the Verilog and the parameters.
     """
+    block = _block_of(module)
     tests = _Tests(module)
     _verilator_tests(tests, block, module, configurations, slow_configurations)
 
