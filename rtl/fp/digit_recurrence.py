@@ -40,8 +40,14 @@ class RecurrenceUnit(Parameterized, FloatUnit):
 
     Parameters
     ----------
-    fmt, flush_subnormals, tag_width, bits_per_stage
+    fmt : str or FloatFormat
+        Operand and result format: ``"f32"`` (default), ``"f16"``, ``"bf16"`` or any
+        :class:`~rtl.fp.format.FloatFormat`.
+    flush_subnormals, bits_per_stage
         As the subclass documents them.
+    tag_width : int
+        Width of a side-band ``tag`` carried from ``i`` to ``o``, 0 (default, no tag) to
+        :data:`~rtl.fp.pipeline.MAX_TAG_WIDTH`.
     """
 
     PARAMS = (
@@ -60,6 +66,12 @@ class RecurrenceUnit(Parameterized, FloatUnit):
         latency = (1 if self._flush else 2) + len(stage_sizes(steps, self._bits_per_stage)) + 2
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=self.OPERANDS,
                          tag_width=tag_width, latency=latency)
+
+    def _round_output(self, pipe, s):
+        """The last stage: round and pack ``s`` (its sign, exponent, significand and sticky bit), then
+        let its special case (a :class:`SpecialCase`) override."""
+        pipe.round_output(self._fmt, s.special.result(self._fmt, s.sign), sign=s.sign, exponent=s.exponent,
+                          significand=s.significand, sticky=s.sticky, flush_subnormals=self._flush)
 
 
 class SpecialCase:

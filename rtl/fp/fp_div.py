@@ -31,16 +31,12 @@ class FloatDivider(dr.RecurrenceUnit):
 
     Parameters
     ----------
-    fmt : str or FloatFormat
-        Operand and result format: ``"f32"`` (default), ``"f16"``, ``"bf16"`` or any
-        :class:`~rtl.fp.format.FloatFormat`.
+    fmt, tag_width
+        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them.
     flush_subnormals : bool
         Read subnormal operands as zeros of the same sign (no flag) and return a zero of
         the same sign, with underflow and inexact, for a result that is subnormal after
         rounding. Removes the operand normalisation stage. Default ``False``.
-    tag_width : int
-        Width of a side-band ``tag`` carried from ``i`` to ``o``, 0 (default, no tag) to
-        :data:`~rtl.fp.pipeline.MAX_TAG_WIDTH`.
     bits_per_stage : int
         Recurrence steps per pipeline stage, 1 to 4. Each step is one ``(p + 1)``-bit
         carry-propagate add/subtract (25 bits for f32), so 1 (default) keeps a stage to
@@ -133,9 +129,7 @@ class FloatDivider(dr.RecurrenceUnit):
                               flush_subnormals=flush)
         s = pipe.stage(s, "sign", "special", **aligned._asdict())
 
-        # Stage: round and pack, then let the special cases override.
-        pipe.round_output(fmt, s.special.result(fmt, s.sign), sign=s.sign, exponent=s.exponent,
-                          significand=s.significand, sticky=s.sticky, flush_subnormals=flush)
+        self._round_output(pipe, s)
 
 
 register_block(

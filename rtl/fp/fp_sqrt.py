@@ -30,16 +30,12 @@ class FloatSquareRoot(dr.RecurrenceUnit):
 
     Parameters
     ----------
-    fmt : str or FloatFormat
-        Operand and result format: ``"f32"`` (default), ``"f16"``, ``"bf16"`` or any
-        :class:`~rtl.fp.format.FloatFormat`.
+    fmt, tag_width
+        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them.
     flush_subnormals : bool
         Read subnormal operands as zeros of the same sign (no flag). (The root of a
         non-zero operand is never subnormal in f32, f16 or bf16.) Removes the operand
         normalisation stage. Default ``False``.
-    tag_width : int
-        Width of a side-band ``tag`` carried from ``i`` to ``o``, 0 (default, no tag) to
-        :data:`~rtl.fp.pipeline.MAX_TAG_WIDTH`.
     bits_per_stage : int
         Recurrence steps per pipeline stage, 1 to 4. 1 (default) keeps a stage to about one
         adder of at most ``p + 3`` bits; larger values trade Fmax for latency and registers.
@@ -135,9 +131,7 @@ class FloatSquareRoot(dr.RecurrenceUnit):
             significand, sticky = aligned.significand, aligned.sticky
         s = pipe.stage(s, "sign", "special", "exponent", significand=significand, sticky=sticky)
 
-        # Stage: round and pack, then let the special cases override.
-        pipe.round_output(fmt, s.special.result(fmt, s.sign), sign=s.sign, exponent=s.exponent,
-                          significand=s.significand, sticky=s.sticky, flush_subnormals=flush)
+        self._round_output(pipe, s)
 
 
 register_block(
