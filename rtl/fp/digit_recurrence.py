@@ -70,8 +70,7 @@ class RecurrenceUnit(Parameterized, FloatUnit):
     def _round_output(self, pipe, s):
         """The last stage: round and pack ``s`` (its sign, exponent, significand and sticky bit), then
         let its special case (a :class:`SpecialCase`) override."""
-        pipe.round_output(self._fmt, s.special.result(self._fmt, s.sign), sign=s.sign, exponent=s.exponent,
-                          significand=s.significand, sticky=s.sticky, flush_subnormals=self._flush)
+        pipe.round_stage(self._fmt, s.special.result(self._fmt, s.sign), s, flush_subnormals=self._flush)
 
 
 class SpecialCase:

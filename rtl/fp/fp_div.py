@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
+from .pipeline import register_unit
 from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
@@ -132,9 +132,8 @@ class FloatDivider(dr.RecurrenceUnit):
         self._round_output(pipe, s)
 
 
-register_block(
-    "fp_div", FloatDivider, family="fp",
+register_unit(
+    "fp_div", FloatDivider,
     summary="Pipelined IEEE-754 divider (II = 1, radix-2 non-restoring recurrence, SoftFloat flags).",
     golden="golden.fp.arith:div",
-    drops=NO_DROPS,
 )

@@ -2,9 +2,8 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import ProductUnit
+from .pipeline import ProductUnit, register_unit
 from .product import TiledProduct
 from .rounding import denormalise, denormalise_shift
 from .shift import (
@@ -205,9 +204,8 @@ class FloatFusedMultiplyAdd(ProductUnit):
                           significand=aligned.significand, sticky=aligned.sticky, flush_subnormals=flush)
 
 
-register_block(
-    "fp_fma", FloatFusedMultiplyAdd, family="fp",
+register_unit(
+    "fp_fma", FloatFusedMultiplyAdd,
     summary="Pipelined IEEE-754 fused multiply-add a * b + c (II = 1, single rounding, SoftFloat flags).",
     golden="golden.fp.arith:fma",
-    drops=NO_DROPS,
 )

@@ -2,9 +2,8 @@
 
 from amaranth.hdl import Cat, Mux
 
-from ..registration import NO_DROPS, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import ProductUnit
+from .pipeline import ProductUnit, register_unit
 from .product import TiledProduct, partial_count
 from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
@@ -122,13 +121,11 @@ class FloatMultiplier(ProductUnit):
         s = pipe.stage(s, "sign", "special", **aligned._asdict())
 
         # Last stage: round, then let NaN and infinity override.
-        pipe.round_output(fmt, s.special, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                          sticky=s.sticky, flush_subnormals=flush)
+        pipe.round_stage(fmt, s.special, s, flush_subnormals=flush)
 
 
-register_block(
-    "fp_mul", FloatMultiplier, family="fp",
+register_unit(
+    "fp_mul", FloatMultiplier,
     summary="Pipelined IEEE-754 multiplier (II = 1, round to nearest even, SoftFloat flags).",
     golden="golden.fp.arith:mul",
-    drops=NO_DROPS,
 )

@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
+from .pipeline import register_unit
 from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
@@ -134,9 +134,8 @@ class FloatSquareRoot(dr.RecurrenceUnit):
         self._round_output(pipe, s)
 
 
-register_block(
-    "fp_sqrt", FloatSquareRoot, family="fp",
+register_unit(
+    "fp_sqrt", FloatSquareRoot,
     summary="Pipelined IEEE-754 square root (II = 1, radix-2 non-restoring recurrence, SoftFloat flags).",
     golden="golden.fp.arith:sqrt",
-    drops=NO_DROPS,
 )

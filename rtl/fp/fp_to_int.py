@@ -2,11 +2,11 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .classify import UnpackedFloat
 from .format import FloatFormat
 from .interface import FLAG_INEXACT, FLAG_INVALID
-from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
+from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit, register_unit
 from .shift import shift_right_sticky
 
 __all__ = ["FloatToInteger", "INTEGER_FORMATS", "conversion_params"]
@@ -102,9 +102,8 @@ class FloatToInteger(Parameterized, FloatUnit):
                     flags=Mux(invalid, FLAG_INVALID, Mux(inexact, FLAG_INEXACT, 0)))
 
 
-register_block(
-    "fp_to_int", FloatToInteger, family="fp",
+register_unit(
+    "fp_to_int", FloatToInteger,
     summary="Pipelined float to i32/u32 conversion (round to nearest even, RISC-V saturation).",
     golden="golden.fp.convert:convert",
-    drops=NO_DROPS,
 )

@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Parameterized, register_block
+from ..registration import Parameterized
 from .fp_to_int import conversion_params
-from .pipeline import FloatUnit
+from .pipeline import FloatUnit, register_unit
 from .rounding import round_aligned
 from .shift import count_leading_zeros, normalise_left
 
@@ -67,9 +67,8 @@ class IntegerToFloat(Parameterized, FloatUnit):
         pipe.output(result=rounded.bits, flags=rounded.flags)
 
 
-register_block(
-    "int_to_fp", IntegerToFloat, family="fp",
+register_unit(
+    "int_to_fp", IntegerToFloat,
     summary="Pipelined i32/u32 to float conversion (round to nearest even).",
     golden="golden.fp.convert:convert",
-    drops=NO_DROPS,
 )
