@@ -43,11 +43,17 @@ class RecurrenceUnit(Parameterized, FloatUnit):
     fmt : str or FloatFormat
         Operand and result format: ``"f32"`` (default), ``"f16"``, ``"bf16"`` or any
         :class:`~rtl.fp.format.FloatFormat`.
-    flush_subnormals, bits_per_stage
-        As the subclass documents them.
+    flush_subnormals : bool
+        Read subnormal operands as zeros of the same sign (no flag); removes the operand
+        normalisation stage. Default ``False``. (Each unit says what it does with a
+        subnormal result.)
     tag_width : int
         Width of a side-band ``tag`` carried from ``i`` to ``o``, 0 (default, no tag) to
         :data:`~rtl.fp.pipeline.MAX_TAG_WIDTH`.
+    bits_per_stage : int
+        Recurrence steps per pipeline stage, 1 to 4 (each unit says what a step is). 1
+        (default) keeps a stage to about one adder; larger values trade Fmax for latency
+        and registers.
     """
 
     PARAMS = (

@@ -31,16 +31,11 @@ class FloatDivider(dr.RecurrenceUnit):
 
     Parameters
     ----------
-    fmt, tag_width
-        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them.
-    flush_subnormals : bool
-        Read subnormal operands as zeros of the same sign (no flag) and return a zero of
-        the same sign, with underflow and inexact, for a result that is subnormal after
-        rounding. Removes the operand normalisation stage. Default ``False``.
-    bits_per_stage : int
-        Recurrence steps per pipeline stage, 1 to 4. Each step is one ``(p + 1)``-bit
-        carry-propagate add/subtract (25 bits for f32), so 1 (default) keeps a stage to
-        about one adder; larger values trade Fmax for latency and registers.
+    fmt, flush_subnormals, tag_width, bits_per_stage
+        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them. With
+        ``flush_subnormals`` a result that is subnormal after rounding becomes a zero of the
+        same sign, with underflow and inexact. A recurrence step is one ``(p + 1)``-bit
+        carry-propagate add/subtract (25 bits for f32).
 
     Attributes
     ----------

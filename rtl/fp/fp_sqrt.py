@@ -30,15 +30,10 @@ class FloatSquareRoot(dr.RecurrenceUnit):
 
     Parameters
     ----------
-    fmt, tag_width
-        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them.
-    flush_subnormals : bool
-        Read subnormal operands as zeros of the same sign (no flag). (The root of a
-        non-zero operand is never subnormal in f32, f16 or bf16.) Removes the operand
-        normalisation stage. Default ``False``.
-    bits_per_stage : int
-        Recurrence steps per pipeline stage, 1 to 4. 1 (default) keeps a stage to about one
-        adder of at most ``p + 3`` bits; larger values trade Fmax for latency and registers.
+    fmt, flush_subnormals, tag_width, bits_per_stage
+        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them. The root of a
+        non-zero operand is never subnormal in f32, f16 or bf16. Recurrence step ``j`` is a
+        ``(j + 2)``-bit add/subtract, at most ``p + 3`` bits.
 
     Attributes
     ----------
