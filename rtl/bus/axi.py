@@ -47,7 +47,36 @@ def check_data_width(data_width, minimum):
     return data_width
 
 
-class AXI4Signature(wiring.Signature):
+class _WidthSignature(wiring.Signature):
+    """An AXI signature fixed by its widths, named in ``_WIDTHS`` and each kept as ``_<name>``:
+    equal, hashed and printed by them."""
+
+    _WIDTHS = ("address_width", "data_width")
+
+    def _widths(self):
+        return tuple(getattr(self, f"_{name}") for name in self._WIDTHS)
+
+    @property
+    def address_width(self):
+        return self._address_width
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._widths() == self._widths()
+
+    def __hash__(self):
+        return hash((type(self), *self._widths()))
+
+    def __repr__(self):
+        pairs = zip(self._WIDTHS, self._widths(), strict=True)
+        widths = ", ".join(f"{name}={value}" for name, value in pairs)
+        return f"{type(self).__name__}({widths})"
+
+
+class AXI4Signature(_WidthSignature):
     """Signature of a full AXI4 memory-mapped interface, from the manager's side.
 
     Parameters
@@ -78,6 +107,8 @@ class AXI4Signature(wiring.Signature):
         Read data channel.
     rready : Out(1)
     """
+
+    _WIDTHS = ("address_width", "data_width", "id_width")
 
     def __init__(self, *, address_width=64, data_width=512, id_width=1):
         self._address_width = check_int("address_width", address_width, 12, 64)
@@ -116,30 +147,11 @@ class AXI4Signature(wiring.Signature):
         super().__init__(members)
 
     @property
-    def address_width(self):
-        return self._address_width
-
-    @property
-    def data_width(self):
-        return self._data_width
-
-    @property
     def id_width(self):
         return self._id_width
 
-    def __eq__(self, other):
-        return (type(other) is type(self) and other.address_width == self.address_width
-                and other.data_width == self.data_width and other.id_width == self.id_width)
 
-    def __hash__(self):
-        return hash((type(self), self._address_width, self._data_width, self._id_width))
-
-    def __repr__(self):
-        return (f"AXI4Signature(address_width={self._address_width}, data_width={self._data_width}, "
-                f"id_width={self._id_width})")
-
-
-class AXI4LiteSignature(wiring.Signature):
+class AXI4LiteSignature(_WidthSignature):
     """Signature of an AXI4-Lite interface, from the manager's side.
 
     Parameters
@@ -184,24 +196,6 @@ class AXI4LiteSignature(wiring.Signature):
             "rvalid": In(1),
             "rready": Out(1),
         })
-
-    @property
-    def address_width(self):
-        return self._address_width
-
-    @property
-    def data_width(self):
-        return self._data_width
-
-    def __eq__(self, other):
-        return (type(other) is type(self) and other.address_width == self.address_width
-                and other.data_width == self.data_width)
-
-    def __hash__(self):
-        return hash((type(self), self._address_width, self._data_width))
-
-    def __repr__(self):
-        return f"AXI4LiteSignature(address_width={self._address_width}, data_width={self._data_width})"
 
 
 # Vitis HLS drives AxCACHE = 0b0011 (normal, non-cacheable, bufferable, modifiable): the

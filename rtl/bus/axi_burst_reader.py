@@ -59,23 +59,15 @@ class AXIBurstReader(AXIDMAEngine):
 
     Parameters
     ----------
-    address_width : int
-        Byte address width, 12 to 64.
-    data_width : int
-        AXI data width and beat width in bits, a power of two from 32 to 1024.
-    id_width : int
-        AXI ID width (the engine always uses ID 0).
-    max_burst : int
-        Longest burst in beats, 1 to 256.
+    address_width, data_width, id_width, max_burst, length_width
+        As :class:`~rtl.bus.axi_dma.AXIDMAEngine` documents them.
     max_outstanding : int
         Read bursts in flight at most, 2 to 64.
-    length_width : int
-        Width of the command's beat count, 1 to 32.
 
     Attributes
     ----------
-    cmd : In(stream.Signature(command_layout(address_width, length_width)))
-        Commands: ``address`` in bytes, ``length`` in beats of ``data_width // 8`` bytes.
+    cmd, error_resp, clear, cancel
+        As :class:`~rtl.bus.axi_dma.AXIDMAEngine` documents them (cancel: see above).
     data : Out(stream.Signature(beat_layout(data_width)))
         Beats in command order; ``last`` marks the final beat of each command.
     m_axi : Out(AXI4Signature(address_width, data_width, id_width))
@@ -87,12 +79,6 @@ class AXIBurstReader(AXIDMAEngine):
         One-cycle pulse when ``busy`` falls: everything accepted has been delivered.
     error : Out(1)
         Sticky: a read response was SLVERR or DECERR.
-    error_resp : Out(2)
-        The first failing response code (2 SLVERR, 3 DECERR), 0 while ``error`` is low.
-    clear : In(1)
-        Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
-    cancel : In(1)
-        Drops all work and closes the open bursts (see above); tie low if unused.
     stray_beats : Out(16)
         Saturating count of R beats taken while no burst was open, dropped (see above).
     protocol_error : Out(1)
@@ -114,12 +100,9 @@ class AXIBurstReader(AXIDMAEngine):
 
     PARAMS = tuple(dma_params("read bursts in flight"))
 
-    def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
-                 length_width=32):
-        super().__init__(address_width=address_width, data_width=data_width, id_width=id_width,
-                         max_burst=max_burst, max_outstanding=max_outstanding, length_width=length_width,
-                         ports={"data": Out(stream.Signature(beat_layout(data_width))),
-                                "stray_beats": Out(STRAY_COUNTER_BITS), "protocol_error": Out(1)})
+    def _ports(self):
+        return {"data": Out(stream.Signature(beat_layout(self._data_width))),
+                "stray_beats": Out(STRAY_COUNTER_BITS), "protocol_error": Out(1)}
 
     @property
     def buffer_beats(self):
@@ -176,14 +159,7 @@ class AXIBurstReader(AXIDMAEngine):
             inflight.w_en.eq(issue),
             inflight.w_data.eq(Cat(burst.payload.final, burst.payload.beats - 1)),
         ]
-        with m.If(issue):
-            m.d.sync += [
-                axi.arvalid.eq(1),
-                axi.araddr.eq(burst.payload.address),
-                axi.arlen.eq(burst.payload.beats - 1),
-            ]
-        with m.Elif(axi.arready):
-            m.d.sync += axi.arvalid.eq(0)
+        self.address_request(m, "ar", issue, burst)
 
         # R: every beat of an open burst goes into the buffer; from the first failure on its data
         # is zeroed. A stray beat is taken (never refused: nothing would ever take it) and dropped.

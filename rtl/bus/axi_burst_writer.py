@@ -55,23 +55,15 @@ class AXIBurstWriter(AXIDMAEngine):
 
     Parameters
     ----------
-    address_width : int
-        Byte address width, 12 to 64.
-    data_width : int
-        AXI data width and beat width in bits, a power of two from 32 to 1024.
-    id_width : int
-        AXI ID width (the engine always uses ID 0).
-    max_burst : int
-        Longest burst in beats, 1 to 256.
+    address_width, data_width, id_width, max_burst, length_width
+        As :class:`~rtl.bus.axi_dma.AXIDMAEngine` documents them.
     max_outstanding : int
         Write bursts issued and awaiting their B response at most, 2 to 64.
-    length_width : int
-        Width of the command's beat count, 1 to 32.
 
     Attributes
     ----------
-    cmd : In(stream.Signature(command_layout(address_width, length_width)))
-        Commands: ``address`` in bytes, ``length`` in beats of ``data_width // 8`` bytes.
+    cmd, error_resp, clear, cancel
+        As :class:`~rtl.bus.axi_dma.AXIDMAEngine` documents them (cancel: see above).
     data : In(stream.Signature(data_width))
         Beats to write, in command order, with nothing between commands.
     m_axi : Out(AXI4Signature(address_width, data_width, id_width))
@@ -83,12 +75,6 @@ class AXIBurstWriter(AXIDMAEngine):
         error, discarded) and every response is back.
     error : Out(1)
         Sticky: a write response was SLVERR or DECERR.
-    error_resp : Out(2)
-        The first failing response code (2 SLVERR, 3 DECERR), 0 while ``error`` is low.
-    clear : In(1)
-        Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
-    cancel : In(1)
-        Drops all work and closes the open bursts (see above); tie low if unused.
     stray_responses : Out(16)
         Saturating count of B responses taken while no burst awaited one, dropped (see above).
 
@@ -101,12 +87,8 @@ class AXIBurstWriter(AXIDMAEngine):
 
     PARAMS = tuple(dma_params("write bursts awaiting B"))
 
-    def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
-                 length_width=32):
-        super().__init__(address_width=address_width, data_width=data_width, id_width=id_width,
-                         max_burst=max_burst, max_outstanding=max_outstanding, length_width=length_width,
-                         ports={"data": In(stream.Signature(data_width)),
-                                "stray_responses": Out(STRAY_COUNTER_BITS)})
+    def _ports(self):
+        return {"data": In(stream.Signature(self._data_width)), "stray_responses": Out(STRAY_COUNTER_BITS)}
 
     def elaborate(self, platform):
         m = Module()
@@ -147,14 +129,7 @@ class AXIBurstWriter(AXIDMAEngine):
             bursts.w_en.eq(issue | discard),
             bursts.w_data.eq(queued),
         ]
-        with m.If(issue):
-            m.d.sync += [
-                axi.awvalid.eq(1),
-                axi.awaddr.eq(burst.payload.address),
-                axi.awlen.eq(burst.payload.beats - 1),
-            ]
-        with m.Elif(axi.awready):
-            m.d.sync += axi.awvalid.eq(0)
+        self.address_request(m, "aw", issue, burst)
 
         # W: beats of the burst at the head of the queue, numbered to place wlast. During a
         # cancel the beats still owed come from a filler instead of `data`: zero, strobes off.

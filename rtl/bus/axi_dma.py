@@ -33,7 +33,33 @@ class AXIDMAEngine(Parameterized, wiring.Component):
 
     Validates the shared parameters and declares the shared ports: ``cmd``, ``m_axi``,
     ``busy``, ``done``, ``error``, ``error_resp``, ``clear`` and ``cancel`` (see the
-    engines), plus the engine's own ``ports``.
+    engines), plus the engine's own, from its ``_ports()``.
+
+    Parameters
+    ----------
+    address_width : int
+        Byte address width, 12 to 64.
+    data_width : int
+        AXI data width and beat width in bits, a power of two from 32 to 1024.
+    id_width : int
+        AXI ID width (the engine always uses ID 0).
+    max_burst : int
+        Longest burst in beats, 1 to 256.
+    max_outstanding : int
+        Bursts in flight at most, 2 to 64 (each engine says which it counts).
+    length_width : int
+        Width of the command's beat count, 1 to 32.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(command_layout(address_width, length_width)))
+        Commands: ``address`` in bytes, ``length`` in beats of ``data_width // 8`` bytes.
+    error_resp : Out(2)
+        The first failing response code (2 SLVERR, 3 DECERR), 0 while ``error`` is low.
+    clear : In(1)
+        Clears ``error`` and ``error_resp``; honoured only while ``busy`` is low.
+    cancel : In(1)
+        Drops all work and closes the open bursts (see the engines); tie low if unused.
     """
 
     PARAMS = tuple(dma_params("bursts in flight"))
@@ -44,8 +70,8 @@ class AXIDMAEngine(Parameterized, wiring.Component):
         """The data width is a power of two."""
         check_data_width(values["data_width"], 32)
 
-    def __init__(self, *, address_width, data_width, id_width, max_burst, max_outstanding, length_width,
-                 ports):
+    def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
+                 length_width=32):
         self._address_width = address_width
         self._data_width = data_width
         self._id_width = id_width
@@ -62,8 +88,12 @@ class AXIDMAEngine(Parameterized, wiring.Component):
             "error_resp": Out(2),
             "clear": In(1),
             "cancel": In(1),
-            **ports,
+            **self._ports(),
         })
+
+    def _ports(self):
+        """The engine's own ports, by name (the parameters are set by then)."""
+        raise NotImplementedError
 
     def planner(self, m, stop):
         """Add the burst planner fed from ``cmd`` to ``m``; return it.
@@ -81,6 +111,23 @@ class AXIDMAEngine(Parameterized, wiring.Component):
             self.cmd.ready.eq(planner.cmd.ready & ~stop),
         ]
         return planner
+
+    def address_request(self, m, prefix, issue, burst):
+        """The registered request on the ``prefix`` ("ar" or "aw") channel.
+
+        ``issue`` loads it with the burst on ``burst`` (also in the cycle the previous request
+        is accepted); it is dropped once accepted.
+        """
+        axi = self.m_axi
+        valid = getattr(axi, f"{prefix}valid")
+        with m.If(issue):
+            m.d.sync += [
+                valid.eq(1),
+                getattr(axi, f"{prefix}addr").eq(burst.payload.address),
+                getattr(axi, f"{prefix}len").eq(burst.payload.beats - 1),
+            ]
+        with m.Elif(getattr(axi, f"{prefix}ready")):
+            m.d.sync += valid.eq(0)
 
     def cancel_drain(self, m, bus_idle):
         """The cancel state: returns ``(stop, draining)``.

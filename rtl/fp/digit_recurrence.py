@@ -40,8 +40,20 @@ class RecurrenceUnit(Parameterized, FloatUnit):
 
     Parameters
     ----------
-    fmt, flush_subnormals, tag_width, bits_per_stage
-        As the subclass documents them.
+    fmt : str or FloatFormat
+        Operand and result format: ``"f32"`` (default), ``"f16"``, ``"bf16"`` or any
+        :class:`~rtl.fp.format.FloatFormat`.
+    flush_subnormals : bool
+        Read subnormal operands as zeros of the same sign (no flag); removes the operand
+        normalisation stage. Default ``False``. (Each unit says what it does with a
+        subnormal result.)
+    tag_width : int
+        Width of a side-band ``tag`` carried from ``i`` to ``o``, 0 (default, no tag) to
+        :data:`~rtl.fp.pipeline.MAX_TAG_WIDTH`.
+    bits_per_stage : int
+        Recurrence steps per pipeline stage, 1 to 4 (each unit says what a step is). 1
+        (default) keeps a stage to about one adder; larger values trade Fmax for latency
+        and registers.
     """
 
     PARAMS = (
@@ -60,6 +72,11 @@ class RecurrenceUnit(Parameterized, FloatUnit):
         latency = (1 if self._flush else 2) + len(stage_sizes(steps, self._bits_per_stage)) + 2
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=self.OPERANDS,
                          tag_width=tag_width, latency=latency)
+
+    def _round_output(self, pipe, s):
+        """The last stage: round and pack ``s`` (its sign, exponent, significand and sticky bit), then
+        let its special case (a :class:`SpecialCase`) override."""
+        pipe.round_stage(self._fmt, s.special.result(self._fmt, s.sign), s, flush_subnormals=self._flush)
 
 
 class SpecialCase:

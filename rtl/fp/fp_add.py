@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit, register_unit
 from .shift import add_or_subtract, count_leading_zeros, normalise_left, one_hot_from_top, shift_right_sticky
 
 __all__ = ["FloatAdder"]
@@ -115,9 +115,8 @@ class FloatAdder(Parameterized, FloatUnit):
                           sticky=0, flush_subnormals=flush)
 
 
-register_block(
-    "fp_add", FloatAdder, family="fp",
+register_unit(
+    "fp_add", FloatAdder,
     summary="Pipelined IEEE-754 adder or subtractor (II = 1, round to nearest even, SoftFloat flags).",
     golden="golden.fp.arith:add",
-    drops=NO_DROPS,
 )

@@ -2,10 +2,10 @@
 
 from amaranth.hdl import Mux
 
-from ..registration import NO_DROPS, Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .classify import UnpackedFloat
 from .interface import FLAG_INVALID
-from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit, register_unit
 
 __all__ = ["FloatCompare", "ordering", "COMPARE_OPERATIONS"]
 
@@ -80,9 +80,8 @@ class FloatCompare(Parameterized, FloatUnit):
         pipe.output(result=relation & ~nan, flags=Mux(invalid, FLAG_INVALID, 0))
 
 
-register_block(
-    "fp_compare", FloatCompare, family="fp",
+register_unit(
+    "fp_compare", FloatCompare,
     summary="Pipelined IEEE-754 comparison eq/lt/le with a 1-bit result (SoftFloat flags).",
     golden="golden.fp.compare:lt",
-    drops=NO_DROPS,
 )

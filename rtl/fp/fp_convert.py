@@ -2,10 +2,10 @@
 
 from amaranth.hdl import Cat, Const
 
-from ..registration import NO_DROPS, Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .format import FloatFormat
-from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
+from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit, register_unit
 from .rounding import Aligned, denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
@@ -98,13 +98,11 @@ class FloatConverter(Parameterized, FloatUnit):
             aligned = Aligned(s.exponent, s.significand, Const(0))
         s = pipe.stage(s, "sign", "special", enabled=self._denormalise_stage, **aligned._asdict())
 
-        pipe.round_output(target, s.special, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                          sticky=s.sticky, flush_subnormals=flush)
+        pipe.round_stage(target, s.special, s, flush_subnormals=flush)
 
 
-register_block(
-    "fp_convert", FloatConverter, family="fp",
+register_unit(
+    "fp_convert", FloatConverter,
     summary="Pipelined conversion between f32, f16 and bf16 (II = 1, round to nearest even).",
     golden="golden.fp.convert:convert",
-    drops=NO_DROPS,
 )

@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
+from .pipeline import register_unit
 from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
@@ -31,20 +31,11 @@ class FloatDivider(dr.RecurrenceUnit):
 
     Parameters
     ----------
-    fmt : str or FloatFormat
-        Operand and result format: ``"f32"`` (default), ``"f16"``, ``"bf16"`` or any
-        :class:`~rtl.fp.format.FloatFormat`.
-    flush_subnormals : bool
-        Read subnormal operands as zeros of the same sign (no flag) and return a zero of
-        the same sign, with underflow and inexact, for a result that is subnormal after
-        rounding. Removes the operand normalisation stage. Default ``False``.
-    tag_width : int
-        Width of a side-band ``tag`` carried from ``i`` to ``o``, 0 (default, no tag) to
-        :data:`~rtl.fp.pipeline.MAX_TAG_WIDTH`.
-    bits_per_stage : int
-        Recurrence steps per pipeline stage, 1 to 4. Each step is one ``(p + 1)``-bit
-        carry-propagate add/subtract (25 bits for f32), so 1 (default) keeps a stage to
-        about one adder; larger values trade Fmax for latency and registers.
+    fmt, flush_subnormals, tag_width, bits_per_stage
+        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them. With
+        ``flush_subnormals`` a result that is subnormal after rounding becomes a zero of the
+        same sign, with underflow and inexact. A recurrence step is one ``(p + 1)``-bit
+        carry-propagate add/subtract (25 bits for f32).
 
     Attributes
     ----------
@@ -133,14 +124,11 @@ class FloatDivider(dr.RecurrenceUnit):
                               flush_subnormals=flush)
         s = pipe.stage(s, "sign", "special", **aligned._asdict())
 
-        # Stage: round and pack, then let the special cases override.
-        pipe.round_output(fmt, s.special.result(fmt, s.sign), sign=s.sign, exponent=s.exponent,
-                          significand=s.significand, sticky=s.sticky, flush_subnormals=flush)
+        self._round_output(pipe, s)
 
 
-register_block(
-    "fp_div", FloatDivider, family="fp",
+register_unit(
+    "fp_div", FloatDivider,
     summary="Pipelined IEEE-754 divider (II = 1, radix-2 non-restoring recurrence, SoftFloat flags).",
     golden="golden.fp.arith:div",
-    drops=NO_DROPS,
 )

@@ -2,10 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import PRODUCT_UNIT_PARAMS, FloatUnit, check_lut_bits
-from .product import DEFAULT_TILE, TiledProduct
+from .pipeline import ProductUnit, register_unit
+from .product import TiledProduct
 from .rounding import denormalise, denormalise_shift
 from .shift import (
     add_or_subtract,
@@ -44,7 +43,7 @@ def _top_offset(fmt):
     return fmt.precision + _GAP_BITS + 1 - fmt.bias
 
 
-class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
+class FloatFusedMultiplyAdd(ProductUnit):
     """Pipelined fused multiply-add: ``a * b + c`` with a single rounding to nearest even.
 
     The exact product (DSP-sized tiles, as in :class:`~rtl.fp.fp_mul.FloatMultiplier`)
@@ -57,18 +56,10 @@ class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
 
     Parameters
     ----------
-    fmt : str or FloatFormat
-        Operand and result format: ``"f32"``, ``"f16"``, ``"bf16"`` or any :class:`FloatFormat`.
-    flush_subnormals : bool
-        Read subnormal operands as zero and flush subnormal results to zero (with
-        underflow and inexact).
-    dsp_tile : int
-        Widest factor one DSP block multiplies, as for :class:`~rtl.fp.fp_mul.FloatMultiplier`.
-    lut_bits : int
-        Low bits of one significand multiplied in LUTs, as for
-        :class:`~rtl.fp.fp_mul.FloatMultiplier` (the latency does not change).
-    tag_width : int
-        Width of the tag carried from ``i`` to ``o`` (0 for none).
+    fmt, flush_subnormals, dsp_tile, lut_bits, tag_width
+        As for :class:`~rtl.fp.fp_mul.FloatMultiplier`: the format, flushing subnormal operands
+        and results, the widest factor one DSP block multiplies, the low bits of one
+        significand multiplied in LUTs (the latency does not change), the tag's width.
 
     Attributes
     ----------
@@ -89,21 +80,15 @@ class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
-    PARAMS = PRODUCT_UNIT_PARAMS
+    OPERANDS = ("a", "b", "c")
 
-    @classmethod
-    def check_params(cls, values):
-        check_lut_bits(values)
+    @property
+    def _split_shifts(self):
+        # A window wider than one stage's shifter aligns, adds and normalises in two steps each.
+        return 3 * self._fmt.precision + _LOW_BITS + _GAP_BITS + 1 > _ONE_STAGE_SHIFT
 
-    def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
-        self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._tile = dsp_tile
-        p = self._fmt.precision
-        self._lut_bits = lut_bits
-        self._split_shifts = 3 * p + _LOW_BITS + _GAP_BITS + 1 > _ONE_STAGE_SHIFT
-        latency = 8 - self._flush + 3 * self._split_shifts
-        super().__init__(input_width=self._fmt.width, output_width=self._fmt.width,
-                         operands=("a", "b", "c"), tag_width=tag_width, latency=latency)
+    def _latency(self):
+        return 8 - self._flush + 3 * self._split_shifts
 
     def _datapath(self, m, pipe):
         fmt, flush = self._fmt, self._flush
@@ -219,9 +204,8 @@ class FloatFusedMultiplyAdd(Parameterized, FloatUnit):
                           significand=aligned.significand, sticky=aligned.sticky, flush_subnormals=flush)
 
 
-register_block(
-    "fp_fma", FloatFusedMultiplyAdd, family="fp",
+register_unit(
+    "fp_fma", FloatFusedMultiplyAdd,
     summary="Pipelined IEEE-754 fused multiply-add a * b + c (II = 1, single rounding, SoftFloat flags).",
     golden="golden.fp.arith:fma",
-    drops=NO_DROPS,
 )

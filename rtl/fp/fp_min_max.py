@@ -2,11 +2,11 @@
 
 from amaranth.hdl import Mux
 
-from ..registration import NO_DROPS, Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .classify import UnpackedFloat, canonical_nan
 from .fp_compare import ordering
 from .interface import FLAG_INVALID
-from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit
+from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit, register_unit
 
 __all__ = ["FloatMinMax"]
 
@@ -70,9 +70,8 @@ class FloatMinMax(Parameterized, FloatUnit):
         pipe.output(result=result, flags=Mux(invalid, FLAG_INVALID, 0))
 
 
-register_block(
-    "fp_min_max", FloatMinMax, family="fp",
+register_unit(
+    "fp_min_max", FloatMinMax,
     summary="Pipelined IEEE-754 minimumNumber/maximumNumber (RISC-V fmin/fmax semantics).",
     golden="golden.fp.compare:min",
-    drops=NO_DROPS,
 )

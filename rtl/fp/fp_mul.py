@@ -2,10 +2,9 @@
 
 from amaranth.hdl import Cat, Mux
 
-from ..registration import NO_DROPS, Parameterized, register_block
 from .classify import SpecialResult, UnpackedFloat, infinity
-from .pipeline import PRODUCT_UNIT_PARAMS, FloatUnit, check_lut_bits
-from .product import DEFAULT_TILE, TiledProduct, partial_count
+from .pipeline import ProductUnit, register_unit
+from .product import TiledProduct, partial_count
 from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
@@ -24,7 +23,7 @@ def _product_top(product, exponent, width):
     return shifted[-width:], exponent - ~top, shifted[:-width].any()
 
 
-class FloatMultiplier(Parameterized, FloatUnit):
+class FloatMultiplier(ProductUnit):
     """Pipelined floating-point multiplier: ``a * b``, rounded to nearest even.
 
     Subnormal operands are normalised first (leading-zero count, then shift), the
@@ -70,20 +69,12 @@ class FloatMultiplier(Parameterized, FloatUnit):
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high.
     """
 
-    PARAMS = PRODUCT_UNIT_PARAMS
+    OPERANDS = ("a", "b")
 
-    @classmethod
-    def check_params(cls, values):
-        check_lut_bits(values)
-
-    def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
-        self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._tile = dsp_tile
+    def _latency(self):
         p = self._fmt.precision
-        self._lut_bits = lut_bits
         tiled = partial_count(p, p, tile=self._tile, lut_bits=self._lut_bits) > 1
-        super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a", "b"),
-                         tag_width=tag_width, latency=(4 if self._flush else 6) + tiled)
+        return (4 if self._flush else 6) + tiled
 
     def _datapath(self, m, pipe):
         fmt, flush = self._fmt, self._flush
@@ -130,13 +121,11 @@ class FloatMultiplier(Parameterized, FloatUnit):
         s = pipe.stage(s, "sign", "special", **aligned._asdict())
 
         # Last stage: round, then let NaN and infinity override.
-        pipe.round_output(fmt, s.special, sign=s.sign, exponent=s.exponent, significand=s.significand,
-                          sticky=s.sticky, flush_subnormals=flush)
+        pipe.round_stage(fmt, s.special, s, flush_subnormals=flush)
 
 
-register_block(
-    "fp_mul", FloatMultiplier, family="fp",
+register_unit(
+    "fp_mul", FloatMultiplier,
     summary="Pipelined IEEE-754 multiplier (II = 1, round to nearest even, SoftFloat flags).",
     golden="golden.fp.arith:mul",
-    drops=NO_DROPS,
 )

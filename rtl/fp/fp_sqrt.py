@@ -2,9 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, register_block
 from . import digit_recurrence as dr
 from .classify import UnpackedFloat
+from .pipeline import register_unit
 from .rounding import denormalise, denormalise_shift
 from .shift import count_leading_zeros, normalise_left
 
@@ -30,19 +30,10 @@ class FloatSquareRoot(dr.RecurrenceUnit):
 
     Parameters
     ----------
-    fmt : str or FloatFormat
-        Operand and result format: ``"f32"`` (default), ``"f16"``, ``"bf16"`` or any
-        :class:`~rtl.fp.format.FloatFormat`.
-    flush_subnormals : bool
-        Read subnormal operands as zeros of the same sign (no flag). (The root of a
-        non-zero operand is never subnormal in f32, f16 or bf16.) Removes the operand
-        normalisation stage. Default ``False``.
-    tag_width : int
-        Width of a side-band ``tag`` carried from ``i`` to ``o``, 0 (default, no tag) to
-        :data:`~rtl.fp.pipeline.MAX_TAG_WIDTH`.
-    bits_per_stage : int
-        Recurrence steps per pipeline stage, 1 to 4. 1 (default) keeps a stage to about one
-        adder of at most ``p + 3`` bits; larger values trade Fmax for latency and registers.
+    fmt, flush_subnormals, tag_width, bits_per_stage
+        As :class:`~rtl.fp.digit_recurrence.RecurrenceUnit` documents them. The root of a
+        non-zero operand is never subnormal in f32, f16 or bf16. Recurrence step ``j`` is a
+        ``(j + 2)``-bit add/subtract, at most ``p + 3`` bits.
 
     Attributes
     ----------
@@ -135,14 +126,11 @@ class FloatSquareRoot(dr.RecurrenceUnit):
             significand, sticky = aligned.significand, aligned.sticky
         s = pipe.stage(s, "sign", "special", "exponent", significand=significand, sticky=sticky)
 
-        # Stage: round and pack, then let the special cases override.
-        pipe.round_output(fmt, s.special.result(fmt, s.sign), sign=s.sign, exponent=s.exponent,
-                          significand=s.significand, sticky=s.sticky, flush_subnormals=flush)
+        self._round_output(pipe, s)
 
 
-register_block(
-    "fp_sqrt", FloatSquareRoot, family="fp",
+register_unit(
+    "fp_sqrt", FloatSquareRoot,
     summary="Pipelined IEEE-754 square root (II = 1, radix-2 non-restoring recurrence, SoftFloat flags).",
     golden="golden.fp.arith:sqrt",
-    drops=NO_DROPS,
 )

@@ -2,17 +2,27 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Param, Parameterized, register_block
+from ..registration import Param, Parameterized
 from .classify import UnpackedFloat
 from .format import FloatFormat
 from .interface import FLAG_INEXACT, FLAG_INVALID
-from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
+from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit, register_unit
 from .shift import shift_right_sticky
 
-__all__ = ["FloatToInteger", "INTEGER_FORMATS"]
+__all__ = ["FloatToInteger", "INTEGER_FORMATS", "conversion_params"]
 
 INTEGER_FORMATS = ("i32", "u32")
 _WIDTH = 32
+
+
+def conversion_params(fmt_help):
+    """The registry parameters of a float/integer conversion; ``fmt_help`` says which side ``fmt`` is."""
+    return (
+        Param("fmt", str, "f32", fmt_help, choices=FORMAT_NAMES, accepts=(FloatFormat,)),
+        FLUSH_PARAM,
+        Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS),
+        TAG_PARAM,
+    )
 
 
 class FloatToInteger(Parameterized, FloatUnit):
@@ -50,12 +60,7 @@ class FloatToInteger(Parameterized, FloatUnit):
     Throughput is one conversion per cycle (II = 1) while ``o.ready`` is high.
     """
 
-    PARAMS = (
-        Param("fmt", str, "f32", "input format", choices=FORMAT_NAMES, accepts=(FloatFormat,)),
-        FLUSH_PARAM,
-        Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS),
-        TAG_PARAM,
-    )
+    PARAMS = conversion_params("input format")
 
     def __init__(self, *, fmt="f32", flush_subnormals=False, integer="i32", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
@@ -97,9 +102,8 @@ class FloatToInteger(Parameterized, FloatUnit):
                     flags=Mux(invalid, FLAG_INVALID, Mux(inexact, FLAG_INEXACT, 0)))
 
 
-register_block(
-    "fp_to_int", FloatToInteger, family="fp",
+register_unit(
+    "fp_to_int", FloatToInteger,
     summary="Pipelined float to i32/u32 conversion (round to nearest even, RISC-V saturation).",
     golden="golden.fp.convert:convert",
-    drops=NO_DROPS,
 )

@@ -2,10 +2,9 @@
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..registration import NO_DROPS, Param, Parameterized, register_block
-from .format import FloatFormat
-from .fp_to_int import INTEGER_FORMATS
-from .pipeline import FLUSH_PARAM, FORMAT_NAMES, TAG_PARAM, FloatUnit
+from ..registration import Parameterized
+from .fp_to_int import conversion_params
+from .pipeline import FloatUnit, register_unit
 from .rounding import round_aligned
 from .shift import count_leading_zeros, normalise_left
 
@@ -45,12 +44,7 @@ class IntegerToFloat(Parameterized, FloatUnit):
     Throughput is one conversion per cycle (II = 1) while ``o.ready`` is high.
     """
 
-    PARAMS = (
-        Param("fmt", str, "f32", "output format", choices=FORMAT_NAMES, accepts=(FloatFormat,)),
-        FLUSH_PARAM,
-        Param("integer", str, "i32", "integer format", choices=INTEGER_FORMATS),
-        TAG_PARAM,
-    )
+    PARAMS = conversion_params("output format")
 
     def __init__(self, *, fmt="f32", flush_subnormals=False, integer="i32", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
@@ -73,9 +67,8 @@ class IntegerToFloat(Parameterized, FloatUnit):
         pipe.output(result=rounded.bits, flags=rounded.flags)
 
 
-register_block(
-    "int_to_fp", IntegerToFloat, family="fp",
+register_unit(
+    "int_to_fp", IntegerToFloat,
     summary="Pipelined i32/u32 to float conversion (round to nearest even).",
     golden="golden.fp.convert:convert",
-    drops=NO_DROPS,
 )

@@ -12,7 +12,7 @@ from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..registration import Param, check_bool, check_int
+from ..registration import NO_DROPS, Param, Parameterized, check_bool, check_int, register_block
 from .format import FloatFormat, float_format
 from .interface import operand_layout, result_layout
 from .product import DEFAULT_TILE, MAX_TILE, MIN_TILE
@@ -20,7 +20,7 @@ from .rounding import round_aligned
 
 __all__ = ["Pipeline", "FloatUnit", "MAX_TAG_WIDTH", "FORMAT_NAMES", "FORMAT_PARAM", "FLUSH_PARAM",
            "TAG_PARAM", "DSP_TILE_PARAM", "LUT_BITS_PARAM", "BITS_PER_STAGE_PARAM",
-           "PRODUCT_UNIT_PARAMS", "check_lut_bits"]
+           "PRODUCT_UNIT_PARAMS", "check_lut_bits", "ProductUnit", "register_unit"]
 
 MAX_TAG_WIDTH = 1024
 FORMAT_NAMES = ("f32", "f16", "bf16")
@@ -47,6 +47,11 @@ BITS_PER_STAGE_PARAM = Param("bits_per_stage", int, 1, "recurrence steps per pip
 def check_lut_bits(values):
     """The ``check_params`` rule of a product unit: ``lut_bits`` is at most the format's precision."""
     check_int("lut_bits", values["lut_bits"], 0, float_format(values["fmt"]).precision)
+
+
+def register_unit(name, component, *, summary, golden):
+    """Register an FP unit: family ``fp``, and no drops (every unit back-pressures its input)."""
+    register_block(name, component, family="fp", summary=summary, golden=golden, drops=NO_DROPS)
 
 
 class Pipeline:
@@ -122,6 +127,11 @@ class Pipeline:
         result, flags = special.select(*rounded)
         return self.output(result=result, flags=flags)
 
+    def round_stage(self, fmt, special, s, *, flush_subnormals):
+        """:meth:`round_output` of the stage ``s``: its sign, exponent, significand and sticky bit."""
+        return self.round_output(fmt, special, sign=s.sign, exponent=s.exponent, significand=s.significand,
+                                 sticky=s.sticky, flush_subnormals=flush_subnormals)
+
 
 class FloatUnit(wiring.Component):
     """Base of the pipelined floating-point units: ports, parameter checks, pipeline.
@@ -168,4 +178,35 @@ class FloatUnit(wiring.Component):
         return m
 
     def _datapath(self, m, pipe):
+        raise NotImplementedError
+
+
+class ProductUnit(Parameterized, FloatUnit):
+    """Base of the units with a tiled significand product (multiplier, fused multiply-add).
+
+    Declares and checks their parameters (``lut_bits`` at most the precision) and builds the
+    ports. A subclass names its ``OPERANDS``, returns its latency from ``_latency()`` (the
+    format, flush mode, tile and LUT bits are set by then) and implements ``_datapath``.
+
+    Parameters
+    ----------
+    fmt, flush_subnormals, dsp_tile, lut_bits, tag_width
+        As the subclass documents them.
+    """
+
+    PARAMS = PRODUCT_UNIT_PARAMS
+    OPERANDS = ()
+
+    @classmethod
+    def check_params(cls, values):
+        check_lut_bits(values)
+
+    def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
+        self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
+        self._tile = dsp_tile
+        self._lut_bits = lut_bits
+        super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=self.OPERANDS,
+                         tag_width=tag_width, latency=self._latency())
+
+    def _latency(self):
         raise NotImplementedError

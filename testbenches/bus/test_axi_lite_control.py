@@ -97,6 +97,19 @@ class ControlTB(ClockedTB):
                     return ctrl
         return await with_timeout(poll(), limit * CLOCK_PERIOD_NS, "ns")
 
+    async def run_with_random_arguments(self, rng):
+        """Write random values to every argument, set ap_start and wait for ap_done.
+
+        Checks that CTRL then reads done, ready and idle; returns ``(values, ctrl)``.
+        """
+        values = {entry["name"]: _random_value(rng, entry["width"]) for entry in self.entries("argument")}
+        for name, value in values.items():
+            await self.write(self.registers[name]["offset"], value, self.registers[name]["width"] // 8)
+        await self.write(CTRL, AP_START)
+        ctrl = await self.wait_done()
+        assert ctrl & (AP_DONE | AP_READY | AP_IDLE) == AP_DONE | AP_READY | AP_IDLE, f"CTRL {ctrl:#x}"
+        return values, ctrl
+
 
 def _pauses(rng, probability):
     while True:
@@ -144,12 +157,7 @@ async def start_and_done_handshake(dut):
     assert ctrl == AP_IDLE, f"CTRL after reset {ctrl:#x}"
     rng = knobs.rng(52)
     for run in range(3):
-        values = {entry["name"]: _random_value(rng, entry["width"]) for entry in tb.entries("argument")}
-        for name, value in values.items():
-            await tb.write(tb.registers[name]["offset"], value, tb.registers[name]["width"] // 8)
-        await tb.write(CTRL, AP_START)
-        ctrl = await tb.wait_done()
-        assert ctrl & (AP_DONE | AP_READY | AP_IDLE) == AP_DONE | AP_READY | AP_IDLE, f"CTRL {ctrl:#x}"
+        values, ctrl = await tb.run_with_random_arguments(rng)
         assert not ctrl & AP_START, f"ap_start still set after the run: {ctrl:#x}"
         assert len(tb.starts) == run + 1, f"{len(tb.starts)} start pulses after {run + 1} runs"
         assert tb.starts[-1][1] == values, "the kernel saw other argument values"
@@ -315,12 +323,7 @@ async def _run_after_reset(tb, rng):
         want = AP_IDLE if entry["name"] == "CTRL" else 0  # the status inputs are held at 0
         assert value == want, (f"{entry['name']} reads {value:#x} after reset, not {want:#x}; "
                                f"{knobs.describe()}")
-    values = {entry["name"]: _random_value(rng, entry["width"]) for entry in tb.entries("argument")}
-    for name, value in values.items():
-        await tb.write(tb.registers[name]["offset"], value, tb.registers[name]["width"] // 8)
-    await tb.write(CTRL, AP_START)
-    ctrl = await tb.wait_done()
-    assert ctrl & (AP_DONE | AP_READY | AP_IDLE) == AP_DONE | AP_READY | AP_IDLE, f"CTRL {ctrl:#x}"
+    values, _ = await tb.run_with_random_arguments(rng)
     assert len(tb.starts) == starts + 1, f"{len(tb.starts) - starts} start pulses for one ap_start"
     assert tb.starts[-1][1] == values, f"the kernel saw other argument values; {knobs.describe()}"
     for name, value in values.items():

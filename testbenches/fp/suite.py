@@ -4,8 +4,10 @@ Every unit is tested the same way and differs only in its block, its class, the 
 it runs on Verilator, what it elaborates and which bad parameters it refuses. A unit's file says
 only that, and binds the tests into its own namespace::
 
-    globals().update(unit_tests(block=BLOCK, module=MODULE, component=FloatAdder,
+    globals().update(unit_tests(__name__, FloatAdder,
                                 configurations=[...], elaborations={...}, bad_parameters=[...]))
+
+(the block's name is the module's, less ``test_``: ``testbenches.fp.test_fp_add`` tests ``fp_add``)
 
 followed by the tests that are its own. :func:`unit_tests` makes the tests of a pipelined unit
 (the ``amaranth.sim`` checks of :mod:`testbenches.fp.sim_checks`), :func:`divsqrt_tests` those
@@ -78,6 +80,16 @@ class _Tests(dict):
             return function
         return bind
 
+    def add_each(self, argnames, values, ids, *, slow=False):
+        """Add the decorated test parametrised over ``values`` (marked slow if ``slow``); with no
+        values, leave it out rather than collect one skipped ``NOTSET`` case."""
+        def bind(function):
+            if not values:
+                return function
+            function = pytest.mark.parametrize(argnames, values, ids=ids)(function)
+            return self.add()(pytest.mark.slow(function) if slow else function)
+        return bind
+
 
 def _verilator_tests(tests, block, module, fast, slow=()):
     """``test_<block>`` on the configurations ``fast`` (and ``test_verilator`` on ``slow``, slow);
@@ -97,14 +109,10 @@ def _verilator_tests(tests, block, module, fast, slow=()):
             """The generated Verilog on Verilator (cocotb, against golden.fp, with stalls and II = 1)."""
             run_unit(block, module, params)
 
-    unary = configurations(block, unary_16_bit_configurations)
-    if unary:
-        @tests.add()
-        @pytest.mark.slow
-        @pytest.mark.parametrize("params", unary, ids=configuration_id)
-        def test_exhaustive_16_bit_unary(params):
-            """All 65,536 inputs of every unary f16/bf16 operation of the unit."""
-            run_lanes(block, module, params, MILLION_LANES, job="exhaustive")
+    @tests.add_each("params", configurations(block, unary_16_bit_configurations), configuration_id, slow=True)
+    def test_exhaustive_16_bit_unary(params):
+        """All 65,536 inputs of every unary f16/bf16 operation of the unit."""
+        run_lanes(block, module, params, MILLION_LANES, job="exhaustive")
 
     @tests.add()
     @pytest.mark.slow
@@ -113,8 +121,13 @@ def _verilator_tests(tests, block, module, fast, slow=()):
         run_million(block, module, params)
 
 
-def unit_tests(*, block, module, component, configurations, elaborations, bad_parameters=()):
-    """The standard tests of a pipelined unit, by name.
+def _block_of(module):
+    """The block a unit's test module tests: ``testbenches.fp.test_fp_add`` tests ``fp_add``."""
+    return module.rpartition(".")[2].removeprefix("test_")
+
+
+def unit_tests(module, component, *, configurations, elaborations, bad_parameters=()):
+    """The standard tests of a pipelined unit, by name, for the test module named ``module``.
 
     On Verilator: ``test_<block>`` runs the unit's cocotb tests on each of ``configurations``;
     the slow runners put every configuration through 10**6 vectors and every unary 16-bit one
@@ -125,6 +138,7 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     registered, and each of ``bad_parameters`` (``(build, message)``: ``build()`` raises a
     ``ValueError`` naming ``message``) is refused.
     """
+    block = _block_of(module)
     tests = _Tests(module)
     _verilator_tests(tests, block, module, configurations)
 
@@ -133,13 +147,10 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     def test_unit_matches_oracles(case):
         check_oracles_and_timing(case)
 
-    generic = cases_of(component, GENERIC_CASES)
-    if generic:
-        @tests.add()
-        @pytest.mark.parametrize("case", generic, ids=case_id)
-        def test_generic_format_matches_golden(case):
-            """Formats beyond the three named ones (e4m3, e5m2), against golden.fp alone."""
-            run_case(case, knobs.vectors(DEFAULT_VECTORS), DEFAULT_VECTORS)
+    @tests.add_each("case", cases_of(component, GENERIC_CASES), case_id)
+    def test_generic_format_matches_golden(case):
+        """Formats beyond the three named ones (e4m3, e5m2), against golden.fp alone."""
+        run_case(case, knobs.vectors(DEFAULT_VECTORS), DEFAULT_VECTORS)
 
     @tests.add()
     @pytest.mark.slow
@@ -147,13 +158,9 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     def test_unit_matches_oracles_long(case):
         run_case(case, knobs.vectors(SLOW_VECTORS), SLOW_VECTORS)
 
-    sixteen_bit = cases_of(component, SIXTEEN_BIT_SOURCES)
-    if sixteen_bit:
-        @tests.add()
-        @pytest.mark.slow
-        @pytest.mark.parametrize("case", sixteen_bit, ids=case_id)
-        def test_16_bit_conversions_exhaustive(case):
-            check_16_bit_exhaustive(case)
+    @tests.add_each("case", cases_of(component, SIXTEEN_BIT_SOURCES), case_id, slow=True)
+    def test_16_bit_conversions_exhaustive(case):
+        check_16_bit_exhaustive(case)
 
     @tests.add()
     @pytest.mark.parametrize("case", cases_of(component, STALL_CASES), ids=case_id)
@@ -180,7 +187,7 @@ def unit_tests(*, block, module, component, configurations, elaborations, bad_pa
     return tests
 
 
-def divsqrt_tests(*, block, op, module, configurations, slow_configurations):
+def divsqrt_tests(module, op, *, configurations, slow_configurations):
     """The standard tests of the divider (``op="div"``) or the square root (``op="sqrt"``), by name.
 
     On Verilator: as :func:`unit_tests`, and ``slow_configurations`` in the slow suite. In
@@ -188,6 +195,7 @@ def divsqrt_tests(*, block, op, module, configurations, slow_configurations):
     every format and flush mode (more in the slow suite), back-to-back issue, stalls, more bits
     per stage; the Verilog and the parameters.
     """
+    block = _block_of(module)
     tests = _Tests(module)
     _verilator_tests(tests, block, module, configurations, slow_configurations)
 

@@ -14,11 +14,8 @@ from .suite import unit_tests
 # cocotb runs the tests in this module's namespace: the generic ones are imported by name.
 from .tb import golden_match_parallel, golden_match_under_stalls, one_operation_per_cycle, reset_mid_transfer  # noqa: F401
 
-BLOCK = "fp_add"
-MODULE = __name__
-
 globals().update(unit_tests(
-    block=BLOCK, module=MODULE, component=FloatAdder,
+    __name__, FloatAdder,
     configurations=[
         {"fmt": "f32"},
         {"fmt": "f16"},

@@ -26,7 +26,7 @@ BLOCK = "fp_convert"
 MODULE = __name__
 
 globals().update(unit_tests(
-    block=BLOCK, module=MODULE, component=FloatConverter,
+    MODULE, FloatConverter,
     configurations=[
         {"source": "f32", "target": "f16"},
         {"source": "bf16", "target": "f32"},

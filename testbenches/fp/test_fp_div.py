@@ -19,11 +19,8 @@ from .suite import divsqrt_tests
 # cocotb runs the tests in this module's namespace: the generic ones are imported by name.
 from .tb import golden_match_parallel, golden_match_under_stalls, one_operation_per_cycle, reset_mid_transfer  # noqa: F401
 
-BLOCK = "fp_div"
-MODULE = __name__
-
 globals().update(divsqrt_tests(
-    block=BLOCK, op="div", module=MODULE,
+    __name__, "div",
     configurations=[{"fmt": "f32"}, {"fmt": "f16"}],
     slow_configurations=[
         {"fmt": "f32"},

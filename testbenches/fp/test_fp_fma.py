@@ -25,7 +25,7 @@ BLOCK = "fp_fma"
 MODULE = __name__
 
 globals().update(unit_tests(
-    block=BLOCK, module=MODULE, component=FloatFusedMultiplyAdd,
+    MODULE, FloatFusedMultiplyAdd,
     configurations=[
         {"fmt": "f32"},
         {"fmt": "bf16"},

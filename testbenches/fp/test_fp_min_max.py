@@ -14,11 +14,8 @@ from .suite import unit_tests
 # cocotb runs the tests in this module's namespace: the generic ones are imported by name.
 from .tb import golden_match_parallel, golden_match_under_stalls, one_operation_per_cycle, reset_mid_transfer  # noqa: F401
 
-BLOCK = "fp_min_max"
-MODULE = __name__
-
 globals().update(unit_tests(
-    block=BLOCK, module=MODULE, component=FloatMinMax,
+    __name__, FloatMinMax,
     configurations=[{"fmt": "bf16", "operation": "min"}],
     elaborations={"min": lambda: FloatMinMax()},
     bad_parameters=[(lambda: FloatMinMax(operation="median"), "operation")],

@@ -30,7 +30,7 @@ BLOCK = "fp_sqrt"
 MODULE = __name__
 
 globals().update(divsqrt_tests(
-    block=BLOCK, op="sqrt", module=MODULE,
+    MODULE, "sqrt",
     configurations=[{"fmt": "f32"}, {"fmt": "bf16", "flush_subnormals": True}],
     slow_configurations=[
         {"fmt": "f32", "flush_subnormals": True, "tag_width": 4},

@@ -16,11 +16,8 @@ from .suite import unit_tests
 # cocotb runs the tests in this module's namespace: the generic ones are imported by name.
 from .tb import golden_match_parallel, golden_match_under_stalls, one_operation_per_cycle, reset_mid_transfer  # noqa: F401
 
-BLOCK = "fp_to_int"
-MODULE = __name__
-
 globals().update(unit_tests(
-    block=BLOCK, module=MODULE, component=FloatToInteger,
+    __name__, FloatToInteger,
     configurations=[{"fmt": "f32", "integer": "i32"}],
     elaborations={"f32-u32": lambda: FloatToInteger(integer="u32")},
     bad_parameters=[(lambda: FloatToInteger(integer="i64"), "integer")],

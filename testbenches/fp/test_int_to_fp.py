@@ -14,11 +14,8 @@ from .suite import unit_tests
 # cocotb runs the tests in this module's namespace: the generic ones are imported by name.
 from .tb import golden_match_parallel, golden_match_under_stalls, one_operation_per_cycle, reset_mid_transfer  # noqa: F401
 
-BLOCK = "int_to_fp"
-MODULE = __name__
-
 globals().update(unit_tests(
-    block=BLOCK, module=MODULE, component=IntegerToFloat,
+    __name__, IntegerToFloat,
     configurations=[{"fmt": "bf16", "integer": "u32"}],
     elaborations={"i32-f16": lambda: IntegerToFloat(fmt="f16")},
     bad_parameters=[(lambda: IntegerToFloat(integer="s32"), "integer")],
