@@ -68,10 +68,7 @@ class AXIBurstPlanner(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, address_width=64, data_width=512, max_burst=64, length_width=32):
-        self._address_width = address_width
         self._data_width = check_data_width(data_width, 8)
-        self._max_burst = max_burst
-        self._length_width = length_width
         super().__init__({
             "cmd": In(stream.Signature(command_layout(address_width, length_width))),
             "burst": Out(stream.Signature(burst_layout(address_width, max_burst))),

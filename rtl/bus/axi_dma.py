@@ -72,11 +72,6 @@ class AXIDMAEngine(Parameterized, wiring.Component):
 
     def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
                  length_width=32):
-        self._address_width = address_width
-        self._data_width = data_width
-        self._id_width = id_width
-        self._max_burst = max_burst
-        self._max_outstanding = max_outstanding
         self._length_width = length_width
         super().__init__({
             "cmd": In(stream.Signature(command_layout(address_width, length_width))),

@@ -150,7 +150,6 @@ class AXILiteControl(Parameterized, wiring.Component):
     def __init__(self, *, arguments="", status="", address_width=12):
         self._arguments = parse_register_list("arguments", arguments, (32, 64))
         self._status = parse_register_list("status", status, range(1, 65))
-        self._address_width = address_width
         names = [name for name, *_ in self._arguments + self._status]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:

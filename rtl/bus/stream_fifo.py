@@ -43,8 +43,6 @@ class StreamFIFO(Parameterized, wiring.Component):
     throughput = 1
 
     def __init__(self, *, width=32, depth=16):
-        self._width = width
-        self._depth = depth
         super().__init__({
             "i": In(stream.Signature(width)),
             "o": Out(stream.Signature(width)),

@@ -57,7 +57,6 @@ class UARTReceiver(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, divisor=217):
-        self._divisor = divisor
         super().__init__({
             "rx": In(1, init=1),
             "o": Out(stream.Signature(8)),

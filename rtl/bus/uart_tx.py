@@ -40,7 +40,6 @@ class UARTTransmitter(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, divisor=217):
-        self._divisor = divisor
         super().__init__({
             "i": In(stream.Signature(8)),
             "tx": Out(1, init=1),

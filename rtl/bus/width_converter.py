@@ -62,9 +62,6 @@ class StreamWidthConverter(Parameterized, wiring.Component):
                              f"not {output_width}")
 
     def __init__(self, *, input_width=512, output_width=512, element_width=32):
-        self._element_width = element_width
-        self._input_width = input_width
-        self._output_width = output_width
         self._ratio = max(input_width, output_width) // min(input_width, output_width)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(element_width, input_width // element_width))),

@@ -67,7 +67,6 @@ class RecurrenceUnit(Parameterized, FloatUnit):
 
     def __init__(self, *, fmt="f32", flush_subnormals=False, tag_width=0, bits_per_stage=1):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._bits_per_stage = bits_per_stage
         steps = self._fmt.precision + self.EXTRA_STEPS
         latency = (1 if self._flush else 2) + len(stage_sizes(steps, self._bits_per_stage)) + 2
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=self.OPERANDS,

@@ -65,7 +65,6 @@ class FloatCompare(Parameterized, FloatUnit):
 
     def __init__(self, *, fmt="f32", flush_subnormals=False, operation="lt", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._operation = operation
         super().__init__(input_width=self._fmt.width, output_width=1, operands=("a", "b"),
                          tag_width=tag_width, latency=1)
 

@@ -50,7 +50,6 @@ class FloatMinMax(Parameterized, FloatUnit):
 
     def __init__(self, *, fmt="f32", flush_subnormals=False, operation="min", tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
-        self._operation = operation
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=("a", "b"),
                          tag_width=tag_width, latency=1)
 

@@ -204,7 +204,6 @@ class ProductUnit(Parameterized, FloatUnit):
     def __init__(self, *, fmt="f32", flush_subnormals=False, dsp_tile=DEFAULT_TILE, lut_bits=0, tag_width=0):
         self._fmt, self._flush = self._check_common(fmt, flush_subnormals)
         self._tile = dsp_tile
-        self._lut_bits = lut_bits
         super().__init__(input_width=self._fmt.width, output_width=self._fmt.width, operands=self.OPERANDS,
                          tag_width=tag_width, latency=self._latency())
 

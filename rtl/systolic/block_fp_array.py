@@ -117,9 +117,6 @@ class BlockFloatArray(Parameterized, wiring.Component):
     def __init__(self, *, rows=2, cols=2, block=8, mantissa_bits=8, slots=1, accumulate=False, max_blocks=256,
                  max_tiles=4096):
         # Every parameter is checked before any sub-component exists (a half-built one would warn).
-        self._block = block
-        self._accumulate = accumulate
-        self._max_blocks = max_blocks
         core = BlockFloatCore(rows=rows, cols=cols, block=block, mantissa_bits=mantissa_bits, slots=slots,
                               accumulate=accumulate)
         self._array = OutputStationaryArray(rows=rows, cols=cols, slots=slots, accumulate=accumulate,

@@ -49,8 +49,6 @@ class BlockFloatCodec(Parameterized, wiring.Component):
     )
 
     def __init__(self, *, block=8, mantissa_bits=8):
-        self._block = block
-        self._mantissa_bits = mantissa_bits
         super().__init__(self._ports(block, mantissa_bits))
 
 

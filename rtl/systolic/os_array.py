@@ -166,7 +166,6 @@ class OutputStationaryArray(Parameterized, wiring.Component):
         self._rows, self._cols = rows * tensor, cols * tensor
         self._slots, self._accumulate = slots, accumulate
         self._tensor = tensor
-        self._max_k = max_k
         self._max_tiles = max_tiles
         core = self._core
         self.mac_latency, self.acc_latency, self.beat_len = core.mac_latency, core.acc_latency, core.beat_len

@@ -150,7 +150,6 @@ class SparseTensorArray(Parameterized, wiring.Component):
 
     def __init__(self, *, rows=2, cols=2, tensor=2, element="f16", slots=1, accumulate=False, max_k=256,
                  max_tiles=4096):
-        self._max_k = max_k
         self._max_tiles = max_tiles
         core = GatherCore(rows=rows, cols=cols, tensor=tensor, element=element, slots=slots,
                           accumulate=accumulate, max_k=max_k)

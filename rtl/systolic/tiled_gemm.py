@@ -151,9 +151,6 @@ class TiledGemm(Parameterized, wiring.Component):
     def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False,
                  dataflow="output_stationary", max_m=64, max_k=64, max_n=64):
         self._dataflow = dataflow
-        self._max_m = max_m
-        self._max_k = max_k
-        self._max_n = max_n
         self._tiles_m = _ceil_div(max_m, rows * slots)
         self._tiles_n = _ceil_div(max_n, cols)
         self._tiles_k = _ceil_div(max_k, rows)

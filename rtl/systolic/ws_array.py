@@ -80,7 +80,6 @@ class WeightStationaryArray(Parameterized, wiring.Component):
             rows=rows, cols=cols, element=element, accumulate=accumulate, max_m=max_m)
         self._rows, self._cols, self._accumulate = rows, cols, accumulate
         self._max_m, self._max_k = max_m, max_k
-        self._max_tiles = max_tiles
         core = self._core
         self.mac_latency = core.mac_latency
         ports = {
