@@ -8,7 +8,14 @@ import gc
 import json
 import warnings
 
-from .common import build_component, format_resource_table, lookup_block, parse_sets, writable_folder
+from .common import (
+    build_component,
+    format_resource_table,
+    lookup_block,
+    package_version,
+    parse_sets,
+    writable_folder,
+)
 from .progress import elapsed
 
 __all__ = ["register", "generate_verilog", "block_files", "TESTED_TOGETHER"]
@@ -112,11 +119,11 @@ def _port_role(component, path, member):
 def _manifest(block, params, component, module):
     from rtl.elaborate import describe_timing, port_members, port_table, source_hash, tool_versions
 
-    roles = {"__".join(str(part) for part in path): _port_role(component, path, member)
-             for path, member, _ in port_members(component)}
-    roles.update(clk="clock: every register updates on its rising edge",
-                 rst="reset: synchronous, active-high, to the clk domain")
-    ports = [{**port, "role": roles[port["name"]]} for port in port_table(component)]
+    # port_table lists clk and rst, then the members of port_members in their order.
+    roles = ["clock: every register updates on its rising edge",
+             "reset: synchronous, active-high, to the clk domain"]
+    roles += [_port_role(component, path, member) for path, member, _ in port_members(component)]
+    ports = [{**port, "role": role} for port, role in zip(port_table(component), roles, strict=True)]
     return {
         "block": block.name,
         "family": block.family,
@@ -169,11 +176,9 @@ def generate_verilog(name, folder, overrides=None, module=None, fusesoc=False, c
     manifest = _manifest(block, params, component, module)
     (folder / f"{module}.json").write_text(json.dumps(manifest, indent=1) + "\n")
     if fusesoc:
-        from importlib.metadata import version
-
         from scripts.flow.fusesoc import write_core
 
-        write_core(folder, module, block, version("neartrain"))
+        write_core(folder, module, block, package_version())
     if c_header:
         from scripts.flow.c_header import c_header as header_text
 

@@ -10,12 +10,22 @@ import pathlib
 
 from .param_text import parse_param
 
-__all__ = ["UsageError", "Parser", "parse_sets", "lookup_block", "build_component", "writable_folder",
-           "format_resource_table"]
+__all__ = ["UsageError", "Parser", "package_version", "parse_sets", "lookup_block", "build_component",
+           "writable_folder", "format_resource_table"]
 
 
 class UsageError(Exception):
     """A mistake in the command line or its inputs: reported in one line, exit status 2."""
+
+
+def package_version():
+    """The installed distribution's version (the one ``pyproject.toml`` declares)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("neartrain")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 class Parser(argparse.ArgumentParser):

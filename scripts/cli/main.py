@@ -13,25 +13,15 @@ import sys
 from scripts.sim import knobs
 
 from . import blocks, boards, demo, docs, prove, run
-from .common import Parser, UsageError
+from .common import Parser, UsageError, package_version
 
 __all__ = ["main", "build_parser"]
-
-
-def _version():
-    """The installed distribution's version (the one ``pyproject.toml`` declares)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("neartrain")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
 
 
 def build_parser():
     parser = Parser(prog="neartrain", description="list blocks, generate Verilog with a manifest, "
                                                   "simulate, estimate resources")
-    parser.add_argument("--version", action="version", version=f"neartrain {_version()}")
+    parser.add_argument("--version", action="version", version=f"neartrain {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in (blocks, demo, run, boards, docs, prove):
         module.register(commands)

@@ -202,16 +202,13 @@ def run_main_job(args):
 
     from boards.references import SMART_INFINITY
     from rtl.registry import blocks, get_block
-    from scripts.flow.elaboration import module_name, registered_verilog
+    from scripts.flow.elaboration import registered_verilog
     from scripts.flow.synth import cached_resources, synthesize
 
     started = time.monotonic()
     folder = BUILD / "verilog"
     label = ACCELERATOR + "".join(f" {k}={v}" for k, v in ACCELERATOR_PARAMS.items())
     accelerator_folder = folder / "accelerator"
-    accelerator_params = get_block(ACCELERATOR).resolve(ACCELERATOR_PARAMS)
-    accelerator_module = module_name(ACCELERATOR, accelerator_params, get_block(ACCELERATOR).resolve())
-    accelerator_path = accelerator_folder / f"{accelerator_module}.v"
     steps = ((f"smoke: {SMOKE_BLOCK}", _smoke_simulation),
              ("Adam kernel, cocotbext-axi AxiRam memory and AxiLiteMaster host", _bit_exact_update),
              (f"{label}, timing build (identical cycles, see docs/optim.md)", _throughput))
@@ -224,6 +221,7 @@ def run_main_job(args):
                                           first=[(ACCELERATOR, accelerator_folder, ACCELERATOR_PARAMS)])
         simulations = [pool.submit(_simulation_step, function) for _, function in steps]
         _wait(elaboration, "   elaborating")
+        accelerator_path = elaboration[0].result()  # the first job (see _submit_elaboration)
         print(f"   {len(names)} blocks generated (kept in build/elaboration/ while rtl/ is unchanged)")
         print(f"   default accelerator: {label} -> {_shown(accelerator_path)} "
               f"({time.monotonic() - started:.0f} s)", flush=True)
@@ -241,7 +239,7 @@ def run_main_job(args):
     print("== 3. Resources (Yosys synth_xilinx -family xcup)")
     rows = [(name, synthesize(get_block(name).build(), "xcup")) for name in REPORTED_BLOCKS]
     # The synthesis cache is keyed on the Verilog that `neartrain synth` elaborates (module `top`).
-    accelerator_top = registered_verilog(ACCELERATOR, accelerator_params,
+    accelerator_top = registered_verilog(ACCELERATOR, get_block(ACCELERATOR).resolve(ACCELERATOR_PARAMS),
                                          lambda: get_block(ACCELERATOR).build(ACCELERATOR_PARAMS))
     accelerator = cached_resources(accelerator_top, "xcup")
     if accelerator is not None:
