@@ -135,7 +135,8 @@ def _specs():
 
 def _documents():
     """Every document that holds generated blocks: ``docs/*.md`` and the repository's README."""
-    return sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+    readme = DOCS.parent / "README.md"
+    return sorted(DOCS.glob("*.md")) + ([readme] if readme.exists() else [])
 
 
 def _doc_name(path):
@@ -180,7 +181,7 @@ def check():
                 for name, spec in specs.items() if not _is_table(spec)]
     specs = {name: spec for name, spec in specs.items() if _is_table(spec)}
     for path in _documents():
-        doc, shown = _doc_name(path), path.relative_to(ROOT)
+        doc, shown = _doc_name(path), os.path.relpath(path, DOCS.parent)
         try:
             found = blocks_in(path.read_text())
         except DocsError as error:
