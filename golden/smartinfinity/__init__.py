@@ -19,3 +19,8 @@ from .inputs import (
 )
 from .model import StepResult, speedups, step_time, traffic
 from .step import build_steps, owner_overlaps
+
+__all__ = ["Task", "Schedule", "simulate", "CONFIGS", "DEFAULT_RATIO", "GPT2_MODELS", "GPUS",
+           "TLP_EFFICIENCY", "Machine", "Workload", "pcie_bandwidth", "smartssd_machine", "StepResult",
+           "speedups", "step_time",
+           "traffic", "build_steps", "owner_overlaps"]

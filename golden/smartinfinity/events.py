@@ -119,7 +119,7 @@ def simulate(tasks):
         begin(int(task_id))
     while active:
         flows = [task_id for task_id in active if tasks[task_id].uses]
-        rates = dict(zip(flows, _rates(flows, tasks, index, len(names))))
+        rates = dict(zip(flows, _rates(flows, tasks, index, len(names)), strict=True))
         times = []
         for task_id in active:
             rate = rates.get(task_id, 1.0)  # a delay runs at one second per second
@@ -129,7 +129,7 @@ def simulate(tasks):
             raise ValueError("tasks that can never progress: " + ", ".join(tasks[t].name for t in active))
         now += step
         finished = []
-        for task_id, time in zip(list(active), times):
+        for task_id, time in zip(list(active), times, strict=True):
             rate = rates.get(task_id, 1.0)
             remaining[task_id] -= rate * step
             for resource, seconds in tasks[task_id].uses.items():

@@ -155,32 +155,33 @@ def _smart_update(g, config, work, step, ready, previous):
     for d in range(m.devices):
         start = g.join(f"s{step} d{d} start", [ready, previous[d]], phase="UP", step=step)
         tags = {"phase": "UP", "step": step}
+        state = {"what": "states", **tags}
         if config == "SU":
             done, tails = start, []
             for j in range(subgroups):
-                reads = [g.ssd_to_fpga(f"s{step} d{d} read {j}", 3 * F32 * size, d, [done], what="states", **tags),
+                reads = [g.ssd_to_fpga(f"s{step} d{d} read {j}", 3 * F32 * size, d, [done], **state),
                          g.ssd_to_fpga(f"s{step} d{d} read grad {j}", grad_bytes * size, d, [done],
                                        what="gradients", **tags)]
                 update = g.add(f"s{step} d{d} fpga {j}", size, {f"fpga{d}": fpga}, reads, **tags)
-                done = g.fpga_to_ssd(f"s{step} d{d} write {j}", 3 * F32 * size, d, [update], what="states", **tags)
-                tails.append(g.ssd_to_host(f"s{step} d{d} upload {j}", F32 * size, d, [done], what="states",
-                                           **tags))
+                done = g.fpga_to_ssd(f"s{step} d{d} write {j}", 3 * F32 * size, d, [update], **state)
+                tails.append(g.ssd_to_host(f"s{step} d{d} upload {j}", F32 * size, d, [done], **state))
             uploads += tails
             ends.append(g.join(f"s{step} d{d} end", tails + [done], **tags))
             continue
         wp = wm = wv = update = None
         tails = []
         for j in range(subgroups):
-            rp = g.ssd_to_fpga(f"s{step} d{d} read p {j}", F32 * size, d, [start, wp], what="states", **tags)
+            rp = g.ssd_to_fpga(f"s{step} d{d} read p {j}", F32 * size, d, [start, wp], **state)
             rg = g.ssd_to_fpga(f"s{step} d{d} read g {j}", grad_bytes * size, d, [start, update],
                                what="gradients", **tags)
-            rm = g.ssd_to_fpga(f"s{step} d{d} read m {j}", F32 * size, d, [start, wm], 1, what="states", **tags)
-            rv = g.ssd_to_fpga(f"s{step} d{d} read v {j}", F32 * size, d, [start, wv], 1, what="states", **tags)
-            update = g.add(f"s{step} d{d} fpga {j}", size, {f"fpga{d}": fpga}, [rp, rg, rm, rv, update], **tags)
-            wp = g.fpga_to_ssd(f"s{step} d{d} write p {j}", F32 * size, d, [update], what="states", **tags)
-            uploads.append(g.ssd_to_host(f"s{step} d{d} upload {j}", F32 * size, d, [wp], what="states", **tags))
-            wm = g.fpga_to_ssd(f"s{step} d{d} write m {j}", F32 * size, d, [update], 1, what="states", **tags)
-            wv = g.fpga_to_ssd(f"s{step} d{d} write v {j}", F32 * size, d, [update], 1, what="states", **tags)
+            rm = g.ssd_to_fpga(f"s{step} d{d} read m {j}", F32 * size, d, [start, wm], 1, **state)
+            rv = g.ssd_to_fpga(f"s{step} d{d} read v {j}", F32 * size, d, [start, wv], 1, **state)
+            update = g.add(f"s{step} d{d} fpga {j}", size, {f"fpga{d}": fpga}, [rp, rg, rm, rv, update],
+                           **tags)
+            wp = g.fpga_to_ssd(f"s{step} d{d} write p {j}", F32 * size, d, [update], **state)
+            uploads.append(g.ssd_to_host(f"s{step} d{d} upload {j}", F32 * size, d, [wp], **state))
+            wm = g.fpga_to_ssd(f"s{step} d{d} write m {j}", F32 * size, d, [update], 1, **state)
+            wv = g.fpga_to_ssd(f"s{step} d{d} write v {j}", F32 * size, d, [update], 1, **state)
             tails += [wm, wv]
         ends.append(g.join(f"s{step} d{d} end", tails + [uploads[-1]], **tags))
     gate = g.join(f"s{step} parameters at host", uploads if config != "SU" else ends, phase="UP", step=step)
