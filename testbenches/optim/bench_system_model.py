@@ -70,12 +70,14 @@ def _inputs():
         ["each SmartSSD's links (external, SSD, FPGA ports)", f"{m.device_link / 1e9:.2f} GB/s each way",
          "PCIe Gen3 x4 (§VII-A), same derivation"],
         ["SSD sequential read / write", f"{m.ssd_read / 1e9:.1f} / {m.ssd_write / 1e9:.1f} GB/s",
-         "Samsung SmartSSD launch figures (Nov 2020 press: up to 3,500 / 3,200 MB/s); reads and writes "
+         "Samsung SmartSSD launch figures (Nov 2020 press: up to 3,500 / 3,200 MB/s; no Samsung data "
+         "sheet checked here); reads and writes "
          "share the SSD (a byte read costs 1/read, a byte written 1/write of its time); "
          f"2.0 GB/s write {sensitivity}"],
         ["GPU link", f"{m.gpu_link / 1e9:.2f} GB/s each way", "PCIe Gen4 x16 (A5000, A100 PCIe data sheets)"],
         ["GPU peak, A5000 / A100", "111.1 / 312 TFLOPS",
-         "NVIDIA data sheets, dense FP16 tensor, FP32 accumulate"],
+         "NVIDIA data sheets, dense FP16 tensor, FP32 accumulate (A5000: 222.2 with sparsity, halved; "
+         "recalled, not checked against a copy here)"],
         ["GPU memory, A5000 / A100", "768 / 1,555 GB/s",
          "NVIDIA data sheets (Top-K: 4 passes over FP32 gradient)"],
         ["GPU utilisation", f"{m.gpu_utilisation:.0%} of peak",
