@@ -17,10 +17,10 @@ from .inputs import (
     pcie_bandwidth,
     smartssd_machine,
 )
-from .model import StepResult, speedups, step_time, traffic
+from .model import StepResult, single_step_end, speedups, step_time, traffic
 from .step import build_steps, owner_overlaps
 
 __all__ = ["Task", "Schedule", "simulate", "CONFIGS", "DEFAULT_RATIO", "GPT2_MODELS", "GPUS",
            "TLP_EFFICIENCY", "Machine", "Workload", "pcie_bandwidth", "smartssd_machine", "StepResult",
-           "speedups", "step_time",
+           "single_step_end", "speedups", "step_time",
            "traffic", "build_steps", "owner_overlaps"]

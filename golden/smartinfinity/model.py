@@ -14,7 +14,7 @@ import numpy as np
 from .events import simulate
 from .step import build_steps
 
-__all__ = ["StepResult", "step_time", "traffic", "speedups"]
+__all__ = ["StepResult", "step_time", "single_step_end", "traffic", "speedups"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,12 @@ def step_time(config, machine, work, steps=3):
     following = schedule.end[marks[middle]["next"]]  # the gate the next forward waits on
     return StepResult(config, float(forward - start), float(stored - forward), float(following - stored),
                       schedule.busy)
+
+
+def single_step_end(config, machine, work):
+    """Seconds to the end of the simulation of one step alone, deferred writes included."""
+    tasks, _ = build_steps(config, machine, work, steps=1)
+    return simulate(tasks).makespan
 
 
 def traffic(config, machine, work):
