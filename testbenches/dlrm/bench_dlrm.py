@@ -6,6 +6,9 @@ Parts (each writes its tables there):
   synthetic Zipf trace, and the plot ``docs/dlrm_hitrate.png``;
 * ``savings``: HBM lookups per batch with no dedupe and no cache, with dedupe, and with dedupe
   and the cache, per batch size (golden models);
+* ``batching``: plain batching against the graph algorithm's (Algorithm 1, with and without its
+  waiting-time refresh) on each dataset's trace: the LRU hit rate, the rows a mini-batch asks
+  for after dedupe and after dedupe and the cache, and the longest wait (golden models);
 * ``throughput``: lookups per cycle of the RTL cache at hit and on a Zipf trace (cocotb);
 * ``area``: Yosys resources on ``xcup`` and ``ecp5`` of each block at its defaults and the
   ECP5 Fmax of its bitstream (nextpnr, ULX3S 85F).
@@ -18,7 +21,7 @@ import logging
 
 import numpy as np
 
-from golden.dlrm import DATASETS, LruCache, hit_rate, lookup_trace
+from golden.dlrm import DATASETS, LruCache, graph_batches, hit_rate, lookup_trace
 from scripts.flow.docs import write_table
 from scripts.flow.figures import docs_plot
 from scripts.sim.devices.dlrm import run_throughput
@@ -33,6 +36,11 @@ CACHE_ROWS = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18)
 BATCHES = (128, 512, 2048, 8192)
 SAVINGS_DATASET = "criteo-kaggle"
 SAVINGS_CACHE_ROWS = 1 << 16
+MINI_BATCH = 128  # samples
+POOL = 1024  # samples pre-loaded for the graph algorithm to choose from (its batch_size)
+THRESHOLDS = (32, 1024)  # popular rows the samples are ranked by (its Hyperedge_Threshold n)
+MAX_WAIT = 16  # mini-batches a sample may wait before the pool is drained (Section 5.4.2)
+BATCHING_CACHE_ROWS = (1 << 10, 1 << 16)
 AREA_POINTS = ("embedding_cache", "dedupe_unit", "loss_reduction")
 THROUGHPUT_SHAPE = {"sets": 16, "ways": 4}
 
@@ -90,6 +98,44 @@ def savings(args):
     write_table(DOC, "dlrm-savings", headers, rows, f"{COMMAND} savings", disable_numparse=True)
 
 
+def _mini_batches(trace, order):
+    """Each mini-batch's distinct rows, in order of first appearance (what dedupe issues)."""
+    for start in range(0, len(order), MINI_BATCH):
+        part = trace[order[start:start + MINI_BATCH]].ravel()
+        values, first = np.unique(part, return_index=True)
+        yield values[np.argsort(first)]
+
+
+def batching(args):
+    variants = {"plain": None, **{f"graph, n = {n}": {"threshold": n} for n in THRESHOLDS},
+                f"graph, n = {THRESHOLDS[0]}, refresh after {MAX_WAIT}": {"threshold": THRESHOLDS[0],
+                                                                           "max_wait": MAX_WAIT}}
+    rows = []
+    for name, spec in DATASETS.items():
+        trace = _trace(name).reshape(SAMPLES, spec.sparse)
+        for variant, options in variants.items():
+            if options is None:
+                order, waits = np.arange(SAMPLES), np.zeros(1, dtype=np.int64)
+            else:
+                order, waits = graph_batches(trace, mini_batch=MINI_BATCH, pool=POOL, **options)
+            lookups = trace[order].ravel()
+            rates = [hit_rate(lookups, sets=size // WAYS, ways=WAYS) for size in BATCHING_CACHE_ROWS]
+            cache = LruCache(sets=BATCHING_CACHE_ROWS[-1] // WAYS, ways=WAYS)
+            issued = misses = batches = 0
+            for unique in _mini_batches(trace, order):
+                batches += 1
+                issued += unique.size
+                misses += int((~cache.run(unique)).sum())
+            rows.append([spec.name, variant] + [f"{100 * rate:.2f}" for rate in rates]
+                        + [f"{issued / batches:.1f}", f"{misses / batches:.1f}", int(waits.max())])
+            print(rows[-1], flush=True)
+    sizes = [f"{size:,}" for size in BATCHING_CACHE_ROWS]
+    headers = (["dataset", "batching"] + [f"hit % ({size} rows)" for size in sizes]
+               + ["rows per mini-batch, dedupe", f"HBM reads per mini-batch, dedupe + {sizes[-1]}-row cache",
+                  "longest wait (mini-batches)"])
+    write_table(DOC, "dlrm-batching", headers, rows, f"{COMMAND} batching", disable_numparse=True)
+
+
 def throughput(args):
     result = run_throughput(THROUGHPUT_SHAPE, args.lookups)
     described = ", ".join(f"{key}={value}" for key, value in THROUGHPUT_SHAPE.items())
@@ -144,6 +190,7 @@ def main(argv=None):
     parts = parser.add_subparsers(dest="part", required=True)
     parts.add_parser("hitrate")
     parts.add_parser("savings")
+    parts.add_parser("batching")
     p_throughput = parts.add_parser("throughput")
     p_throughput.add_argument("--lookups", type=int, default=4000)
     p_area = parts.add_parser("area")
@@ -154,7 +201,8 @@ def main(argv=None):
                         help="no bitstream for this block (its place and route can take most of an hour)")
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
-    {"hitrate": hitrate, "savings": savings, "throughput": throughput, "area": area}[args.part](args)
+    {"hitrate": hitrate, "savings": savings, "batching": batching, "throughput": throughput,
+     "area": area}[args.part](args)
 
 
 if __name__ == "__main__":

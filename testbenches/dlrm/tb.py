@@ -2,13 +2,34 @@
 :class:`CacheTB`, is the host device's (:mod:`scripts.sim.devices.dlrm`), which ``bench_dlrm``
 drives too; it is named here for the tests."""
 
+from collections import OrderedDict
+
+import numpy as np
+
 from scripts.sim import knobs
 from scripts.sim.devices.dlrm import BASE, LINE_BYTES, CacheTB, zipf_rows
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
 
-__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES", "BASE", "check_counters", "StalledTB"]
+__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES", "BASE", "check_counters", "StalledTB", "ordered_dict_lru"]
+
+
+def ordered_dict_lru(rows, *, sets, ways):
+    """Hit flags of a per-set LRU of ``ways`` rows kept in ``OrderedDict`` (most recent last)."""
+    cache = [OrderedDict() for _ in range(sets)]
+    flags = []
+    for row in (int(r) for r in rows):
+        entries = cache[row % sets]
+        hit = row in entries
+        if hit:
+            entries.move_to_end(row)
+        else:
+            if len(entries) == ways:
+                entries.popitem(last=False)
+            entries[row] = None
+        flags.append(hit)
+    return np.array(flags, dtype=bool)
 
 
 def check_counters(dut, expected):

@@ -1,7 +1,5 @@
 """golden.dlrm against oracles it did not write: OrderedDict LRU, numpy.unique, SoftFloat and float64."""
 
-from collections import OrderedDict
-
 import numpy as np
 import pytest
 
@@ -9,23 +7,7 @@ from golden.dlrm import DATASETS, LruCache, add_words, lookup_trace, reduce_grad
 from golden.dlrm.reduction import CANONICAL_NAN_BITS, WORDS
 from scripts.sim import knobs
 from testbenches.collective.tb import random_words, softfloat_add
-
-
-def ordered_dict_lru(rows, *, sets, ways):
-    """Hit flags of a per-set LRU of ``ways`` rows kept in ``OrderedDict`` (most recent last)."""
-    cache = [OrderedDict() for _ in range(sets)]
-    flags = []
-    for row in (int(r) for r in rows):
-        entries = cache[row % sets]
-        hit = row in entries
-        if hit:
-            entries.move_to_end(row)
-        else:
-            if len(entries) == ways:
-                entries.popitem(last=False)
-            entries[row] = None
-        flags.append(hit)
-    return np.array(flags, dtype=bool)
+from testbenches.dlrm.tb import ordered_dict_lru
 
 
 @pytest.mark.parametrize("ways", [1, 2, 4, 8])
