@@ -8,8 +8,10 @@ load average during each run (other jobs slow a 2-core machine down, and a reade
 in the README's ``readme-timings`` table, and the tail of the warm runs' output in
 ``readme-run-output`` and ``readme-test-output``. A run that fails records nothing.
 
-``--targets run`` re-measures ``make run`` and keeps the stored ``make test`` rows (and the
-other way round), so the two can be measured at different times.
+``--targets``, ``--states`` and ``--here`` measure a part and keep the stored rows of the rest,
+so the parts can be measured at different times: ``--states cold`` only clones and runs once;
+``--here --states warm`` times the command in this checkout, whose ``.venv/`` and build
+folders already exist.
 """
 
 import argparse
@@ -83,6 +85,11 @@ def output_sample(target, output):
     return head + ["...", lines[-1]]
 
 
+def kept_rows(measured):
+    """The stored rows of the table that are not among ``measured`` ``(command, state)`` pairs."""
+    return docs.kept_rows(TABLE, HEADERS, lambda row: (row[0], row[1]) not in measured)
+
+
 def clone(folder):
     """A fresh clone of the committed HEAD in ``folder`` (which must not exist or be empty)."""
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(folder)], check=True)
@@ -93,24 +100,40 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m scripts.flow.timings",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--targets", nargs="+", choices=("run", "test"), default=["run", "test"])
+    parser.add_argument("--states", nargs="+", choices=("cold", "warm"), default=["cold", "warm"],
+                        help="cold: in a fresh clone; warm: again in the same folder (default: both)")
     parser.add_argument("--clone", type=pathlib.Path, help="folder for the fresh clone (default: a new "
                         "temporary folder, removed afterwards)")
+    parser.add_argument("--here", action="store_true", help="measure warm runs in this checkout, whose "
+                        ".venv/ and build folders already exist, instead of a fresh clone")
     args = parser.parse_args(argv)
-    keep = tempfile.TemporaryDirectory(prefix="neartrain-timings-") if args.clone is None else None
-    folder = clone(args.clone or pathlib.Path(keep.name) / "NearTrain")
+    if args.here and (args.states != ["warm"] or not (ROOT / ".venv").exists()):
+        parser.error("--here measures only warm runs (--states warm) in a checkout that has run `make setup`")
+    keep = None
+    if args.here:
+        folder = ROOT
+    else:
+        keep = tempfile.TemporaryDirectory(prefix="neartrain-timings-") if args.clone is None else None
+        folder = clone(args.clone or pathlib.Path(keep.name) / "NearTrain")
     day = time.strftime("%Y-%m-%d")
-    rows = []
+    rows, measured = [], set()
     for target in args.targets:
-        for state in ("cold", "warm"):
+        # A warm run needs the cold one before it in a fresh clone.
+        states = ["cold", "warm"] if not args.here and "warm" in args.states else ["cold"]
+        states = ["warm"] if args.here else states
+        for state in states:
             print(f"timings: make {target}, {state}, in {folder} ...", flush=True)
             seconds, load, output = measure(target, folder)
             print(f"timings: make {target}, {state}: {_minutes(seconds)} (mean load {load:.1f})", flush=True)
-            rows.append([f"make {target}", state, _minutes(seconds), f"{load:.1f}", os.cpu_count(), day])
-        sample = [[line] for line in output_sample(target, output)]
-        docs.write_table(DOC, f"readme-{target}-output", ["output"], sample,
-                         COMMAND.replace("run test", target), code=True)
-    # The stored rows of the other target are read only now: a measurement of it may have ended meanwhile.
-    rows += docs.kept_rows(TABLE, HEADERS, lambda row: row[0].removeprefix("make ") not in args.targets)
+            if state in args.states:
+                rows.append([f"make {target}", state, _minutes(seconds), f"{load:.1f}", os.cpu_count(), day])
+                measured.add((f"make {target}", state))
+        if "warm" in args.states:
+            sample = [[line] for line in output_sample(target, output)]
+            docs.write_table(DOC, f"readme-{target}-output", ["output"], sample,
+                             f"python -m scripts.flow.timings --targets {target}", code=True)
+    # The stored rows of the others are read only now: a measurement of them may have ended meanwhile.
+    rows += kept_rows(measured)
     order = {f"make {t}": i for i, t in enumerate(("run", "test"))}
     rows.sort(key=lambda row: (order[row[0]], row[1] != "cold"))
     docs.write_table(DOC, TABLE, HEADERS, rows, COMMAND, disable_numparse=True)
