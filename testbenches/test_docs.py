@@ -83,7 +83,7 @@ def test_a_stale_table_fails_the_command_with_exit_1_not_the_usage_code(capsys, 
     monkeypatch.setattr(docs, "check", lambda: ["x.md: table 't' differs from what `make it` wrote"])
     assert main(["docs", "--check"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "1 stale docs table(s)" in err
+    assert "\n" not in err and "1 docs problem(s)" in err
     monkeypatch.setattr(docs, "check", lambda: [])
     assert main(["docs", "--check"]) == 0
 
