@@ -125,6 +125,11 @@ HAND_TABLES = """# Doc
 |---|---:|---:|
 | add | 419 | 340 MHz |
 
+* a list item with a table:
+
+  | mutation | wall time |
+  |---|---|
+
 <!-- generated: t -->
 | steady cycles | pairs/cycle |
 |---:|---:|
@@ -136,13 +141,14 @@ HAND_TABLES = """# Doc
 
 def test_a_hand_table_of_measurements_is_named_by_file_and_line(tmp_path, monkeypatch):
     """Counter widths, latency formulas, code blocks, quoted figures and generated blocks pass;
-    a resource table and a wall-time table right after a generated block are caught."""
+    a resource table, an indented one and a wall-time table right after a generated block are caught."""
     monkeypatch.setattr(docs, "DOCS", tmp_path)
     monkeypatch.setattr(docs, "README", tmp_path.parent / "no-readme-here.md")
     (tmp_path / "x.md").write_text(HAND_TABLES)
     advice = "in its header) typed by hand: write it with write_table, or drop it"
     assert docs.hand_measurements() == [f"docs/x.md:11: a table of measurements ('LUT' {advice}",
-                                        f"docs/x.md:29: a table of measurements ('wall' {advice}"]
+                                        f"docs/x.md:27: a table of measurements ('wall' {advice}",
+                                        f"docs/x.md:34: a table of measurements ('wall' {advice}"]
     readme = tmp_path.parent / "README.md"
     readme.write_text("| nodes | speed-up |\n|---|---|\n| 2 | 1.9 |\n")
     monkeypatch.setattr(docs, "README", readme)

@@ -164,13 +164,14 @@ def _hand_tables(text):
     text = _BLOCK.sub(lambda match: "\n" * match[0].count("\n"), text)  # keeps the line numbers
     found, fenced, before, last_text = [], False, "", ""
     for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()  # a table or a fence may be indented in a list item
         if line.startswith("```"):
             fenced = not fenced
         elif not fenced and line.startswith("|") and not before.startswith("|") \
-                and not _QUOTED.fullmatch(last_text.strip()):
+                and not _QUOTED.fullmatch(last_text):
             found.append((number, line))
         before = "" if fenced else line
-        last_text = line if line.strip() else last_text
+        last_text = line or last_text
     return found
 
 
