@@ -83,7 +83,7 @@ def test_a_stale_table_fails_the_command_with_exit_1_not_the_usage_code(capsys, 
     monkeypatch.setattr(docs, "check", lambda: ["x.md: table 't' differs from what `make it` wrote"])
     assert main(["docs", "--check"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "1 stale docs table(s)" in err
+    assert "\n" not in err and "1 docs problem(s)" in err
     monkeypatch.setattr(docs, "check", lambda: [])
     assert main(["docs", "--check"]) == 0
 
@@ -99,3 +99,74 @@ def test_version_prints_the_declared_version(capsys):
         main(["--version"])
     assert leaving.value.code == 0
     assert capsys.readouterr().out.strip() == f"neartrain {declared}"
+
+
+HAND_TABLES = """# Doc
+
+| counter | block | width | at its limit |
+|---|---|---:|---|
+| drops | fifo | 16 | saturates |
+
+| element | multiplier latency Lm | adder latency La | cycle |
+|---|---:|---:|---|
+| f32 | 7 | 6 | 1 |
+
+| design | LUT | FF |
+|---|---:|---:|
+| a | 1 | 2 |
+
+```text
+| command | wall time |
+```
+
+<!-- quoted: Smith et al. 2020, Table 3 -->
+
+| unit | LUT | Fmax |
+|---|---:|---:|
+| add | 419 | 340 MHz |
+
+* a list item with a table:
+
+  | mutation | wall time |
+  |---|---|
+
+<!-- generated: t -->
+| steady cycles | pairs/cycle |
+|---:|---:|
+<!-- /generated: t -->
+| command | result | wall time |
+|---|---|---:|
+"""
+
+
+def test_a_hand_table_of_measurements_is_named_by_file_and_line(tmp_path, monkeypatch):
+    """Counter widths, latency formulas, code blocks, quoted figures and generated blocks pass;
+    a resource table, an indented one and a wall-time table right after a generated block are caught."""
+    monkeypatch.setattr(docs, "DOCS", tmp_path)
+    monkeypatch.setattr(docs, "README", tmp_path.parent / "no-readme-here.md")
+    (tmp_path / "x.md").write_text(HAND_TABLES)
+    advice = "in its header) typed by hand: write it with write_table, or drop it"
+    assert docs.hand_measurements() == [f"docs/x.md:11: a table of measurements ('LUT' {advice}",
+                                        f"docs/x.md:27: a table of measurements ('wall' {advice}",
+                                        f"docs/x.md:34: a table of measurements ('wall' {advice}"]
+    readme = tmp_path.parent / "README.md"
+    readme.write_text("| nodes | speed-up |\n|---|---|\n| 2 | 1.9 |\n")
+    monkeypatch.setattr(docs, "README", readme)
+    assert docs.hand_measurements()[-1].startswith("README.md:1: a table of measurements ('speed-up'")
+
+
+@pytest.mark.parametrize("header", ["| lanes | LUT4 | FF | MULT18 | EBR |", "| | used | of |",
+                                    "| kernel | reads | writes | cycles |", "| command | time here |",
+                                    "| optimizer | final loss |", "| L | steady pairs/cycle |",
+                                    "| design | DSP48E2 | BRAM | URAM | CARRY |", "| unit | Fmax |"])
+def test_the_measurement_headers_of_the_dropped_hand_tables_are_caught(header):
+    assert docs.MEASURED.search(header)
+
+
+@pytest.mark.parametrize("header", ["| block | counter / flag | width | at its limit | what it counts |",
+                                    "| command | bytes | answer |", "| cycle | what happens |",
+                                    "| offset | name | width | access | kind | description |",
+                                    "| parameter | default | range | meaning |",
+                                    "| stream | layout | per beat |"])
+def test_the_headers_of_hand_tables_that_stay_pass(header):
+    assert not docs.MEASURED.search(header)

@@ -11,9 +11,9 @@ def command_docs(args):
     if args.check:
         problems = docs.check()
         if problems:
-            # A stale table is a failing result (exit 1), not a usage mistake (exit 2).
-            print(f"neartrain: docs: {len(problems)} stale docs table(s): " + "; ".join(problems),
-                  file=sys.stderr)
+            # A stale or hand-typed table is a failing result (exit 1), not a usage mistake (exit 2).
+            print(f"neartrain: docs: {len(problems)} docs problem(s) (stale or hand-typed tables): "
+                  + "; ".join(problems), file=sys.stderr)
             return 1
         print("docs: every generated table matches its data")
         return 0
@@ -25,5 +25,6 @@ def command_docs(args):
 def register(commands):
     """Add ``docs``."""
     docs = commands.add_parser("docs", help="rewrite (or --check) the generated tables in docs/")
-    docs.add_argument("--check", action="store_true", help="fail when a table differs from its data")
+    docs.add_argument("--check", action="store_true",
+                      help="fail when a table differs from its data, or a measurement is typed by hand")
     docs.set_defaults(handler=command_docs)

@@ -17,6 +17,11 @@ splices the rendered table into the document. ``neartrain docs --check`` (run by
 renders every table again from its JSON and fails when a document's text differs, when a
 block has no data, or when data has no block; ``neartrain docs`` rewrites the blocks.
 Tables are rendered by ``tabulate`` (pipe format, which keeps column alignment on GitHub).
+
+A measurement cannot come back by hand: ``check`` also fails on a table outside the markers, in
+``docs/*.md`` or the top-level ``README.md``, whose header names a measured quantity (a resource
+such as LUT or DSP, cycles, Fmax, a wall time, a loss; :data:`MEASURED`). Figures quoted from a
+publication are not ours to regenerate: such a table follows a ``<!-- quoted: SOURCE -->`` line.
 """
 
 import json
@@ -26,7 +31,8 @@ import re
 
 from tabulate import tabulate
 
-__all__ = ["DOCS", "DATA", "INDEX", "write_table", "kept_rows", "render", "splice", "blocks_in", "check",
+__all__ = ["DOCS", "DATA", "INDEX", "README", "MEASURED", "write_table", "hand_measurements", "kept_rows",
+           "render", "splice", "blocks_in", "check",
            "regenerate", "index_text", "DocsError"]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -34,6 +40,13 @@ DOCS = ROOT / "docs"
 DATA = DOCS / "data"
 
 INDEX = "README.md"  # docs/README.md: the generated index of every document and plot
+README = ROOT / "README.md"  # the top-level README, checked for hand-typed measurements too
+
+# Header words of a table of measured figures. Hand tables keep other words: a counter's "width"
+# and "at its limit", a "latency" formula, a "cycle" of a timing diagram, a layout's "bytes".
+MEASURED = re.compile(r"\b(?:LUT\d*|FF|DSP(?:48E2)?|BRAM|EBR|URAM|CARRY\d*|MULT18|cycles|Fmax|MHz|wall|time"
+                      r"|loss(?:es)?|accuracy|speed-?ups?|used|[kMG]B/s)\b|per cycle|/cycle", re.I)
+_QUOTED = re.compile(r"<!-- quoted: .+ -->")
 
 _NAME = r"[a-z0-9][a-z0-9_.-]*"
 _BLOCK = re.compile(rf"<!-- generated: (?P<name>{_NAME}) -->\n(?P<body>.*?)<!-- /generated: (?P=name) -->",
@@ -172,9 +185,44 @@ def index_text():
     return "\n".join(lines) + "\n"
 
 
+def _hand_tables(text):
+    """``(line number, header line)`` of each table outside generated blocks and code fences that
+    does not follow a ``<!-- quoted: ... -->`` line."""
+    text = _BLOCK.sub(lambda match: "\n" * match[0].count("\n"), text)  # keeps the line numbers
+    found, fenced, before, last_text = [], False, "", ""
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()  # a table or a fence may be indented in a list item
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("|") and not before.startswith("|") \
+                and not _QUOTED.fullmatch(last_text):
+            found.append((number, line))
+        before = "" if fenced else line
+        last_text = line or last_text
+    return found
+
+
+def hand_measurements(paths=None):
+    """``file:line`` problems for hand tables whose header names a measurement (:data:`MEASURED`).
+
+    ``paths`` defaults to ``docs/*.md`` and the top-level README.
+    """
+    paths = sorted(DOCS.glob("*.md")) + [README] if paths is None else paths
+    problems = []
+    for path in paths:
+        if not path.exists():
+            continue
+        for number, header in _hand_tables(path.read_text()):
+            if word := MEASURED.search(header):
+                label = f"docs/{path.name}" if path.parent == DOCS else path.name
+                problems.append(f"{label}:{number}: a table of measurements ({word[0]!r} "
+                                f"in its header) typed by hand: write it with write_table, or drop it")
+    return problems
+
+
 def check():
-    """The list of problems (stale, orphaned or missing tables, a stale index); empty when the docs
-    are current."""
+    """The list of problems (stale, orphaned or missing tables, a stale index, hand-typed
+    measurements); empty when the docs are current."""
     specs, seen = _specs(), set()
     # A bench's own rows belong under build/, not beside the tables.
     problems = [f"docs/data/{name}.json is not a table (it needs {', '.join(_SPEC_KEYS)})"
@@ -204,7 +252,7 @@ def check():
     if not index.exists() or index.read_text() != index_text():
         problems.append(f"docs/{INDEX}: the index differs from the documents and plots (regenerate with "
                         f"`neartrain docs`)")
-    return problems
+    return problems + hand_measurements()
 
 
 def regenerate():

@@ -10,8 +10,12 @@ mapping of the multipliers, not the kernel's latency or its cycles.
 Smart-Infinity's row is its Table III (``boards.references.SMART_INFINITY``) and 30,720
 cycles per 65,536 elements on the same single 512-bit bundle (docs/optim.md, *Throughput*).
 
+It also draws ``docs/optim_sweep.png`` from the table's rows: elements per cycle against LUTs,
+one point per lane count, and Smart-Infinity's kernel.
+
 Usage: ``python -m scripts.flow.sweep_table CSV COMMAND`` (``COMMAND``: what produced the CSV, as
-typed, named beside the table).
+typed, named beside the table); ``python -m scripts.flow.sweep_table --plot`` redraws the plot
+from ``docs/data/optim-sweep.json`` alone.
 """
 
 import csv
@@ -22,11 +26,13 @@ from boards.references import SMART_INFINITY
 
 from .docs import DATA, write_table
 
-__all__ = ["SMART_INFINITY_ELEMENTS_PER_CYCLE", "sweep_rows", "write_sweep_table", "main"]
+__all__ = ["SMART_INFINITY_ELEMENTS_PER_CYCLE", "PLOT", "sweep_rows", "write_sweep_table", "plot_sweep",
+           "main"]
 
 # Smart-Infinity's HLS Adam kernel: 65,536 elements in 30,720 cycles on one 512-bit bundle.
 SMART_INFINITY_ELEMENTS_PER_CYCLE = 65536 / 30720
 TABLE, DOC = "optim-sweep", "optim.md"
+PLOT = "optim_sweep.png"
 HEADERS = ["design", "LUT", "FF", "CARRY", "DSP48E2", "BRAM (36 Kb)", "URAM", "mapper", "elements/cycle",
            "elements/cycle per kLUT", "elements/cycle per DSP"]
 
@@ -77,14 +83,56 @@ def write_sweep_table(csv_path, command):
     rows = sweep_rows(points, lambda point: f"adam_updater lanes={point['lanes']}")
     write_table(DOC, TABLE, HEADERS, rows, command, disable_numparse=True,
                 colalign=("left",) + ("right",) * 6 + ("left",) + ("right",) * 3)
+    plot_sweep()
     return rows
 
 
+def _number(cell):
+    """A table cell as a float (``"about 175,705"`` -> 175705.0), or None for ``"-"`` and failures."""
+    try:
+        return float(cell.removeprefix("about ").replace(",", ""))
+    except ValueError:
+        return None
+
+
+def plot_sweep():
+    """Draw ``docs/optim_sweep.png`` from the stored table's rows; returns the points drawn.
+
+    Returns ``{design: (kLUT, elements per cycle)}``; rows whose synthesis failed are left out.
+    """
+    from .figures import docs_plot
+
+    spec = json.loads((DATA / f"{TABLE}.json").read_text())
+    column = {name: index for index, name in enumerate(spec["headers"])}
+    points = {}
+    for row in spec["rows"]:
+        luts, rate = _number(row[column["LUT"]]), _number(row[column["elements/cycle"]])
+        if luts is not None and rate is not None:
+            points[row[column["design"]]] = (luts / 1000, rate)
+    ours = {name: point for name, point in points.items() if name.startswith("adam_updater")}
+    with docs_plot(PLOT, xlabel="LUT (thousands, xcup)", ylabel="elements per cycle (one 512-bit port)",
+                   title="Adam updater lane sweep against Smart-Infinity", from_zero=True) as axis:
+        axis.plot([x for x, _ in ours.values()], [y for _, y in ours.values()], marker="o",
+                  label="adam_updater, dsp_tile=24 lut_bits=7")
+        for name, (x, y) in ours.items():
+            axis.annotate(name.removeprefix("adam_updater "), (x, y), textcoords="offset points",
+                          xytext=(4, -12), fontsize=8)
+        for name, (x, y) in points.items():
+            if name not in ours:
+                axis.plot([x], [y], marker="s", linestyle="none", label=name)
+        axis.set_xlim(0, 1.15 * max(x for x, _ in points.values()))  # room for the last label
+    return points
+
+
 def main(argv=None):
-    """``python -m scripts.flow.sweep_table CSV COMMAND``: write the table, print one line."""
+    """``python -m scripts.flow.sweep_table CSV COMMAND``: write the table, print one line (``--plot``:
+    redraw the plot from the stored table)."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--plot"]:
+        plot_sweep()
+        return 0
     if len(argv) != 2:
-        print("usage: python -m scripts.flow.sweep_table CSV COMMAND", file=sys.stderr)
+        print("usage: python -m scripts.flow.sweep_table CSV COMMAND | --plot", file=sys.stderr)
         return 2
     try:
         rows = write_sweep_table(argv[0], argv[1])

@@ -57,3 +57,18 @@ def test_bad_input_is_one_line_with_status_2(tmp_path, capsys):
     assert sweep_table.main([]) == 2
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 3 and "not a sweep over lanes" in errors[0]
+
+
+def test_the_plot_draws_every_stored_row_that_has_figures(tmp_path, monkeypatch):
+    """The plot is drawn from the stored table alone (``--plot``): one point per row with figures."""
+    import json
+
+    from scripts.flow import figures
+
+    monkeypatch.setattr(figures, "DOCS", tmp_path)
+    points = sweep_table.plot_sweep()
+    assert (tmp_path / sweep_table.PLOT).stat().st_size > 0
+    rows = json.loads((sweep_table.DATA / "optim-sweep.json").read_text())["rows"]
+    assert set(points) == {row[0] for row in rows if row[1] != "-"}
+    luts, rate = points[rows[0][0]]
+    assert luts == pytest.approx(float(rows[0][1].replace(",", "")) / 1000) and rate == float(rows[0][8])
