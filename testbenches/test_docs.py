@@ -35,6 +35,7 @@ def test_check_catches_a_stale_an_orphaned_and_a_missing_table(tmp_path, monkeyp
 
     monkeypatch.setattr(docs, "DOCS", tmp_path)
     monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "t.json").write_text(json.dumps(SPEC))
     (tmp_path / "data" / "orphan.json").write_text(json.dumps({**SPEC, "name": "orphan"}))
@@ -52,6 +53,7 @@ def test_check_catches_a_stale_an_orphaned_and_a_missing_table(tmp_path, monkeyp
 def test_the_index_lists_every_document_and_plot_and_goes_stale(tmp_path, monkeypatch):
     monkeypatch.setattr(docs, "DOCS", tmp_path)
     monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
     (tmp_path / "data").mkdir()
     (tmp_path / "a.md").write_text("# Alpha | beta\n\n![plot](p.png)\n")
     (tmp_path / "p.png").write_bytes(b"png")
@@ -69,6 +71,7 @@ def test_a_data_file_that_is_not_a_table_is_one_problem(tmp_path, monkeypatch):
 
     monkeypatch.setattr(docs, "DOCS", tmp_path)
     monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "points.json").write_text(json.dumps({"cora-2": {"cycles": 1}}))
     (tmp_path / "README.md").write_text(docs.index_text())

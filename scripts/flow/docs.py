@@ -148,8 +148,7 @@ def _specs():
 
 def _documents():
     """Every document that holds generated blocks: ``docs/*.md`` and the repository's README."""
-    readme = DOCS.parent / "README.md"
-    return sorted(DOCS.glob("*.md")) + ([readme] if readme.exists() else [])
+    return sorted(DOCS.glob("*.md")) + ([README] if README.exists() else [])
 
 
 def _doc_name(path):
@@ -207,15 +206,14 @@ def hand_measurements(paths=None):
 
     ``paths`` defaults to ``docs/*.md`` and the top-level README.
     """
-    paths = sorted(DOCS.glob("*.md")) + [README] if paths is None else paths
+    paths = _documents() if paths is None else paths
     problems = []
     for path in paths:
         if not path.exists():
             continue
         for number, header in _hand_tables(path.read_text()):
             if word := MEASURED.search(header):
-                label = f"docs/{path.name}" if path.parent == DOCS else path.name
-                problems.append(f"{label}:{number}: a table of measurements ({word[0]!r} "
+                problems.append(f"{_shown(_doc_name(path))}:{number}: a table of measurements ({word[0]!r} "
                                 f"in its header) typed by hand: write it with write_table, or drop it")
     return problems
 
@@ -229,7 +227,7 @@ def check():
                 for name, spec in specs.items() if not _is_table(spec)]
     specs = {name: spec for name, spec in specs.items() if _is_table(spec)}
     for path in _documents():
-        doc, shown = _doc_name(path), os.path.relpath(path, DOCS.parent)
+        doc, shown = _doc_name(path), _shown(_doc_name(path))
         try:
             found = blocks_in(path.read_text())
         except DocsError as error:

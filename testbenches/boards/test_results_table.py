@@ -13,6 +13,7 @@ def test_a_partial_run_keeps_the_other_blocks_rows_in_registry_order(tmp_path, m
 
     monkeypatch.setattr(docs, "DOCS", tmp_path)
     monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
     (tmp_path / results_table.RESULTS_DOC).write_text(
         "".join(f"<!-- generated: {name} -->\n<!-- /generated: {name} -->\n" for name in TABLES))
     outcome = {}
