@@ -1,6 +1,6 @@
 """``neartrain demo smartssd``: train a small PyTorch model with Smart-Infinity on N simulated SmartSSDs.
 
-The model is an MLP defined here (2-64-64-3, ``tanh``, 4,611 parameters) on the spiral data of
+The model is an MLP defined here (2-64-64-3, ``tanh``, 4,547 parameters) on the spiral data of
 :func:`scripts.demo.model.spiral` (nothing is downloaded), trained full batch with AdamW by
 :class:`scripts.sim.devices.smartssd_torch.SmartInfinityOptimizer`: each step flattens the
 gradient, optionally compresses it with Top-K and error feedback, cuts it over ``devices`` even
