@@ -75,7 +75,8 @@ class SmartInfinityOptimizer(torch.optim.Optimizer):
         float32 CPU parameters, one group (per-group options are not supported).
     optimizer : {"adamw", "adam", "sgd", "adagrad"}
     lr, betas, eps, weight_decay, momentum, dampening, nesterov, lr_decay, initial_accumulator_value
-        torch's hyper-parameters of that optimizer (the ones it does not take are ignored).
+        torch's hyper-parameters of that optimizer, with torch's defaults (the ones it does not take
+        are ignored).
     devices : int
         Number of SmartSSDs (even shards of the flattened parameters).
     topk : float or None
@@ -94,13 +95,18 @@ class SmartInfinityOptimizer(torch.optim.Optimizer):
     a NaN or an Inf is skipped and counted (``self.array.skipped``).
     """
 
-    def __init__(self, params, optimizer="adamw", *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
+    def __init__(self, params, optimizer="adamw", *, lr=None, betas=(0.9, 0.999), eps=None, weight_decay=None,
                  momentum=0.0, dampening=0.0, nesterov=False, lr_decay=0.0, initial_accumulator_value=0.0,
                  devices=1, topk=None, error_feedback=True, backend="golden", max_grad_norm=None):
         if optimizer not in OPTIMIZER_NAMES:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZER_NAMES)}, not {optimizer!r}")
-        if weight_decay is None:  # torch's defaults: AdamW 0.01, the others 0
+        # torch's defaults: AdamW decays by 0.01, the others not; Adagrad's lr and eps differ from Adam's.
+        if weight_decay is None:
             weight_decay = 0.01 if optimizer == "adamw" else 0.0
+        if lr is None:
+            lr = 1e-2 if optimizer == "adagrad" else 1e-3
+        if eps is None:
+            eps = 1e-10 if optimizer == "adagrad" else 1e-8
         super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
         if len(self.param_groups) != 1:
             raise ValueError("SmartInfinityOptimizer takes one parameter group")
@@ -135,6 +141,9 @@ class SmartInfinityOptimizer(torch.optim.Optimizer):
                 loss = closure()
         grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
                           for p in self.parameters_]).numpy()
+        # A learning-rate scheduler writes the group's lr (and a user may change its weight decay).
+        group = self.param_groups[0]
+        self.array.hyper.update(lr=group["lr"], weight_decay=group["weight_decay"])
         report = self.array.step(np.ascontiguousarray(grad, np.float32))
         self.reports.append(report)
         if not report.skipped:
