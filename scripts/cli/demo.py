@@ -88,6 +88,12 @@ def _load_cluster():
     return cluster
 
 
+def _load_smartssd():
+    from scripts.demo import smartssd
+
+    return smartssd
+
+
 def _same_names(*names):
     return {name: name for name in names}
 
@@ -108,6 +114,11 @@ _CLUSTER = _demo_command(
     lambda args: f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
                  "switch (the first run builds them with Verilator, minutes)",
     lambda result: result.bit_exact and result.within_bound and result.counters_match)
+_SMARTSSD = _demo_command(
+    _load_smartssd, _same_names("devices", "topk", "backend", "steps", "seed"),
+    lambda args: f"neartrain demo smartssd: {args.devices} simulated SmartSSDs, backend {args.backend} (the "
+                 "first rtl run builds the kernel with Verilator, minutes; then seconds per step)",
+    lambda result: result.bit_exact)
 
 
 def register(commands):
@@ -132,6 +143,7 @@ def register(commands):
     train.set_defaults(handler=_TRAIN)
     _register_gcn(demos)
     _register_cluster(demos)
+    _register_smartssd(demos)
     for parser in demos.choices.values():
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -171,3 +183,20 @@ def _register_cluster(demos):
                               "network)")
     cluster.add_argument("--seed", type=int, default=1, help="graph and features (default 1)")
     cluster.set_defaults(handler=_CLUSTER)
+
+
+def _register_smartssd(demos):
+    from scripts.demo.smartssd import DEFAULT_STEPS, MAX_DEVICES, MAX_STEPS
+
+    smartssd = demos.add_parser("smartssd", help="Smart-Infinity: train a torch MLP with AdamW updated on "
+                                                 "N simulated SmartSSDs, beside torch AdamW (needs torch)")
+    # Values are checked by scripts.demo.smartssd.check_arguments, whose errors name the allowed range.
+    smartssd.add_argument("--devices", type=int, default=4, help=f"SmartSSDs, 1 to {MAX_DEVICES} (default 4)")
+    smartssd.add_argument("--topk", type=float, default=None, metavar="RATIO",
+                          help="Top-K gradient compression with error feedback, kept fraction in (0, 1]")
+    smartssd.add_argument("--backend", default="rtl", metavar="rtl|golden",
+                          help="Verilated kernels, checked against golden (default), or the golden models")
+    smartssd.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                          help=f"1 to {MAX_STEPS} (default {DEFAULT_STEPS})")
+    smartssd.add_argument("--seed", type=int, default=1, help="data and initial weights (default 1)")
+    smartssd.set_defaults(handler=_SMARTSSD)

@@ -19,6 +19,7 @@ from scripts.sim.devices import (
     fp,
     runtime,
     runtime_sessions,
+    smartssd,
     stream,
     updater,
 )
@@ -27,7 +28,7 @@ __all__ = ["SESSIONS"]
 
 SESSIONS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": function
             for module in (aggregate, bus, collective, compress, compress_dram, dlrm, fp, runtime,
-                           runtime_sessions, stream, updater)
+                           runtime_sessions, smartssd, stream, updater)
             for name, function in module.SESSIONS.items()}
 
 

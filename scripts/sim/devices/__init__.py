@@ -9,12 +9,16 @@ that the CLI, the simulation tests and the hardware tests all drive):
   the reply, listed in the module's ``SESSIONS``;
 * a synchronous ``run_*`` API, which runs one session in a simulation through
   :func:`run_session` and returns NumPy results (where a flow outside the block's own tests
-  needs one: the top-k kernel has none yet).
+  needs one: the top-k kernel's is :mod:`.smartssd`'s).
 
 =========================  ======================================================================
 :mod:`.updater`            ``*_updater`` kernels: :class:`~.updater.UpdaterDevice`, ``run_jobs``,
                            ``update``, ``statistics``, ``run_program``
-:mod:`.topk`               ``topk_updater``: :class:`~.topk.TopKUpdaterDevice` (tests only)
+:mod:`.topk`               ``topk_updater``: :class:`~.topk.TopKUpdaterDevice` (tests, :mod:`.smartssd`)
+:mod:`.smartssd`           Smart-Infinity on N SmartSSDs: :class:`~.smartssd.SmartSSDArray` (the
+                           host flow; golden models or ``topk_updater`` / ``*_updater`` served by
+                           one simulation, :class:`~.smartssd.RtlDevices`)
+:mod:`.smartssd_torch`     its ``torch.optim.Optimizer``, :class:`~.smartssd_torch.SmartInfinityOptimizer`
 :mod:`.aggregate`          ``aggregation_pipeline`` and ``tiled_gemm``:
                            :class:`~.aggregate.AggregationDevice`, :class:`~.aggregate.GemmDevice`,
                            ``run_gemms``, ``run_aggregation``; the checked pipeline testbench
