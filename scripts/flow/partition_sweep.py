@@ -7,8 +7,9 @@ Usage::
 The assumptions are in :mod:`golden.systolic.partition`; ``--help`` lists the options. With the
 default model options, the tables of docs/systolic.md (``partition-table3``,
 ``partition-table4``, ``partition-utilisation`` and, with ``--breakdown``,
-``partition-breakdown``) are written through :func:`scripts.flow.docs.write_table`; other options
-only print.
+``partition-breakdown``) are written through :func:`scripts.flow.docs.write_table`, and the plot
+``docs/systolic_utilisation.png`` (MAC utilisation of the training passes against the array's size,
+square arrays and DPT's) through :func:`scripts.flow.figures.docs_plot`; other options only print.
 """
 
 import argparse
@@ -24,6 +25,9 @@ BATCHES = (32, 64, 128, 256, 512)
 SSD_COUNTS = (2, 4)
 CIRCLED = {1: "①", 2: "②", 3: "③"}
 COMMAND = ".venv/bin/python scripts/flow/partition_sweep.py"
+PLOT = "systolic_utilisation.png"
+PLOT_SIDES = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)  # the square arrays of the plot
+PASSES = ("FP", "BP", "WU", "mini-batch")
 
 
 def table3(network, system):
@@ -131,6 +135,41 @@ def layer_table(network, schedule, arrays=((96, 96), (32, 16)), batch=32):
     return ["#", "layer", "FP (M, K, N)", *columns], table, colalign
 
 
+DPT_ARRAYS = tuple(sorted({array for pair in TEST_CASES.values() for array in pair} | {(96, 96)}))
+
+
+def utilisation(network, schedule, rows, cols, batch=32):
+    """MAC-weighted utilisation of each training pass on one array, and of a whole mini-batch.
+
+    Parameters
+    ----------
+    network : golden.systolic.networks.Network
+    schedule : golden.systolic.partition.ArraySchedule
+    rows, cols : int
+    batch : int
+        Samples of the weight-gradient GEMM (forward and backward are per sample, as in equation 3).
+
+    Returns
+    -------
+    list of float
+        Forward, backward-data, weight-update and mini-batch utilisation, each in [0, 1].
+    """
+    macs, cycles = [], []
+    for pass_shape in ("forward_gemm", "backward_data_gemm", "weight_grad_gemm"):
+        samples = batch if pass_shape == "weight_grad_gemm" else 1
+        shapes = [getattr(entry.layer, pass_shape)(samples) for entry in network.layers]
+        if pass_shape == "backward_data_gemm":
+            shapes = shapes[1:]  # no input gradient for the image
+        macs.append(sum(m * k * n for m, k, n in shapes))
+        cycles.append(sum(schedule.cycles(shape, rows, cols) for shape in shapes))
+    shares = [m / (rows * cols * c) for m, c in zip(macs, cycles, strict=True)]
+    # A mini-batch runs the per-sample forward and backward GEMMs B times and the weight update once.
+    weights = (batch, batch, 1)
+    batch_macs = sum(w * m for w, m in zip(weights, macs, strict=True))
+    batch_cycles = sum(w * c for w, c in zip(weights, cycles, strict=True))
+    return [*shares, batch_macs / (rows * cols * batch_cycles)]
+
+
 def utilisation_summary(network, schedule, batch=32):
     """MAC-weighted utilisation of each training pass on every DPT array size.
 
@@ -146,26 +185,32 @@ def utilisation_summary(network, schedule, batch=32):
     tuple
         ``(headers, rows, colalign)``.
     """
-    arrays = sorted({array for pair in TEST_CASES.values() for array in pair} | {(96, 96)})
-    table = []
-    for rows, cols in arrays:
-        macs, cycles = [], []
-        for pass_shape in ("forward_gemm", "backward_data_gemm", "weight_grad_gemm"):
-            samples = batch if pass_shape == "weight_grad_gemm" else 1
-            shapes = [getattr(entry.layer, pass_shape)(samples) for entry in network.layers]
-            if pass_shape == "backward_data_gemm":
-                shapes = shapes[1:]  # no input gradient for the image
-            macs.append(sum(m * k * n for m, k, n in shapes))
-            cycles.append(sum(schedule.cycles(shape, rows, cols) for shape in shapes))
-        cells = [f"{100 * m / (rows * cols * c):.1f}%" for m, c in zip(macs, cycles, strict=True)]
-        # A mini-batch runs the per-sample forward and backward GEMMs B times and the weight update once.
-        weights = (batch, batch, 1)
-        batch_macs = sum(w * m for w, m in zip(weights, macs, strict=True))
-        batch_cycles = sum(w * c for w, c in zip(weights, cycles, strict=True))
-        cells.append(f"{100 * batch_macs / (rows * cols * batch_cycles):.1f}%")
-        table.append([f"{rows}x{cols}", *cells])
+    table = [[f"{rows}x{cols}", *(f"{100 * share:.1f}%"
+                                  for share in utilisation(network, schedule, rows, cols, batch))]
+             for rows, cols in DPT_ARRAYS]
     headers = ["array", "FP (per sample)", "BP (per sample, eq. 2 mapping)", "WU (B samples)", "mini-batch"]
     return headers, table, ("left",) + ("right",) * 4
+
+
+def plot_utilisation(network, schedule, batch=32):
+    """Draw ``docs/systolic_utilisation.png``: each pass's utilisation against the PEs of square arrays,
+    and the mini-batch utilisation of DPT's arrays as points."""
+    from scripts.flow.figures import docs_plot
+
+    square = [utilisation(network, schedule, side, side, batch) for side in PLOT_SIDES]
+    dpt = [utilisation(network, schedule, rows, cols, batch)[-1] for rows, cols in DPT_ARRAYS]
+    with docs_plot(PLOT, xlabel="PEs (rows x cols), log scale", ylabel="MAC utilisation, %",
+                   title=f"ResNet-50 training GEMMs (B = {batch}): MAC utilisation against size",
+                   from_zero=True, log_x=True, legend_size=8) as axis:
+        pes = [side * side for side in PLOT_SIDES]
+        for index, name in enumerate(PASSES):
+            axis.plot(pes, [100 * shares[index] for shares in square], marker="o", markersize=3,
+                      label=f"{name}, n x n (n = {PLOT_SIDES[0]} .. {PLOT_SIDES[-1]})")
+        axis.plot([rows * cols for rows, cols in DPT_ARRAYS], [100 * share for share in dpt],
+                  linestyle="none", marker="s", color="black", label="mini-batch, DPT's arrays")
+        for (rows, cols), share in zip(DPT_ARRAYS, dpt, strict=True):
+            axis.annotate(f"{rows}x{cols}", (rows * cols, 100 * share), textcoords="offset points",
+                          xytext=(4, -10), fontsize=7)
 
 
 def main(argv=None):
@@ -216,6 +261,7 @@ def main(argv=None):
             command = COMMAND + (" --breakdown" if name == "partition-breakdown" else "")
             write_table("systolic.md", name, headers, rows, command, colalign=colalign, disable_numparse=True)
     print("wrote docs/systolic.md (" + ", ".join(name for name, _, _ in sections if name) + ")")
+    plot_utilisation(network, schedule)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ Run ``.venv/bin/python -m testbenches.systolic.bench_systolic <part>``, part one
     largest square and 2:1 arrays within the SmartSSD (KU15P) and Alveo U250 budgets, beside DPT
     Section 3.2's sizes. With ``--run``, missing sweeps are run first (one worker; cached points
     are read back from ``build/synth``).
+``blockfp``
+    Resources of the block floating point designs (converters, arrays with and without D, a PE
+    and a core, the weight-stationary array), one table per name given
+    (:mod:`testbenches.systolic.bench_systolic_blockfp`).
 ``model``
     Utilisation of large GEMMs and of the ResNet-50 training GEMMs from
     :func:`golden.systolic.gemm_cycle_terms`. The cycle model equals the RTL's count on every shape
@@ -27,11 +31,13 @@ Run ``.venv/bin/python -m testbenches.systolic.bench_systolic <part>``, part one
 Results are also written as JSON under ``build/bench/``, and the tables of docs/systolic.md
 through :func:`scripts.flow.docs.write_table` (rows in ``docs/data/systolic-*.json``): ``synth`` the
 PE rows, ``rtl`` its GEMMs, ``sizing`` Sections 6.2 to 6.5 (only when every sweep was
-measured), ``model`` the utilisation tables (the ResNet-50 ones at the default ``--batch``).
+measured), ``blockfp`` the ``systolic-block-fp-*`` tables, ``model`` the utilisation
+tables (the ResNet-50 ones at the default ``--batch``).
 """
 
 import argparse
 
+from testbenches.systolic.bench_systolic_blockfp import BLOCKFP_TABLES, blockfp
 from testbenches.systolic.bench_systolic_model import model
 from testbenches.systolic.bench_systolic_rtl import rtl, synth
 from testbenches.systolic.bench_systolic_sizing import sizing
@@ -58,10 +64,12 @@ def main(argv=None):
     p_sizing.add_argument("--run", action="store_true", help="run the sweeps whose CSV is missing (slow)")
     p_sizing.add_argument("--derate", type=_share_of_budget, default=1.0,
                           help="share of each budget the array may use (default 1: the whole device)")
+    p_blockfp = sub.add_parser("blockfp", help="resources of the block floating point designs")
+    p_blockfp.add_argument("tables", nargs="+", choices=sorted(BLOCKFP_TABLES))
     p_model = sub.add_parser("model", help="utilisation from the cycle model")
     p_model.add_argument("--batch", type=int, default=32)
     args = parser.parse_args(argv)
-    {"synth": synth, "rtl": rtl, "sizing": sizing, "model": model}[args.part](args)
+    {"synth": synth, "rtl": rtl, "sizing": sizing, "blockfp": blockfp, "model": model}[args.part](args)
 
 
 if __name__ == "__main__":
