@@ -118,9 +118,10 @@ def main(argv=None):
     day = time.strftime("%Y-%m-%d")
     rows, measured = [], set()
     for target in args.targets:
-        # A warm run needs the cold one before it in a fresh clone.
-        states = ["cold", "warm"] if not args.here and "warm" in args.states else ["cold"]
-        states = ["warm"] if args.here else states
+        if args.here:
+            states = ["warm"]
+        else:  # in a fresh clone, a warm run needs the cold one before it
+            states = ["cold", "warm"] if "warm" in args.states else ["cold"]
         for state in states:
             print(f"timings: make {target}, {state}, in {folder} ...", flush=True)
             seconds, load, output = measure(target, folder)
@@ -128,7 +129,7 @@ def main(argv=None):
             if state in args.states:
                 rows.append([f"make {target}", state, _minutes(seconds), f"{load:.1f}", os.cpu_count(), day])
                 measured.add((f"make {target}", state))
-        if "warm" in args.states:
+        if (f"make {target}", states[-1]) in measured:  # the output of the last run measured
             sample = [[line] for line in output_sample(target, output)]
             docs.write_table(DOC, f"readme-{target}-output", ["output"], sample,
                              f"python -m scripts.flow.timings --targets {target}", code=True)
