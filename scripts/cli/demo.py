@@ -108,7 +108,8 @@ _CLUSTER = _demo_command(
                     "replicated": "replicate"},
     lambda args: f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
                  "switch (the first run builds them with Verilator, minutes)",
-    lambda result: result.bit_exact and result.within_bound and result.counters_match)
+    lambda result: result.bit_exact and result.within_bound and result.counters_match
+    and not result.cycle_problems)
 
 
 def register(commands):
