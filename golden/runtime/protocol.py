@@ -62,6 +62,10 @@ class Config:
         Ownership of rows and ranges (module docstring).
     kernels : frozenset of int
         Kernel ids present on every node (others are rejected).
+    replicated : bool
+        B is replicated: the host loaded every line into every node (the ``replicated``
+        register), so every range is present everywhere and no node fetches one. Ownership
+        (:meth:`range_owner`) still names the range's owner (the ``remote`` header bit).
     """
 
     nodes: int
@@ -70,6 +74,7 @@ class Config:
     home_shift: int = 0
     range_shift: int = 0
     kernels: frozenset = frozenset({2, 5, 6})
+    replicated: bool = False
 
     def __post_init__(self):
         if self.nodes not in (1, 2, 4, 8, 16) or self.nodes > MAX_NODES:
@@ -88,6 +93,10 @@ class Config:
 
     def range_owner(self, index):
         return (index >> self.range_shift) & (self.nodes - 1)
+
+    def holds(self, node, index):
+        """Whether ``node`` holds data range ``index`` before any fetch."""
+        return self.replicated or self.range_owner(index) == node
 
     def range_lines(self, index):
         """``(first, lines)`` of data range ``index``."""
@@ -245,7 +254,7 @@ class Cluster:
     def node_memory(self, node):
         """Lines held by ``node`` before any fetch."""
         return {line: value for line, value in self.memory.items()
-                if self.config.range_owner(line // self.config.block) == node}
+                if self.config.holds(node, line // self.config.block)}
 
     def run(self, spawn_lists, task_id, injected=None):
         """Spawn ``spawn_lists[n]`` (entries, ints) on every node with ``task_id`` and run to quiescence.
@@ -266,7 +275,7 @@ class Cluster:
             counters[node]["issued"] += 1
             counters[node]["completed"] += 1
             issued[node].append(packet)
-            if config.range_owner(packet.range) != node and packet.range not in requested[node]:
+            if not config.holds(node, packet.range) and packet.range not in requested[node]:
                 requested[node].add(packet.range)
                 self._rdma(counters, node, decode(detect_request(packet, node, config)))
 

@@ -62,7 +62,7 @@ class Workload:
     def node_lines(self, node):
         """``(line, value)`` of the lines node ``node`` holds before any fetch."""
         return [(line, value) for line, value in sorted(self.memory.items())
-                if self.config.range_owner(line // self.config.block) == node]
+                if self.config.holds(node, line // self.config.block)]
 
     @property
     def packets(self):
@@ -70,7 +70,7 @@ class Workload:
 
 
 def sparse_dense_workload(adjacency, dense, *, nodes, block=20, home_shift=2, range_shift=0, placement="home",
-                          values="float32"):
+                          values="float32", replicated=False):
     """Cut ``adjacency @ dense`` into a :class:`Workload` for ``nodes`` nodes.
 
     Parameters
@@ -85,6 +85,9 @@ def sparse_dense_workload(adjacency, dense, *, nodes, block=20, home_shift=2, ra
         See :class:`golden.runtime.protocol.Config`.
     placement : {"home", "next"}
         Which node spawns a row's nonzeros (module docstring).
+    replicated : bool
+        Load every line of B into every node (the seed's duplicated operand, §4.4.5) instead of
+        into its range's owner only: no range is fetched during the kernel.
     """
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}, not {placement!r}")
@@ -100,7 +103,8 @@ def sparse_dense_workload(adjacency, dense, *, nodes, block=20, home_shift=2, ra
     features = dense.shape[1]
     if not 1 <= features <= LINE_WORDS:
         raise ValueError(f"a data line carries 1 to {LINE_WORDS} 32-bit words: dense has {features} columns")
-    config = Config(nodes=nodes, rows=n, block=block, home_shift=home_shift, range_shift=range_shift)
+    config = Config(nodes=nodes, rows=n, block=block, home_shift=home_shift, range_shift=range_shift,
+                    replicated=replicated)
     bits = np.ascontiguousarray(dense).view(np.uint32)
     memory = {line: words_line(bits[line]) for line in range(n)}
     if values == "float32":
@@ -140,11 +144,13 @@ DEFAULT_FEATURES = 4
 TRAFFIC = ("tx_task", "rx_task", "tx_rdma", "rx_rdma", "tx_data", "rx_data", "issued", "served")
 
 
-def build_job(*, nodes, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1):
+def build_job(*, nodes, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1, replicated=False):
     """``(adjacency, dense, workload)`` of the GCN aggregation ``Â B`` on ``nodes`` nodes: ``Â`` the
     normalised adjacency of the graph ``graph`` (:data:`GRAPHS`, or a name of
-    :mod:`golden.aggregate.graphs`), ``B`` seeded random float32 ``features`` wide."""
+    :mod:`golden.aggregate.graphs`), ``B`` seeded random float32 ``features`` wide (in every node
+    when ``replicated``)."""
     adjacency = gcn_normalise(generate(GRAPHS.get(graph, graph), seed=seed)).tocoo()
     dense = np.random.default_rng(seed).standard_normal((adjacency.shape[0], features)).astype(np.float32)
-    workload = sparse_dense_workload(adjacency, dense, nodes=nodes, placement=placement)
+    workload = sparse_dense_workload(adjacency, dense, nodes=nodes, placement=placement,
+                                     replicated=replicated)
     return adjacency, dense, workload

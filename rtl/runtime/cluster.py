@@ -1,10 +1,11 @@
 """The simulated FCsN cluster: N runtime nodes, their memories and kernels, and the switch."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature
+from ..bus.axi_lite_control import AXILiteControl
 from ..lib.counters import COUNTER_BITS, count_saturating, saturating_counter
 from ..net.packet import LINE_BITS, NODE_BITS, PACKET_BITS, ROW_BITS
 from ..net.switch import SWITCH_DEPTH_PARAM, SWITCH_NODES, Switch
@@ -20,8 +21,12 @@ from .node_kernels import (
 from .node_memory import NodeMemory
 from .runtime_node import RuntimeNode
 
-__all__ = ["Cluster", "HOST_SPAWN", "HOST_DATA", "HOST_OUT", "HOST_COUNTERS", "host_write_layout",
-           "host_read_layout"]
+__all__ = ["Cluster", "CLUSTER_NODES", "HOST_SPAWN", "HOST_DATA", "HOST_OUT", "HOST_COUNTERS",
+           "host_write_layout", "host_read_layout", "cluster_status"]
+
+# A 1-node cluster is the baseline of the scaling figures: its node sits on a 2-port switch
+# whose other port is tied off (nothing is ever addressed to it).
+CLUSTER_NODES = (1,) + SWITCH_NODES
 
 # Targets of a host write.
 HOST_SPAWN, HOST_DATA, HOST_OUT = 0, 1, 2
@@ -39,6 +44,42 @@ def host_read_layout():
     return data.StructLayout({"node": NODE_BITS, "address": ROW_BITS})
 
 
+def cluster_status(nodes):
+    """The cluster's own status registers (after CTRL..ISR, at ``nodes * 0x1000``): ``cycles``, the
+    cycles from the broadcast start to the last cycle any node was busy (all done), then
+    ``node<i>_cycles``, the same for node *i* alone."""
+    return (("cycles", 32),) + tuple((f"node{index}_cycles", 32) for index in range(nodes))
+
+
+def _cycle_counters(m, start, quiet, registers):
+    """On-chip timing: ``registers[0]`` (all done) and ``registers[1 + i]`` (node *i*).
+
+    ``elapsed`` counts the cycles since the last ``start`` pulse (1 in the cycle after it,
+    saturating); every cycle that node *i* is not ``quiet`` its register takes ``elapsed``, so
+    after the run it holds the cycle of the node's last busy cycle, and the all-done register
+    that of the last cycle any node was busy (the largest of the nodes'). A start zeroes them.
+    Returns ``elapsed``.
+    """
+    elapsed = Signal(32)
+    limit = (1 << 32) - 1
+    with m.If(start):
+        m.d.sync += elapsed.eq(1)
+    with m.Elif((elapsed != 0) & (elapsed != limit)):
+        m.d.sync += elapsed.eq(elapsed + 1)
+    busy = [~bit for bit in quiet]
+    any_busy = busy[0]
+    for bit in busy[1:]:
+        any_busy = any_busy | bit
+    for index, (register, active) in enumerate(zip(registers, [any_busy] + busy, strict=True)):
+        latched = Signal(32, name=f"cycles_latched{index}")
+        m.d.comb += register.eq(latched)
+        with m.If(start):
+            m.d.sync += latched.eq(0)
+        with m.Elif(active & (elapsed != 0)):
+            m.d.sync += latched.eq(elapsed)
+    return elapsed
+
+
 class Cluster(Parameterized, wiring.Component):
     """``nodes`` runtime nodes on one switch, each with its data memory and kernels, in one design.
 
@@ -48,6 +89,15 @@ class Cluster(Parameterized, wiring.Component):
     :class:`~rtl.runtime.node_memory.NodeMemory` and whose kernel port is a
     :class:`~rtl.runtime.node_kernels.NodeKernels`. The host reaches every node through one
     AXI4-Lite port (node *i*'s control registers at ``i * 0x1000``) and one load/read port pair.
+
+    **Broadcast start and on-chip timing.** The cluster's own register file sits at
+    ``nodes * 0x1000`` (an :class:`~rtl.bus.axi_lite_control.AXILiteControl`): one write of
+    ``ap_start`` there starts every node's spawner in the same cycle (with the arguments each node
+    holds), when every node is quiet. Its status registers (:func:`cluster_status`) count cycles
+    from that start to the last cycle each node was busy (not ``quiet``) and to the last cycle any
+    node was (all done), so the host reads the run's time after it, outside the timed window.
+    ``ap_done`` rises when every node is quiet again after the start, a hint only (a flit may
+    still be in the switch): the host's ``Check_Kernel`` decides when the run is over.
 
     **Every host request is answered or counted.** A host write to a node that is not in the
     cluster, to an unknown target (3), or past its memory (an output row or data line not below
@@ -63,7 +113,7 @@ class Cluster(Parameterized, wiring.Component):
     Parameters
     ----------
     nodes : int
-        2, 4, 8 or 16.
+        1, 2, 4, 8 or 16.
     lines : int
         Lines of each data memory and rows of each output memory (global addresses).
     features : int
@@ -84,6 +134,7 @@ class Cluster(Parameterized, wiring.Component):
     Attributes
     ----------
     s_axi_control : In(AXI4LiteSignature(12 + select bits, 32))
+        Node *i*'s registers at ``i * 0x1000``, the cluster's at ``nodes * 0x1000``.
     host_load : In(stream.Signature(host_write_layout()))
         Host writes (``Board_MEM_init``): Spawn_MEM entries, data lines, output rows.
     host_read : In(stream.Signature(host_read_layout()))
@@ -102,7 +153,7 @@ class Cluster(Parameterized, wiring.Component):
     """
 
     PARAMS = (
-        Param("nodes", int, 2, "nodes", choices=SWITCH_NODES),
+        Param("nodes", int, 2, "nodes", choices=CLUSTER_NODES),
         Param("lines", int, 256, "data memory lines and output rows per node", minimum=4, maximum=1 << 24),
         Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
         Param("spawn_depth", int, 64, "Spawn_MEM entries per node", minimum=2, maximum=65536),
@@ -119,7 +170,7 @@ class Cluster(Parameterized, wiring.Component):
         self._switch_depth = switch_depth
         if -(-lines // block) > ranges:
             raise ValueError(f"ranges must cover lines / block = {-(-lines // block)}, not {ranges}")
-        self._select_bits = max(1, (nodes - 1).bit_length())
+        self._select_bits = nodes.bit_length()  # nodes + 1 register files: the nodes' and the cluster's
         super().__init__({
             "s_axi_control": In(AXI4LiteSignature(address_width=12 + self._select_bits, data_width=32)),
             "host_load": In(stream.Signature(host_write_layout())),
@@ -139,12 +190,20 @@ class Cluster(Parameterized, wiring.Component):
     def elaborate(self, platform):
         m = Module()
         nodes = self._nodes
-        switch = Switch(nodes=nodes, depth=self._switch_depth, rx_credits=self._queue_depth)
+        switch = Switch(nodes=max(2, nodes), depth=self._switch_depth, rx_credits=self._queue_depth)
         m.submodules.switch = switch
+        for port in range(nodes, 2):  # the 1-node cluster's unused port: sends nothing, takes anything
+            unused = switch.port(port, "out")
+            m.d.comb += [switch.port(port, "in").valid.eq(0), unused.ready.eq(1),
+                         switch.port(port, "out_credit").eq(
+                             Mux(unused.valid, (Const(1, 3) << unused.payload.vc.as_value())[:3], 0))]
         m.d.comb += [self.switch_dropped.eq(saturating_counter(m, "switch_dropped", 32, switch.dropped)),
                      self.switch_overflow.eq(switch.overflow)]
-        m.submodules.decoder = decoder = AXILiteDecoder(ports=nodes, address_width=12)
+        m.submodules.decoder = decoder = AXILiteDecoder(ports=nodes + 1, address_width=12)
         wiring.connect(m, wiring.flipped(self.s_axi_control), decoder.s_axi)
+        m.submodules.control = control = AXILiteControl(status=cluster_status(nodes), address_width=12)
+        wiring.connect(m, getattr(decoder, f"m{nodes}_axi"), control.s_axi_control)
+        quiet = []
 
         load = self.host_load.payload
         load_ready = Signal()
@@ -190,6 +249,8 @@ class Cluster(Parameterized, wiring.Component):
             m.submodules[f"kernels{index}"] = kernels
 
             wiring.connect(m, getattr(decoder, f"m{index}_axi"), node.s_axi_control)
+            m.d.comb += node.start.eq(control.start)
+            quiet.append(node.quiet)
             wiring.connect(m, node.net_out, switch.port(index, "in"))
             wiring.connect(m, switch.port(index, "out"), node.net_in)
             m.d.comb += [switch.port(index, "out_credit").eq(node.net_in_credit),
@@ -239,6 +300,20 @@ class Cluster(Parameterized, wiring.Component):
             for name in KERNEL_COUNTERS:
                 m.d.comb += getattr(self, f"kernel_{name}")[index].eq(getattr(kernels, name))
             m.d.comb += self.memory_range_errors[index].eq(memory.range_errors)
+        all_quiet = quiet[0]
+        for bit in quiet[1:]:
+            all_quiet = all_quiet & bit
+        m.d.comb += [control.idle.eq(all_quiet), control.ready.eq(control.start)]
+        elapsed = _cycle_counters(m, control.start, quiet,
+                                  [getattr(control.status, name) for name, _ in cluster_status(nodes)])
+        # ap_done: every node quiet again after the start (from its second cycle on: the spawners
+        # are busy from the cycle after it). A hint only; a flit may still be in the switch.
+        running = Signal()
+        with m.If(control.start):
+            m.d.sync += running.eq(1)
+        with m.Elif(running & all_quiet & (elapsed > 1)):
+            m.d.sync += running.eq(0)
+            m.d.comb += control.done.eq(1)
         with m.If(reading & refused):
             m.d.comb += [self.host_read_data.valid.eq(1), self.host_read_data.payload.error.eq(1)]
         with m.If(self.host_read_data.valid & self.host_read_data.ready):

@@ -36,6 +36,7 @@ ARGUMENTS = (
     ("spawn_first", "Kernel_start argv: first Spawn_MEM entry"),
     ("spawn_count", "Kernel_start argv: number of entries"),
     ("flush", "bit 0 rising: forget fetched data ranges (when quiet)"),
+    ("replicated", "bit 0: the host loaded every data range here (B replicated): no range is fetched"),
 )
 # Event counters (read-only status registers of 32 bits; each counter is `counter_bits` wide and
 # saturates at its largest value), in register order after `quiet`.
@@ -110,6 +111,11 @@ class RuntimeNode(Parameterized, wiring.Component):
         Host writes into Spawn_MEM.
     s_axi_control : In(AXI4LiteSignature(12, 32))
     irq : Out(1)
+    start : In(1)
+        A ``Kernel_start`` pulse from outside (the cluster's broadcast start), taken as
+        ``ap_start`` is when the spawner is idle, with the same arguments.
+    quiet : Out(1)
+        The ``quiet`` status bit (for the cluster's on-chip cycle counters).
 
     Notes
     -----
@@ -147,6 +153,8 @@ class RuntimeNode(Parameterized, wiring.Component):
             "spawn_load": In(stream.Signature(SpawnWrite(self._spawn_bits))),
             "s_axi_control": In(AXI4LiteSignature(address_width=12, data_width=32)),
             "irq": Out(1),
+            "start": In(1),
+            "quiet": Out(1),
         })
 
     @property
@@ -193,9 +201,14 @@ class RuntimeNode(Parameterized, wiring.Component):
             config.rows.eq(args.rows),
             config.ranges.eq(args.ranges),
         ]
-        for unit in (classifier, spawner, responder, splitter, network_splitter, detector, rdma_responder,
+        for unit in (classifier, spawner, responder, splitter, network_splitter, rdma_responder,
                      data_packager, data_handler):
             _drive_config(m, config, unit.config)
+        _drive_config(m, config, detector.config)
+        # B replicated: the detector sees a 1-node cluster (node 0 owns every range), so every
+        # task is ready at once and nothing is fetched; the other units keep the real ownership.
+        with m.If(args.replicated[0]):
+            m.d.comb += [detector.config.node.eq(0), detector.config.node_mask.eq(0)]
 
         # Network <-> handlers.
         wiring.connect(m, wiring.flipped(self.net_in), net.net_in)
@@ -231,7 +244,7 @@ class RuntimeNode(Parameterized, wiring.Component):
         # Kernel_start and the flush edge.
         start = spawner.start.payload
         m.d.comb += [
-            spawner.start.valid.eq(control.start),
+            spawner.start.valid.eq(control.start | self.start),
             start.task_id.eq(args.task_id),
             start.first.eq(args.spawn_first),
             start.count.eq(args.spawn_count),
@@ -279,7 +292,7 @@ class RuntimeNode(Parameterized, wiring.Component):
             & ~splitter.local.valid & ~splitter.remote.valid & ~splitter.busy & ~network_splitter.local.valid
             & ~packager.o.valid & detector.idle & ~rdma_responder.busy & ~data_packager.o.valid
             & (executing == 0))
-        m.d.comb += control.status.quiet.eq(quiet)
+        m.d.comb += [control.status.quiet.eq(quiet), self.quiet.eq(quiet)]
         return m
 
 

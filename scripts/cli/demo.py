@@ -110,10 +110,12 @@ _GCN = _demo_command(
                  "builds both with Verilator, many minutes; then a minute or two per layer)",
     lambda result: result.ok)
 _CLUSTER = _demo_command(
-    _load_cluster, _same_names("nodes", "graph", "features", "placement", "seed"),
+    _load_cluster, {**_same_names("nodes", "graph", "features", "placement", "seed", "speedup"),
+                    "replicated": "replicate"},
     lambda args: f"neartrain demo cluster: simulating {args.nodes} FCsN runtime nodes on the RTL "
                  "switch (the first run builds them with Verilator, minutes)",
-    lambda result: result.bit_exact and result.within_bound and result.counters_match)
+    lambda result: result.bit_exact and result.within_bound and result.counters_match
+    and not result.cycle_problems)
 _SMARTSSD = _demo_command(
     _load_smartssd, _same_names("devices", "topk", "backend", "steps", "seed"),
     lambda args: f"neartrain demo smartssd: {args.devices} simulated SmartSSDs, backend {args.backend} (the "
@@ -182,6 +184,10 @@ def _register_cluster(demos):
                          help="which node spawns a row's tasks (default next: every task crosses the "
                               "network)")
     cluster.add_argument("--seed", type=int, default=1, help="graph and features (default 1)")
+    cluster.add_argument("--replicate", action="store_true",
+                         help="load all of B into every node before the start (no range fetched)")
+    cluster.add_argument("--speedup", action="store_true",
+                         help="also run the 1-node cluster on the same job and print the speed-up over it")
     cluster.set_defaults(handler=_CLUSTER)
 
 

@@ -12,7 +12,10 @@ nodes on the RTL switch.
 
 The report compares the gathered result with the golden (bit for bit: :mod:`golden.runtime`) and
 with ``scipy.sparse`` in float64 (within the recursive-summation bound), and every node's packet
-counters with the golden's.
+counters with the golden's. Its time is the cluster's on-chip count, from the one broadcast start
+to the last busy cycle of any node (the host's register traffic is outside it); ``replicated``
+loads all of B into every node first (its load reported apart), and ``speedup`` also runs the
+1-node cluster on the same job, the baseline of the speed-up.
 """
 
 import dataclasses
@@ -35,10 +38,10 @@ __all__ = [
     "DemoResult",
 ]
 
-NODE_CHOICES = (2, 4, 8, 16)
+NODE_CHOICES = (1, 2, 4, 8, 16)
 
 
-def check_arguments(*, nodes, graph, features, placement, seed):
+def check_arguments(*, nodes, graph, features, placement, seed, replicated=False, speedup=False):
     if nodes not in NODE_CHOICES:
         raise ValueError(f"--nodes must be one of {', '.join(map(str, NODE_CHOICES))}, not {nodes}")
     if graph not in GRAPHS:
@@ -64,6 +67,15 @@ class DemoResult:
     within_bound: bool
     counters: list
     golden_counters: list
+    host_cycles: int = 0
+    node_cycles: list = None
+    cycle_problems: list = None
+    b_load: dict = None
+    baseline_cycles: int = None
+
+    @property
+    def speedup(self):
+        return None if self.baseline_cycles is None else self.baseline_cycles / self.cycles
 
     @property
     def counters_match(self):
@@ -74,12 +86,12 @@ class DemoResult:
         )
 
 
-def run_demo(*, nodes=4, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1):
+def run_demo(*, nodes=4, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1, replicated=False,
+             speedup=False):
     from scripts.sim.devices.runtime import run_cluster
 
-    adjacency, dense, workload = build_job(
-        nodes=nodes, graph=graph, features=features, placement=placement, seed=seed
-    )
+    options = dict(graph=graph, features=features, placement=placement, seed=seed, replicated=replicated)
+    adjacency, dense, workload = build_job(nodes=nodes, **options)
     config = workload.config
     result = Cluster(config, workload.memory).run(workload.spawn, gk.AGGREGATION)
     out = gk.execute(result.issued, workload.memory, rows=config.rows, features=features)
@@ -105,6 +117,12 @@ def run_demo(*, nodes=4, graph="small", features=DEFAULT_FEATURES, placement="ne
         within_bound=bool(np.all(error <= bound)),
         counters=run["counters"],
         golden_counters=result.counters,
+        host_cycles=run["host_cycles"],
+        node_cycles=run["node_cycles"],
+        cycle_problems=run["cycle_problems"],
+        b_load=session["b_load"],
+        baseline_cycles=(run["cycles"] if nodes == 1 else run_cluster(build_job(nodes=1, **options)[2])
+                         ["runs"][0]["cycles"]) if speedup else None,
     )
 
 
@@ -112,7 +130,10 @@ def format_report(result):
     lines = [
         f"GCN aggregation of '{result.graph}' ({result.rows} rows, {result.nonzeros} nonzeros, "
         f"{result.packets} task packets) on {result.nodes} simulated FCsN nodes: {result.cycles} cycles "
-        f"from Kernel_Start to Check_Kernel done",
+        f"on chip, from the broadcast start to the last node done ({result.host_cycles} from Kernel_Start "
+        f"to Check_Kernel done, the host's register traffic included)",
+        "  per node: " + ", ".join(map(str, result.node_cycles or []))
+        + (f"; IMPLAUSIBLE: {'; '.join(result.cycle_problems)}" if result.cycle_problems else ""),
         f"  result vs golden.runtime: {'bit-exact' if result.bit_exact else 'DIFFERENT'}; vs scipy.sparse "
         f"float64: max |error| {result.max_error:.3g} ({'within' if result.within_bound else 'OUTSIDE'} "
         f"the recursive-summation bound)",
@@ -121,4 +142,11 @@ def format_report(result):
     ]
     for node in range(result.nodes):
         lines.append(f"  {node:>4}  " + "  ".join(f"{result.counters[node][name]:>8}" for name in TRAFFIC))
+    if result.b_load:
+        where = "into every node (replicated)" if result.b_load["replicated"] else "into their owners"
+        lines.append(f"  B load (before the start, not timed): {result.b_load['lines']} lines {where}, "
+                     f"{result.b_load['cycles']} host-port cycles")
+    if result.speedup is not None:
+        lines.append(f"  speed-up over the 1-node cluster ({result.baseline_cycles} cycles): "
+                     f"{result.speedup:.2f}x")
     return "\n".join(lines)

@@ -104,13 +104,17 @@ def _runtime_cache_dir():
     return BUILD_ROOT / "sim" / "_verilator_runtime" / hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-# The model's own C++ is built at -O0 unless NEARTRAIN_MODEL_OPT says otherwise (e.g. -Os for
-# a long benchmark): cocotb spends far more per cycle in Python than the model does in C++,
-# and -Os compiles a large design ten to twenty times slower. The Verilator runtime
-# (OPT_GLOBAL) keeps its optimisation; it is compiled once and cached.
+# The model's own C++ is built at -O0 unless the caller (``model_opt``, e.g. the long cluster
+# runs) or NEARTRAIN_MODEL_OPT, which overrides both, says otherwise: cocotb spends far more per
+# cycle in Python than the model does in C++, and -Os compiles a large design ten to twenty times
+# slower. The Verilator runtime (OPT_GLOBAL) keeps its optimisation; it is compiled once and cached.
 _PCH_ARG = "CFG_CXXFLAGS_PCH_I=-include"
-_MODEL_OPT = os.environ.get("NEARTRAIN_MODEL_OPT", "-O0")
-_MAKE_ARGS = [_PCH_ARG, f"OPT_FAST={_MODEL_OPT}", f"OPT_SLOW={_MODEL_OPT}"]
+_MODEL_OPT = os.environ.get("NEARTRAIN_MODEL_OPT")
+
+
+def _make_args(model_opt=None):
+    opt = _MODEL_OPT or model_opt or "-O0"
+    return [_PCH_ARG, f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
 _RUNTIME_GLOB = "verilated*.o"
 
 
@@ -325,7 +329,7 @@ def check_results(results_xml, names):
 
 
 def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env=None,
-               timescale="1ns/1ps", internals=False):
+               timescale="1ns/1ps", internals=False, model_opt=None):
     """Elaborate ``block`` with ``params`` and run the cocotb tests in ``module`` on it.
 
     Parameters
@@ -347,6 +351,9 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
     internals : bool, optional
         Make every signal of the design reachable from the test (``dut.block.<submodule>``).
         By default only the top module's ports and wires are, which builds a far smaller model.
+    model_opt : str, optional
+        The model's C++ optimisation (``"-O2"``): slower to build, faster to run; -O0 by default
+        (``NEARTRAIN_MODEL_OPT`` overrides both).
 
     Returns
     -------
@@ -366,7 +373,8 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
     if not _PRUNED[0]:
         prune_builds()  # raises on a bad cap, at every run until the cap is fixed
         _PRUNED[0] = True
-    flags = " ".join(LINT_FLAGS + tuple(_MAKE_ARGS)) + (" internals" if internals else " top-public")
+    make_args = _make_args(model_opt)
+    flags = " ".join(LINT_FLAGS + tuple(make_args)) + (" internals" if internals else " top-public")
     digest = hashlib.sha256((verilog_text + flags).encode()).hexdigest()[:10]
     name = reference.rsplit(":", 1)[-1]
     build_dir = BUILD_ROOT / "sim" / name / f"{name}-{_slug(params)}-{digest}"
@@ -398,7 +406,7 @@ def run_cocotb(block, module, *, params=None, testcase=None, job=None, extra_env
             if not internals:
                 public_config = build_dir / "top_public.vlt"
                 public_config.write_text(_TOP_PUBLIC.format(top=TOP_NAME))
-            runner = _VerilatorRunner(_MAKE_ARGS + _runtime_make_args(), public_config)
+            runner = _VerilatorRunner(make_args + _runtime_make_args(), public_config)
             waves = knobs.waves()
             runner.build(sources=[verilog_path], hdl_toplevel=TOP_NAME, build_dir=build_dir, log_file=log,
                          build_args=list(LINT_FLAGS), timescale=tuple(timescale.split("/")), waves=waves)

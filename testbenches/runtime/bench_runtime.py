@@ -7,9 +7,11 @@ Run: ``.venv/bin/python -m testbenches.runtime.bench_runtime <part>`` with ``par
 * ``latency``: cycles from a task's arrival to its issue, local and remote range (``arrival_to_issue``);
 * ``flood``: the deadlock flood at 4, 8 and 16 nodes (``deadlock_flood``): cycles and the bound;
 * ``scaling``: the distributed aggregation of the Cora-like (and, with ``--pubmed``, Pubmed-like)
-  graph at 2, 4, 8 and 16 nodes through the host API, with the tasks spawned one node past their
-  home (``--placement next``, every task crosses the network) or at it (``home``), every run
-  bit-exact with the golden and its counters equal to the golden's; writes the table and
+  graph at 1, 2, 4, 8 and 16 nodes through the host API, with the tasks spawned at their home
+  (``--placement home``) or one node past it (``next``, every task crosses the network), B at its
+  owners or replicated into every node (``--replicate``); cycles are the cluster's on-chip count
+  (broadcast start to all done), the speed-up is over the 1-node cluster; every run bit-exact
+  with the golden, its counters equal to the golden's; writes the table and
   ``docs/runtime_scaling.png``;
 * ``area``: ``runtime_node`` on Yosys xcup and ECP5, and its ECP5 Fmax (nextpnr).
 
@@ -32,7 +34,7 @@ DOC = "runtime.md"
 COMMAND = ".venv/bin/python -m testbenches.runtime.bench_runtime"
 RATE_PARAMS = {"spawn_depth": 256, "queue_depth": 8, "tx_credits": 8}
 FLOOD_NODES = (4, 8, 16)
-SCALING_NODES = (2, 4, 8, 16)
+SCALING_NODES = (1, 2, 4, 8, 16)
 AREA_POINTS = (
     ("defaults", {}),
     ("cluster scale", {"spawn_depth": 4096, "ranges": 1024, "queue_depth": 16}),
@@ -169,14 +171,17 @@ def scaling(args):
     data_path = BUILD_ROOT / "bench" / "runtime-scaling-points.json"
     data_path.parent.mkdir(parents=True, exist_ok=True)
     points = json.loads(data_path.read_text()) if data_path.exists() else {}
-    for point in points.values():
-        point.setdefault("placement", "next")  # the points measured before placement was a choice
-    for graph, placement in [(g, p) for g in graphs for p in args.placement or ["next"]]:
+    # Points of earlier versions (host-timed cycles, no "b" key) are not comparable: dropped.
+    points = {key: point for key, point in points.items() if "b" in point}
+    layouts = ["replicated" if args.replicate else "owned"]
+    jobs = [(g, p, b) for g in graphs for p in args.placement or ["home"] for b in layouts]
+    for graph, placement, b in jobs:
         for nodes in args.nodes or SCALING_NODES:
-            key = f"{graph}-{placement}-{nodes}"
+            # One node: every placement and B layout is the same job (the baseline).
+            key = "-".join((graph, "home", "owned", "1") if nodes == 1 else (graph, placement, b, str(nodes)))
             if key in points and not args.again:
                 continue
-            adjacency, dense, workload = _job(graph, nodes, placement, build_job)
+            adjacency, dense, workload = _job(graph, nodes, placement, b == "replicated", build_job)
             config = workload.config
             golden = Cluster(config, workload.memory).run(workload.spawn, gk.AGGREGATION)
             out = gk.execute(golden.issued, workload.memory, rows=config.rows, features=workload.features)
@@ -185,6 +190,8 @@ def scaling(args):
             run = session["runs"][0]
             if not np.array_equal(session["out"], expected):
                 raise AssertionError(f"{key}: the result differs from the golden")
+            if run["cycle_problems"]:
+                raise AssertionError(f"{key}: {run['cycle_problems']}")
             counters = run["counters"]
             for node in range(nodes):
                 for name in TRAFFIC:
@@ -193,81 +200,70 @@ def scaling(args):
                             f"{key}: node {node} {name} {counters[node][name]} != "
                             f"{golden.counters[node][name]}"
                         )
-            network = sum(c["tx_task"] + c["tx_rdma"] + c["tx_data"] for c in counters)
-            handled = sum(c["rx_task"] + c["rx_rdma"] + c["rx_data"] + c["spawned"] for c in counters)
             points[key] = {
                 "graph": graph,
-                "placement": placement,
+                "placement": "home" if nodes == 1 else placement,
+                "b": "owned" if nodes == 1 else b,
                 "nodes": nodes,
-                "rows": config.rows,
                 "nonzeros": int(adjacency.nnz),
                 "tasks": workload.packets,
                 "cycles": run["cycles"],
-                "network_packets": network,
-                "handled": handled,
+                "host_cycles": run["host_cycles"],
+                "b_load_lines": session["b_load"]["lines"],
+                "b_load_cycles": session["b_load"]["cycles"],
+                "network_packets": sum(c["tx_task"] + c["tx_rdma"] + c["tx_data"] for c in counters),
                 "rdma_requests": sum(c["tx_rdma"] for c in counters),
                 "max_node_items": max(
                     sum(1 for task in tasks for s in task.slots if s is not None) for tasks in golden.issued
                 ),
             }
+            # Points another bench process measured meanwhile are kept (runs of different sizes may overlap).
+            saved = json.loads(data_path.read_text()) if data_path.exists() else {}
+            points = {**{k: v for k, v in saved.items() if "b" in v}, **points, key: points[key]}
             data_path.write_text(json.dumps(points, indent=1) + "\n")
             print(points[key], flush=True)
+    baseline = {p["graph"]: p["cycles"] for p in points.values() if p["nodes"] == 1}
     rows = []
-    for point in sorted(points.values(), key=lambda p: (p["graph"], p["placement"], p["nodes"])):
-        cycles = point["cycles"]
-        rows.append(
-            [
-                point["graph"],
-                point["placement"],
-                point["nodes"],
-                point["nonzeros"],
-                point["tasks"],
-                point["network_packets"],
-                point["rdma_requests"],
-                cycles,
-                f"{point['handled'] / cycles:.3f}",
-                f"{point['handled'] / cycles / point['nodes']:.3f}",
-                point["max_node_items"],
-            ]
-        )
+    for point in sorted(points.values(), key=lambda p: (p["graph"], p["placement"], p["b"], p["nodes"])):
+        cycles, one = point["cycles"], baseline.get(point["graph"])
+        speedup = one / cycles if one else None
+        rows.append([point["graph"], point["placement"], point["b"], point["nodes"], point["nonzeros"],
+                     point["tasks"], cycles, f"{speedup:.2f}" if speedup else "",
+                     f"{speedup / point['nodes']:.2f}" if speedup else "", point["host_cycles"],
+                     f"{point['b_load_lines']} / {point['b_load_cycles']}", point["network_packets"],
+                     point["rdma_requests"], point["max_node_items"]])
     write_table(
         DOC,
         "runtime-scaling",
-        [
-            "graph",
-            "tasks spawned",
-            "nodes",
-            "nonzeros",
-            "tasks",
-            "packets on the network",
-            "RDMA requests",
-            "cycles",
-            "packets handled per cycle (all nodes)",
-            "per node",
-            "items on the busiest node",
-        ],
+        ["graph", "tasks spawned", "B", "nodes", "nonzeros", "tasks", "cycles (on chip)",
+         "speed-up over 1 node", "per-node efficiency", "host window", "B load: lines / host cycles",
+         "packets on the network", "RDMA requests", "items on the busiest node"],
         rows,
-        f"{COMMAND} scaling" + (" --pubmed" if args.pubmed else ""),
+        f"{COMMAND} scaling [--replicate] [--placement home|next] [--nodes N ...]",
         disable_numparse=True,
     )
-    _plot(points)
+    _plot(points, baseline)
 
 
-def _job(graph, nodes, placement, build_job):
-    return build_job(nodes=nodes, graph=graph, features=4, placement=placement, seed=1)
+def _job(graph, nodes, placement, replicated, build_job):
+    return build_job(nodes=nodes, graph=graph, features=4, placement=placement, seed=1, replicated=replicated)
 
 
-def _plot(points):
-    # Linear axes from 0: the cycles span some 15 %, which a log axis would hide or exaggerate.
-    with docs_plot("runtime_scaling.png", xlabel="nodes", ylabel="cycles, Kernel_Start to done",
-                   title="Distributed GCN aggregation on the simulated FCsN cluster", from_zero=True) as axis:
-        axis.set_xticks(sorted({p["nodes"] for p in points.values()}))
-        for graph, placement in sorted({(p["graph"], p["placement"]) for p in points.values()}):
-            series = sorted((p["nodes"], p["cycles"]) for p in points.values()
-                            if (p["graph"], p["placement"]) == (graph, placement))
+def _plot(points, baseline):
+    with docs_plot("runtime_scaling.png", xlabel="nodes",
+                   ylabel="speed-up over the 1-node cluster (on-chip cycles)",
+                   title="Distributed GCN aggregation on the simulated FCsN cluster", log_x=True,
+                   log_y=True) as axis:
+        for graph, placement, b in sorted({(p["graph"], p["placement"], p["b"]) for p in points.values()
+                                           if p["nodes"] > 1}):
+            series = sorted((p["nodes"], baseline[graph] / p["cycles"]) for p in points.values()
+                            if (p["graph"], p["placement"], p["b"]) == (graph, placement, b) or
+                            (p["graph"] == graph and p["nodes"] == 1))
             where = "one node past their home" if placement == "next" else "at home"
             axis.plot([n for n, _ in series], [c for _, c in series], marker="o",
-                      label=f"{graph}-like, tasks spawned {where}")
+                      label=f"{graph}-like, tasks spawned {where}, B {b}")
+        nodes = sorted({p["nodes"] for p in points.values()})
+        axis.plot(nodes, nodes, linestyle=":", color="grey", label="ideal")
 
 
 def area(args):
@@ -329,12 +325,14 @@ def main(argv=None):
     p_flood = parts.add_parser("flood")
     p_flood.add_argument("--nodes", type=int, action="append", help="node counts (default 4, 8, 16)")
     p_scaling = parts.add_parser("scaling")
-    p_scaling.add_argument("--nodes", type=int, action="append", help="node counts (default 2, 4, 8, 16)")
+    p_scaling.add_argument("--nodes", type=int, action="append", help="node counts (default 1, 2, 4, 8, 16)")
     p_scaling.add_argument("--pubmed", action="store_true", help="also the Pubmed-like graph (hours)")
     p_scaling.add_argument("--again", action="store_true", help="rerun points already measured")
     p_scaling.add_argument("--placement", action="append", choices=("next", "home"),
-                           help="where tasks are spawned: next (default: every task crosses the network) "
-                           "or home")
+                           help="where tasks are spawned: home (default) or next (every task crosses the "
+                           "network)")
+    p_scaling.add_argument("--replicate", action="store_true",
+                           help="B replicated into every node before the start (no range fetched)")
     p_area = parts.add_parser("area")
     p_area.add_argument("--no-fmax", action="store_true", help="skip ECP5 place and route")
     args = parser.parse_args(argv)

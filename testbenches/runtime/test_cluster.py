@@ -8,8 +8,9 @@ every counter (packets sent and received per type, spawned, issued, completed, s
 equals :class:`golden.runtime.protocol.Cluster`'s. The float32 aggregation is also within the
 recursive-summation bound of ``scipy.sparse`` in float64.
 
-* ``aggregation``: kernel 6 (float32) with tasks spawned at their home, at the next node, or
-  spread over all the others (every task crosses the network);
+* ``aggregation``: kernel 6 (float32) with tasks spawned at their home (and B replicated into
+  every node: no range is fetched), at the next node, or spread over all the others (every task
+  crosses the network);
 * ``spmm_then_relu``: kernel 2 (integer) then kernel 5 on the same tasks;
 * ``deadlock_flood``: every node sends every other node tasks whose data range is on yet another
   node, through 2-entry queues everywhere; it must finish within the stated bound
@@ -21,9 +22,12 @@ recursive-summation bound of ``scipy.sparse`` in float64.
   writes to an absent node, an unknown target, past the lines or past Spawn_MEM are counted and
   change nothing; a job run afterwards is exact.
 
-After every job the cluster's host-port and kernel error counters must be 0.
+After every job the cluster's host-port and kernel error counters must be 0, and the on-chip cycle
+counters (broadcast start to each node's last busy cycle, and to all done) must be plausible: none
+0, none past the host's window, all done the largest node's.
 """
 
+import dataclasses
 
 import cocotb
 import numpy as np
@@ -59,10 +63,17 @@ def float_bound_check(adjacency, dense, out):
 @cocotb.test()
 @cocotb.parametrize(placement=["home", "next", "spread"])
 async def aggregation(dut, placement):
-    """Kernel 6 (float32 aggregation), bit-exact with the golden and within the float64 bound."""
+    """Kernel 6 (float32 aggregation), bit-exact with the golden and within the float64 bound; with
+    tasks at home, B is replicated into every node, and no RDMA request may be sent."""
     params = params_from_env()
     rng = knobs.rng(200 + ["home", "next", "spread"].index(placement))
-    adjacency, dense, workload = random_job(rng, params, density=0.02, placement=placement)
+    replicated = placement == "home"
+    adjacency, dense, workload = random_job(rng, params, density=0.02, placement=placement,
+                                            replicated=replicated)
+    if replicated and params["nodes"] > 1:  # the job would fetch ranges if B were not replicated
+        fetched = golden_run(dataclasses.replace(workload, config=dataclasses.replace(
+            workload.config, replicated=False)), [gk.AGGREGATION])[0][0]
+        assert sum(c["tx_rdma"] for c in fetched.counters) > 0
     _, out = await run_and_check(dut, workload, [gk.AGGREGATION], timeout_cycles=20 * adjacency.nnz + 20_000)
     float_bound_check(adjacency, dense, out)
 
@@ -146,7 +157,7 @@ async def refused_host_requests(dut):
 
 # make test keeps 2 nodes (the 4-node build, about 8 minutes of a CI core, is in make test-full;
 # test_deadlock_flood runs 4 nodes in the fast suite).
-@pytest.mark.parametrize("nodes", [2, *(pytest.param(n, marks=pytest.mark.slow) for n in (4, 8, 16))])
+@pytest.mark.parametrize("nodes", [2, *(pytest.param(n, marks=pytest.mark.slow) for n in (1, 4, 8, 16))])
 def test_cluster(nodes):
     run_cocotb(
         "runtime_cluster",

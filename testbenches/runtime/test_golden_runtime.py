@@ -143,6 +143,27 @@ def test_float_aggregation_within_bound_of_float64():
     assert np.all(np.abs(gathered - reference) <= bound), knobs.describe()
 
 
+def test_replicated_b_fetches_nothing_and_changes_no_result():
+    """B in every node: no RDMA request, line or served range anywhere; the same tasks run at the same
+    nodes with the same results; every node holds every line before the start."""
+    rng = knobs.rng(5)
+    owned = Config(nodes=4, rows=200, block=20, home_shift=2)
+    replicated = Config(nodes=4, rows=200, block=20, home_shift=2, replicated=True)
+    spawn = scenario(rng, owned, 60)
+    memory = {line: int(rng.integers(0, 1 << 32)) for line in range(owned.rows)}
+    fetching = Cluster(owned, memory).run(spawn, task_id=gk.SPMM)
+    assert sum(c["tx_rdma"] for c in fetching.counters) > 0  # the scenario does fetch when B is owned
+    result = Cluster(replicated, memory).run(spawn, task_id=gk.SPMM)
+    for name in ("tx_rdma", "rx_rdma", "tx_data", "rx_data", "served"):
+        assert [c[name] for c in result.counters] == [0] * 4, name
+    for name in ("tx_task", "rx_task", "spawned", "issued", "completed"):
+        assert [c[name] for c in result.counters] == [c[name] for c in fetching.counters], name
+    assert result.requests == [set()] * 4
+    assert [sorted(map(gp.encode, tasks)) for tasks in result.issued] == [
+        sorted(map(gp.encode, tasks)) for tasks in fetching.issued]
+    assert all(Cluster(replicated, memory).node_memory(node) == memory for node in range(4))
+
+
 def test_relu_matches_numpy_maximum():
     rng = knobs.rng(4)
     values = np.concatenate([rng.standard_normal(60).astype(np.float32),

@@ -58,7 +58,7 @@ __all__ = ["SESSION_MODULE", "run_session"]
 SESSION_MODULE = "scripts.sim.session"
 
 
-def run_session(block, session, job=None, *, params=None, extra_env=None, internals=False):
+def run_session(block, session, job=None, *, params=None, extra_env=None, internals=False, model_opt=None):
     """Run the session ``session`` (``"<family>.<name>"``) on ``block`` in one simulation.
 
     Parameters
@@ -77,6 +77,8 @@ def run_session(block, session, job=None, *, params=None, extra_env=None, intern
     internals : bool, optional
         Build the whole design public, for a session that reads inside a submodule (as
         :func:`~scripts.sim.runner.run_cocotb`).
+    model_opt : str, optional
+        The model's C++ optimisation (as :func:`~scripts.sim.runner.run_cocotb`).
 
     Returns
     -------
@@ -92,4 +94,4 @@ def run_session(block, session, job=None, *, params=None, extra_env=None, intern
 
     return run_cocotb(block, SESSION_MODULE, params=params, testcase="session",
                       job={"session": session, "job": job}, extra_env=extra_env,
-                      internals=internals).reply
+                      internals=internals, model_opt=model_opt).reply

@@ -12,14 +12,17 @@ methods are Table 4.1's verbs, with the table's arguments and handles:
 ``handler = Host_data_preprocess(data)``                   cut ``A @ B`` into tasks and data lines
 ``await Board_MEM_init(overlay, handler)``                  data lines to their owners, ownership map
 ``await Board_MEM_init(overlay, handler.tasks)``           task-carrying data into each Spawn_MEM
-``await Kernel_Start(overlay, task_id, argv)``             ``ap_start`` on every node
+``await Kernel_Start(overlay, task_id, argv)``             arguments on every node, then one
+                                                           broadcast ``ap_start`` (all at once)
 ``out = await Sync_to_Host(overlay, handler)``             output rows from their home nodes
 ``await System_Finalize(overlay)``                         reset the cluster, close the overlay
 =========================================================  ======================================
 
 The control path is cocotbext-axi's ``AxiLiteMaster`` on the cluster's AXI4-Lite port (node *i*
 at ``i * 0x1000``, registers as ``rtl.runtime.runtime_node.RuntimeNode.register_map``); the
-memory path is the cluster's host load and read streams.
+memory path is the cluster's host load and read streams. After a run, :meth:`FCsNHost.read_cycles`
+reads the cluster's on-chip cycle counters (from the broadcast start to each node's last busy
+cycle, and to the last of all): the run's time without the host's register traffic in it.
 
 :class:`CreditLink` is the far side of a node's credit-flow link (a credit-limited sender and a
 receiver that returns credits late); :class:`SwitchPort`, one on a switch port, is the network side
@@ -41,14 +44,15 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from golden.runtime.kernels import AGGREGATION, line_words, words_line
 from golden.runtime.workload import Workload, sparse_dense_workload
-from rtl.runtime.cluster import HOST_COUNTERS, HOST_DATA, HOST_OUT, HOST_SPAWN
+from rtl.bus.axi_lite_control import AXILiteControl
+from rtl.runtime.cluster import HOST_COUNTERS, HOST_DATA, HOST_OUT, HOST_SPAWN, cluster_status
 from rtl.runtime.node_kernels import KERNEL_COUNTERS
 from rtl.runtime.runtime_node import COUNTERS, RuntimeNode
 from scripts.sim import channel
 
 __all__ = ["FCsNHost", "HostReadError", "prepare", "run_job", "Overlay", "DataHandler", "TaskData",
-           "KernelStatus", "NODE_STRIDE", "CreditLink", "SwitchPort", "SESSIONS", "cluster_params",
-           "run_cluster"]
+           "KernelStatus", "RunCycles", "NODE_STRIDE", "CreditLink", "SwitchPort", "SESSIONS",
+           "cluster_params", "run_cluster"]
 
 NODE_STRIDE = 0x1000
 CLOCK_NS = 10
@@ -237,6 +241,40 @@ def _register_offsets():
     return offsets
 
 
+def _cluster_offsets(nodes):
+    """The cluster's own registers (broadcast start, cycle counters): name -> byte offset."""
+    control = AXILiteControl(status=cluster_status(nodes))
+    control._MustUse__silence = True
+    return {entry["name"]: entry["offset"] for entry in control.register_map()}
+
+
+@dataclass
+class RunCycles:
+    """The cluster's on-chip cycle counters after a run (:meth:`FCsNHost.read_cycles`).
+
+    Attributes
+    ----------
+    cycles : int
+        From the broadcast start to the last cycle any node was busy (all done).
+    nodes : list of int
+        Per node, from the start to its last busy cycle.
+    """
+
+    cycles: int
+    nodes: list
+
+    def problems(self, window):
+        """What makes these counters implausible for a run the host saw take ``window`` cycles
+        (from its first start write to ``Check_Kernel`` done): a node at 0 (it never worked),
+        a count past the window, or an all-done count other than the largest node's."""
+        found = [f"node {node} counted 0 cycles" for node, cycles in enumerate(self.nodes) if not cycles]
+        found += [f"node {node} counted {cycles} cycles, past the host's window of {window}"
+                  for node, cycles in enumerate(self.nodes) if cycles > window]
+        if self.cycles != max(self.nodes):
+            found.append(f"all done at {self.cycles}, not the last node's {max(self.nodes)}")
+        return found
+
+
 class FCsNHost:
     """The host of a simulated cluster (``dut`` is the ``runtime_cluster`` top level).
 
@@ -262,6 +300,8 @@ class FCsNHost:
         for interface in (self.master.write_if, self.master.read_if):  # they log every access at INFO
             interface.log.setLevel(logging.WARNING)
         self.offsets = _register_offsets()
+        self.cluster_offsets = _cluster_offsets(nodes)
+        self.b_load = None  # the last Board_MEM_init's data load: lines written, host-port cycles
         self.cycle = 0
         cocotb.start_soon(self._count())
 
@@ -279,6 +319,18 @@ class FCsNHost:
 
     async def read_counters(self, node, names=COUNTERS):
         return {name: await self.read_register(node, name) for name in names}
+
+    async def write_cluster(self, name, value):
+        """A write to the cluster's own register file (after the nodes', at ``nodes * 0x1000``)."""
+        await self.master.write_dword(self.nodes * NODE_STRIDE + self.cluster_offsets[name], int(value))
+
+    async def read_cycles(self):
+        """The on-chip cycle counters of the last run (:class:`RunCycles`); read after it."""
+        base = self.nodes * NODE_STRIDE
+        read = self.master.read_dword
+        return RunCycles(await read(base + self.cluster_offsets["cycles"]),
+                         [await read(base + self.cluster_offsets[f"node{node}_cycles"])
+                          for node in range(self.nodes)])
 
     # ------------------------------------------------------------------ host memory port
     async def _edge_when(self, signal):
@@ -376,10 +428,14 @@ class FCsNHost:
         overlay.config = config
         for node in range(overlay.nodes):
             for name, value in (("home_shift", config.home_shift), ("range_shift", config.range_shift),
-                                ("rows", config.rows), ("ranges", config.ranges)):
+                                ("rows", config.rows), ("ranges", config.ranges),
+                                ("replicated", int(config.replicated))):
                 await self.write_register(node, name, value)
-        await self._load([(node, HOST_DATA, line, value) for node in range(overlay.nodes)
-                          for line, value in handler.workload.node_lines(node)])
+        lines = [(node, HOST_DATA, line, value) for node in range(overlay.nodes)
+                 for line, value in handler.workload.node_lines(node)]
+        start = self.cycle
+        await self._load(lines)
+        self.b_load = {"lines": len(lines), "cycles": self.cycle - start, "replicated": config.replicated}
         return handler
 
     async def clear_outputs(self, overlay, rows, values=None):
@@ -393,7 +449,9 @@ class FCsNHost:
 
     async def Kernel_Start(self, overlay, task_id, argv=None):  # noqa: N802
         """Start kernel ``task_id`` on every node: ``argv`` maps a node to its Spawn_MEM window
-        ``(first, count)`` (every node's whole list by default); a flush of fetched data first."""
+        ``(first, count)`` (every node's whole list by default); a flush of fetched data first.
+        The arguments go to each node; the start is one write to the cluster, which starts every
+        node in the same cycle and its cycle counters with them (:meth:`read_cycles`)."""
         self._check_open(overlay)
         for node in range(overlay.nodes):
             first, count = argv[node] if argv is not None else (0, self._spawned[node])
@@ -402,8 +460,7 @@ class FCsNHost:
             await self.write_register(node, "task_id", task_id)
             await self.write_register(node, "spawn_first", first)
             await self.write_register(node, "spawn_count", count)
-        for node in range(overlay.nodes):
-            await self.write_register(node, "CTRL", 1)
+        await self.write_cluster("CTRL", 1)
 
     async def Check_Kernel(self, overlay):  # noqa: N802
         """Read every node's ``quiet`` bit; when all are set, the traffic counters: done when every
@@ -481,17 +538,23 @@ async def prepare(host, nodes, data):
 
 
 async def run_job(host, job):
-    """One demo job: the Table 4.1 sequence for ``job`` (a dict); returns outputs, counters, cycles."""
+    """One demo job: the Table 4.1 sequence for ``job`` (a dict); returns ``out``, ``b_load`` (the data
+    load: lines, host-port cycles, replicated) and per kernel run the counters, ``cycles`` (on chip,
+    start to all done), ``node_cycles``, ``host_cycles`` (Kernel_Start to Check_Kernel done, the
+    host's register traffic included) and ``cycle_problems`` (:meth:`RunCycles.problems`)."""
     overlay, handler = await prepare(host, job["nodes"], job["data"])
     results = []
     for task_id in job["kernels"]:
         start = host.cycle
         await host.Kernel_Start(overlay, task_id)
         status = await host.wait_kernel(overlay, timeout_cycles=job.get("timeout", 2_000_000))
-        results.append({"task_id": task_id, "cycles": status.cycle - start, "counters": status.counters})
+        timing = await host.read_cycles()
+        results.append({"task_id": task_id, "cycles": timing.cycles, "node_cycles": timing.nodes,
+                        "host_cycles": status.cycle - start, "counters": status.counters,
+                        "cycle_problems": timing.problems(status.cycle - start)})
     out = await host.Sync_to_Host(overlay, handler)
     await host.System_Finalize(overlay)
-    return {"out": out, "runs": results}
+    return {"out": out, "runs": results, "b_load": host.b_load}
 
 
 async def cluster_session(dut, job):
@@ -519,9 +582,15 @@ def cluster_params(workload, *, queue_depth=8, switch_depth=8):
     }
 
 
-def run_cluster(workload, kernels=(AGGREGATION,), **cluster_options):
+# The long cluster runs (demo, scaling bench) build their model at -O2: see docs/runtime.md §7
+# for the build time against the run time.
+CLUSTER_MODEL_OPT = "-O2"
+
+
+def run_cluster(workload, kernels=(AGGREGATION,), *, model_opt=CLUSTER_MODEL_OPT, **cluster_options):
     """Run ``workload`` through the host API on a ``runtime_cluster`` that holds it (built with
-    :func:`cluster_params` and ``cluster_options``); returns :func:`run_job`'s result dict."""
+    :func:`cluster_params` and ``cluster_options``, its C++ at ``model_opt``); returns
+    :func:`run_job`'s result dict."""
     from scripts.sim.devices import run_session
 
     job = {
@@ -531,4 +600,4 @@ def run_cluster(workload, kernels=(AGGREGATION,), **cluster_options):
         "timeout": 40 * sum(len(entries) for entries in workload.spawn) * 4 + 50_000,
     }
     return run_session("runtime_cluster", "runtime.cluster", job,
-                       params=cluster_params(workload, **cluster_options))
+                       params=cluster_params(workload, **cluster_options), model_opt=model_opt)

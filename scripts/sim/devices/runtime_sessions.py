@@ -366,9 +366,9 @@ COUNTERS_CHECKED = (
 )
 
 
-def random_job(rng, params, *, density, placement, integer=False, home_shift=2):
+def random_job(rng, params, *, density, placement, integer=False, home_shift=2, replicated=False):
     """``(adjacency, dense, workload)``: a random sparse x dense job for a ``runtime_cluster`` of
-    ``params``."""
+    ``params`` (with B in every node when ``replicated``)."""
     nodes, rows, features = params["nodes"], params["lines"], params["features"]
     adjacency = sp.random(
         rows, rows, density=density, random_state=np.random.RandomState(rng.integers(1 << 31)), format="coo"
@@ -389,6 +389,7 @@ def random_job(rng, params, *, density, placement, integer=False, home_shift=2):
         home_shift=home_shift,
         placement=placement,
         values=values,
+        replicated=replicated,
     )
     return adjacency, dense, workload
 
@@ -409,7 +410,8 @@ def golden_run(workload, kernels):
 
 
 async def run_and_check(dut, workload, kernels, *, timeout_cycles):
-    """The Table 4.1 sequence on the cluster, checked against the golden; returns the cycles per kernel."""
+    """The Table 4.1 sequence on the cluster, checked against the golden; returns the on-chip cycles
+    (start to all done) per kernel, which must be plausible (:meth:`RunCycles.problems`)."""
     params = params_from_env()
     host = FCsNHost(dut, params["nodes"])
     overlay, handler = await prepare(host, params["nodes"], workload)
@@ -419,7 +421,10 @@ async def run_and_check(dut, workload, kernels, *, timeout_cycles):
         start = host.cycle
         await host.Kernel_Start(overlay, task_id)
         status = await host.wait_kernel(overlay, timeout_cycles=timeout_cycles)
-        cycles.append(status.cycle - start)
+        timing = await host.read_cycles()
+        problems = timing.problems(status.cycle - start)
+        assert not problems, f"kernel {task_id}: {problems}; {knobs.describe()}"
+        cycles.append(timing.cycles)
         for node in range(overlay.nodes):
             got = {name: status.counters[node][name] for name in COUNTERS_CHECKED}
             # The counters accumulate over the runs since reset.
