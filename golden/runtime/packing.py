@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from golden.aggregate.packets import Packets
 from golden.aggregate.pipeline import HAZARD_WINDOW, issue_cycles
 
-from .packet import ITEMS
+from .packet import ITEMS, Item
 
 __all__ = ["Layout", "split_rows", "assign_rows", "pack", "identity_layout", "balanced_layout", "fill",
            "issue_estimate", "INTERLEAVE"]
@@ -174,7 +174,7 @@ def balanced_layout(rows, cols, *, n, nodes, block, split=True):
 
 
 def pack(rows, cols, values, *, spawner, nodes, block, window=HAZARD_WINDOW, interleave=INTERLEAVE):
-    """Each node's tasks (step 3): a list per node of ``(range, [(row, col, value) or None] * 4)``.
+    """Each node's tasks (step 3): a list per node of ``(range, [Item or None] * 4)``.
 
     ``rows`` are physical rows, ``spawner`` the node that spawns each nonzero; ``interleave``
     ranges are open at a time.
@@ -227,7 +227,7 @@ def pack(rows, cols, values, *, spawner, nodes, block, window=HAZARD_WINDOW, int
                     row = row_of[index]
                     last_use[row] = step
                     left[row] -= 1
-                    slots[bank] = (row, col_of[index], values[index])
+                    slots[bank] = Item(row, col_of[index], values[index])
             packets.append((index_range, slots))
             if not any(banks):
                 opened.pop(position)
@@ -241,7 +241,7 @@ def issue_estimate(packets, window=HAZARD_WINDOW):
     if not packets:
         return 0
     occupied = np.array([[slot is not None for slot in slots] for _, slots in packets])
-    rows = np.array([[0 if slot is None else slot[0] for slot in slots] for _, slots in packets])
+    rows = np.array([[0 if slot is None else slot.row for slot in slots] for _, slots in packets])
     stream = Packets.from_slots(rows, np.zeros_like(rows), np.ones(rows.shape, np.float32), occupied,
                                 weighted=True)
     return int(issue_cycles(stream, window=window)[-1]) + 1

@@ -153,9 +153,8 @@ def sparse_dense_workload(adjacency, dense, *, nodes, block=20, home_shift=2, ra
     else:
         tasks = [_seed_packets(rows, cols, raw, np.flatnonzero(spawners == node), block)
                  for node in range(nodes)]
-    spawn = [[encode(Packet(TASK, range=index, slots=tuple(None if slot is None else Item(*slot)
-                                                           for slot in slots)), sealed=False)
-              for index, slots in packets] for packets in tasks]
+    spawn = [[encode(Packet(TASK, range=index, slots=tuple(slots)), sealed=False) for index, slots in packets]
+             for packets in tasks]
     return Workload(config, spawn, memory, features, layout)
 
 
@@ -168,7 +167,7 @@ def _seed_packets(rows, cols, raw, mine, block):
         slot = row % ITEMS
         if not packets or packets[-1][0] != col // block or packets[-1][1][slot] is not None:
             packets.append((col // block, [None] * ITEMS))
-        packets[-1][1][slot] = (row, col, int(raw[index]))
+        packets[-1][1][slot] = Item(row, col, int(raw[index]))
     return packets
 
 
