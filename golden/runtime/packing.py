@@ -14,9 +14,11 @@ row of output bank ``i``: ``row mod 4 == i``) and its ownership registers (home 
    graph's). The host adds a row's parts in part order, in float32, after ``Sync_to_Host``
    (:meth:`Layout.gather`); the golden does the same, so the result stays bit-exact.
 2. **Rows balanced by nonzero count** (:func:`assign_rows`). Every part (and every unsplit row)
-   gets a physical row: longest-processing-time over the ``4 N`` (node, bank) classes, parts by
-   decreasing nonzeros (ties: lower row first), each to the least-loaded class that still has a
-   free physical row (ties: lower class), so every node and every bank gets about ``nnz / 4N``.
+   gets a physical row, i.e. a (node, bank) class: parts by decreasing nonzeros (ties: lower row
+   first), each to the class with a free physical row that leaves its node the fewest packets
+   (the sum over ranges of the range's fullest bank), ties to the least-loaded class, then the
+   lower class. Banks are thus balanced range by range, not only in total (the packets of a range
+   can be no fewer than its fullest bank's nonzeros), and every node gets about ``nnz / 4N`` packets.
 3. **Tasks packed per range, ranges staggered** (:func:`pack`). A spawner opens the data ranges
    in turn starting at its own index (node ``s`` opens range ``s``, then ``s + 1``, ...: with
    ranges owned by ``g mod N``, the N nodes ask N different owners at each step), and keeps
