@@ -76,6 +76,7 @@ def test_demo_runs_a_graph_from_a_file(tmp_path, capsys):
     n = 300
     adjacency = sp.random(n, n, density=0.01, format="csr", random_state=5)
     adjacency.data = rng.uniform(0.5, 2.0, adjacency.nnz).astype(np.float32)
+    adjacency = adjacency.tolil()
     adjacency[7, :] = 1.0  # a hub row, split into parts
     path = tmp_path / "own.npz"
     sp.save_npz(path, sp.csr_matrix(adjacency))
