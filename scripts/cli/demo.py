@@ -176,8 +176,9 @@ def _register_cluster(demos):
     # Values are checked by scripts.demo.cluster.check_arguments, whose errors name the allowed range.
     cluster.add_argument("--nodes", type=int, default=4,
                          help=f"{'|'.join(map(str, NODE_CHOICES))} (default 4)")
-    cluster.add_argument("--graph", default="small", metavar="|".join(GRAPHS),
-                         help="synthetic graph (default small)")
+    cluster.add_argument("--graph", default="small", metavar="|".join(GRAPHS) + "|FILE.npz",
+                         help="synthetic graph (default small), or a square adjacency saved with "
+                              "scipy.sparse.save_npz")
     cluster.add_argument("--features", type=int, default=DEFAULT_FEATURES,
                          help=f"float32 words per row, 1..14 (default {DEFAULT_FEATURES})")
     cluster.add_argument("--placement", default="next", metavar="|".join(PLACEMENTS),
