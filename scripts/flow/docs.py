@@ -120,10 +120,12 @@ def write_table(doc, name, headers, rows, command, **options):
         raise DocsError(f"table name {name!r} must match {_NAME}")
     spec = {"name": name, "doc": doc, "command": command, "headers": list(headers),
             "rows": [list(row) for row in rows], **options}
-    path = DOCS / doc
-    path.write_text(splice(path.read_text(), name, render(spec)))
+    # The rows are kept first: a document without the block yet raises below, and the table goes in
+    # with `neartrain docs` once the block is added, without measuring again.
     DATA.mkdir(parents=True, exist_ok=True)
     _spec_path(name).write_text(json.dumps(spec, indent=1) + "\n")
+    path = DOCS / doc
+    path.write_text(splice(path.read_text(), name, render(spec)))
 
 
 def kept_rows(name, headers, keep):

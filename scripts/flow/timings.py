@@ -131,8 +131,11 @@ def main(argv=None):
                 measured.add((f"make {target}", state))
         if (f"make {target}", states[-1]) in measured:  # the output of the last run measured
             sample = [[line] for line in output_sample(target, output)]
-            docs.write_table(DOC, f"readme-{target}-output", ["output"], sample,
-                             f"python -m scripts.flow.timings --targets {target}", code=True)
+            try:
+                docs.write_table(DOC, f"readme-{target}-output", ["output"], sample,
+                                 f"python -m scripts.flow.timings --targets {target}", code=True)
+            except docs.DocsError as error:  # a first measurement: the block is added afterwards
+                print(f"timings: {error}; the lines are kept, add the block and run `neartrain docs`")
     # The stored rows of the others are read only now: a measurement of them may have ended meanwhile.
     rows += kept_rows(measured)
     order = {f"make {t}": i for i, t in enumerate(("run", "test"))}
