@@ -32,8 +32,8 @@ TABLE = "readme-timings"
 HEADERS = ["command", "state", "wall time", "mean load average", "CPU cores", "measured on"]
 COMMAND = "python -m scripts.flow.timings --targets run test"
 
-# The lines of the warm output shown in the README: make run's step lines and its total, and the
-# summary of make test (its three slowest tests and the pass count).
+# The lines of the last measured run's output shown in the README: make run's step lines and its
+# total, and the summary of make test (its three slowest tests and the pass count).
 _RUN_TAIL = 14
 
 
@@ -61,14 +61,20 @@ class _LoadSampler(threading.Thread):
         return sum(self.samples) / len(self.samples)
 
 
-def measure(target, folder):
-    """``(seconds, mean load average, output)`` of ``make <target>`` in ``folder``; raises on failure."""
+def measure(target, folder, log=None):
+    """``(seconds, mean load average, output)`` of ``make <target>`` in ``folder``; raises on failure.
+
+    The whole output is also written to ``log`` when given (the README shows only its tail).
+    """
     sampler = _LoadSampler()
     sampler.start()
     start = time.monotonic()
     process = subprocess.run(["make", target], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
     seconds, load = time.monotonic() - start, sampler.mean()
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(process.stdout)
     if process.returncode != 0:
         tail = "\n".join(process.stdout.splitlines()[-20:])
         raise RuntimeError(f"make {target} in {folder} exited {process.returncode}:\n{tail}")
@@ -112,37 +118,42 @@ def main(argv=None):
     keep = None
     if args.here:
         folder = ROOT
+        states = ["warm"]
     else:
         keep = tempfile.TemporaryDirectory(prefix="neartrain-timings-") if args.clone is None else None
         folder = clone(args.clone or pathlib.Path(keep.name) / "NearTrain")
+        states = ["cold", "warm"] if "warm" in args.states else ["cold"]  # a warm run needs the cold one
+    label = " ".join(["python -m scripts.flow.timings --targets {target}", "--here" * args.here,
+                      f"--states {' '.join(args.states)}" * (args.states != ["cold", "warm"])]).split()
     day = time.strftime("%Y-%m-%d")
     rows, measured = [], set()
-    for target in args.targets:
-        if args.here:
-            states = ["warm"]
-        else:  # in a fresh clone, a warm run needs the cold one before it
-            states = ["cold", "warm"] if "warm" in args.states else ["cold"]
-        for state in states:
-            print(f"timings: make {target}, {state}, in {folder} ...", flush=True)
-            seconds, load, output = measure(target, folder)
-            print(f"timings: make {target}, {state}: {_minutes(seconds)} (mean load {load:.1f})", flush=True)
-            if state in args.states:
-                rows.append([f"make {target}", state, _minutes(seconds), f"{load:.1f}", os.cpu_count(), day])
-                measured.add((f"make {target}", state))
-        if (f"make {target}", states[-1]) in measured:  # the output of the last run measured
-            sample = [[line] for line in output_sample(target, output)]
-            try:
-                docs.write_table(DOC, f"readme-{target}-output", ["output"], sample,
-                                 f"python -m scripts.flow.timings --targets {target}", code=True)
-            except docs.DocsError as error:  # a first measurement: the block is added afterwards
-                print(f"timings: {error}; the lines are kept, add the block and run `neartrain docs`")
+    try:
+        for target in args.targets:
+            for state in states:
+                print(f"timings: make {target}, {state}, in {folder} ...", flush=True)
+                log = folder / "build" / "timings" / f"make-{target}-{state}.log"
+                seconds, load, output = measure(target, folder, log)
+                print(f"timings: make {target}, {state}: {_minutes(seconds)} (mean load {load:.1f}); "
+                      f"output in {log}", flush=True)
+                if state in args.states:
+                    rows.append([f"make {target}", state, _minutes(seconds), f"{load:.1f}",
+                                 os.cpu_count(), day])
+                    measured.add((f"make {target}", state))
+            if (f"make {target}", states[-1]) in measured:  # the output of the last run measured
+                sample = [[line] for line in output_sample(target, output)]
+                try:
+                    docs.write_table(DOC, f"readme-{target}-output", ["output"], sample,
+                                     " ".join(label).format(target=target), code=True)
+                except docs.DocsError as error:  # a first measurement: the block is added afterwards
+                    print(f"timings: {error}; the lines are kept, add the block and run `neartrain docs`")
+    finally:
+        if keep is not None:
+            keep.cleanup()
     # The stored rows of the others are read only now: a measurement of them may have ended meanwhile.
     rows += kept_rows(measured)
     order = {f"make {t}": i for i, t in enumerate(("run", "test"))}
     rows.sort(key=lambda row: (order[row[0]], row[1] != "cold"))
     docs.write_table(DOC, TABLE, HEADERS, rows, COMMAND, disable_numparse=True)
-    if keep is not None:
-        keep.cleanup()
     return 0
 
 
