@@ -22,6 +22,9 @@ A measurement cannot come back by hand: ``check`` also fails on a table outside 
 ``docs/*.md`` or the top-level ``README.md``, whose header names a measured quantity (a resource
 such as LUT or DSP, cycles, Fmax, a wall time, a loss; :data:`MEASURED`). Figures quoted from a
 publication are not ours to regenerate: such a table follows a ``<!-- quoted: SOURCE -->`` line.
+Prose is held to the same rule (:mod:`scripts.flow.docs_prose`): a measured figure in a sentence
+is a ``<!-- value: TABLE | ROW | COLUMN -->`` span that ``neartrain docs`` fills from the data, a
+``<!-- constant -->``, a ``<!-- quoted: SOURCE -->``, or a problem.
 """
 
 import json
@@ -31,7 +34,10 @@ import re
 
 from tabulate import tabulate
 
-__all__ = ["DOCS", "DATA", "INDEX", "README", "MEASURED", "write_table", "hand_measurements", "kept_rows",
+from scripts.flow import docs_prose
+
+__all__ = ["DOCS", "DATA", "INDEX", "README", "MEASURED", "write_table", "hand_measurements",
+           "prose_problems", "kept_rows",
            "render", "splice", "blocks_in", "check",
            "regenerate", "index_text", "DocsError"]
 
@@ -148,6 +154,10 @@ def _specs():
     return {path.stem: json.loads(path.read_text()) for path in sorted(DATA.glob("*.json"))}
 
 
+def _table_specs():
+    return {name: spec for name, spec in _specs().items() if _is_table(spec)}
+
+
 def _documents():
     """Every document that holds generated blocks: ``docs/*.md`` and the repository's README."""
     return sorted(DOCS.glob("*.md")) + ([README] if README.exists() else [])
@@ -220,9 +230,29 @@ def hand_measurements(paths=None):
     return problems
 
 
+def prose_problems(paths=None):
+    """``file:line`` problems for measured figures in prose that no marker accounts for, and for
+    ``<!-- value: ... -->`` spans that name no cell or show a stale one (:mod:`.docs_prose`).
+
+    ``paths`` defaults to ``docs/*.md`` and the top-level README.
+    """
+    paths, specs = _documents() if paths is None else paths, _table_specs()
+    problems = []
+    for path in paths:
+        if not path.exists():
+            continue
+        text, shown = path.read_text(), _shown(_doc_name(path))
+        problems += [f"{shown}:{line}: {message}" for line, message in docs_prose.stale_values(text, specs)]
+        problems += [f"{shown}:{line}: a measurement {figure!r} in prose: show its generated value "
+                     f"(<!-- value: TABLE | ROW | COLUMN -->), mark a design constant (<!-- constant -->) "
+                     f"or a publication's figure (<!-- quoted: SOURCE -->), or drop it"
+                     for line, figure in docs_prose.figures(text, _BLOCK)]
+    return problems
+
+
 def check():
     """The list of problems (stale, orphaned or missing tables, a stale index, hand-typed
-    measurements); empty when the docs are current."""
+    measurements in tables or prose, stale values); empty when the docs are current."""
     specs, seen = _specs(), set()
     # A bench's own rows belong under build/, not beside the tables.
     problems = [f"docs/data/{name}.json is not a table (it needs {', '.join(_SPEC_KEYS)})"
@@ -252,14 +282,15 @@ def check():
     if not index.exists() or index.read_text() != index_text():
         problems.append(f"docs/{INDEX}: the index differs from the documents and plots (regenerate with "
                         f"`neartrain docs`)")
-    return problems + hand_measurements()
+    return problems + hand_measurements() + prose_problems()
 
 
 def regenerate():
     """Rewrite every generated block from its data; returns the names rewritten.
 
     Data whose block is missing is left for :func:`check` to report. The index ``docs/README.md``
-    is rewritten too (named ``index`` in the list when it changed).
+    is rewritten too (named ``index`` in the list when it changed), and so are the
+    ``<!-- value: ... -->`` spans of every document (named ``values in DOC``).
     """
     written = []
     for name, spec in _specs().items():
@@ -273,6 +304,12 @@ def regenerate():
         if updated != text:
             path.write_text(updated)
             written.append(name)
+    specs = _table_specs()
+    for path in _documents():
+        text = path.read_text()
+        if (updated := docs_prose.fill_values(text, specs)) != text:
+            path.write_text(updated)
+            written.append(f"values in {_shown(_doc_name(path))}")
     index = DOCS / INDEX
     if not index.exists() or index.read_text() != index_text():
         index.write_text(index_text())
