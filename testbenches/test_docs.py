@@ -173,3 +173,88 @@ def test_the_measurement_headers_of_the_dropped_hand_tables_are_caught(header):
                                     "| stream | layout | per beat |"])
 def test_the_headers_of_hand_tables_that_stay_pass(header):
     assert not docs.MEASURED.search(header)
+
+
+PROSE = """# Prose
+
+The adder takes 525 LUTs and closes at 128.6 MHz,
+so the kernel is 1.9x faster; its final loss is 0.204 after 2 min 19 s.
+
+A 512-bit bus, `lanes=16`, a 16x16 array, 4 x 4 tiles, section 4.2 (2020), Top-K at 1 %, 30 % stalls.
+The latency is 6 cycles by construction. <!-- constant -->
+The paper's kernel runs at 300 MHz on 522K LUT. <!-- quoted: Smart-Infinity, Section 5 -->
+
+<!-- constant: clock constraints of the boards -->
+Every build is constrained to 125 MHz,
+and the UART runs at 25 MHz.
+
+The next paragraph is not covered: 40 DSP48E2 per lane.
+
+```text
+took 35 minutes
+```
+
+<!-- generated: t -->
+| LUT |
+|---:|
+| 525 MHz |
+<!-- /generated: t -->
+The adder takes <!-- value: t | 1 | b -->2.5<!-- /value --> LUTs;
+the widest <!-- value: t | 3 | b | fmt=.1f -->4.0<!-- /value --> LUT.
+"""
+
+
+def test_a_measurement_in_prose_is_named_by_file_and_line(tmp_path, monkeypatch):
+    """Resources, Fmax, a speed-up, a loss and a wall time fail; widths, parameters, sizes, sections,
+    years, input percentages, constants, quotes, fences, generated blocks and values pass."""
+    monkeypatch.setattr(docs, "DOCS", tmp_path)
+    monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.json").write_text(__import__("json").dumps(SPEC))
+    (tmp_path / "x.md").write_text(PROSE)
+    problems = docs.prose_problems()
+    found = [(problem.split(":")[1], problem.split("'")[1]) for problem in problems]
+    assert found == [("3", "525 LUTs"), ("3", "128.6 MHz"), ("4", "1.9x"), ("4", "loss is 0.204"),
+                     ("4", "2 min"), ("4", "19 s"), ("14", "40 DSP48E2")], problems
+    assert all(problem.startswith("docs/x.md:") and "<!-- value: TABLE | ROW | COLUMN -->" in problem
+               for problem in problems)
+
+
+def test_a_stale_or_unknown_value_is_reported_and_regenerated(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(docs, "DOCS", tmp_path)
+    monkeypatch.setattr(docs, "DATA", tmp_path / "data")
+    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.json").write_text(json.dumps(SPEC))
+    text = ("<!-- generated: t -->\n" + docs.render(SPEC) + "<!-- /generated: t -->\n"
+            "b is <!-- value: t | 1 | b -->2.5<!-- /value --> and "
+            "<!-- value: t | 3 | b | fmt=.2f -->4.00<!-- /value --> here.\n")
+    (tmp_path / "x.md").write_text(text)
+    (tmp_path / "README.md").write_text(docs.index_text())
+    assert docs.check() == []
+    (tmp_path / "x.md").write_text(text.replace(">2.5<", ">2.4<")
+                                   + "c is <!-- value: t | 9 | b -->1<!-- /value -->.\n"
+                                   + "d is <!-- value: t | 1 | z -->1<!-- /value -->.\n")
+    problems = docs.check()
+    assert problems[0] == ("docs/x.md:9: value 't | 1 | b' shows '2.4', its table holds '2.5' "
+                           "(regenerate with `neartrain docs`)")
+    assert "docs/x.md:10:" in problems[1] and "0 rows of 't' start with ['9']" in problems[1]
+    assert "docs/x.md:11:" in problems[2] and "no column 'z'" in problems[2] and len(problems) == 3
+    assert docs.regenerate() == ["values in docs/x.md"]
+    assert ">2.5<" in (tmp_path / "x.md").read_text() and len(docs.check()) == 2  # unknown cells stay
+
+
+@pytest.mark.parametrize("prose", ["uses 36 % of the LUT4", "the build took 11.5 minutes", "a 13.8 ns path",
+                                   "reaches 4.00 elements per cycle", "2.47 times faster", "at 14.40 GB/s",
+                                   "Fmax of 89", "58 EBR", "20,877 TRELLIS_COMB", "a speed-up of 1.68"])
+def test_measured_prose_is_caught(prose):
+    assert docs.docs_prose.MEASUREMENT.search(prose)
+
+
+@pytest.mark.parametrize("prose", ["a 512-bit beat", "2^64 wraps", "15 x 15 leaves", "Z/P * 2S", "N^2 H",
+                                   "at `capacity=8`", "Table 4.2", "in 2026", "8 lanes of 60 bits"])
+def test_constants_in_prose_pass(prose):
+    assert not docs.docs_prose.figures(prose, docs._BLOCK)

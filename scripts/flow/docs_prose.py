@@ -21,27 +21,37 @@ top-level ``README.md``. An author says what such a figure is in one of three wa
 A ``constant`` or ``quoted`` marker on a line with text covers the figures that start on that
 line; alone on its line it covers the next paragraph, list or table (up to a blank line). A
 figure with no generator and no cheap way to regenerate it is dropped, not marked. Bit widths
-(``512-bit``), parameters (``lanes=16``), sizes (``16x16``), section numbers and years carry no
-measurement unit and pass unmarked.
+(``512-bit``), parameters (``lanes=16``), sizes (``16x16``, ``4 x 4``), section numbers, years and
+inline code carry no measurement unit and pass unmarked, and so do percentages that set an input
+(a Top-K ratio, a stall probability, a density).
 """
 
 import re
 
 __all__ = ["MEASUREMENT", "VALUE", "ValueMarkerError", "figures", "value_text", "stale_values", "fill_values"]
 
-_NUMBER = r"(?<![\w.,/-])~?\d[\d,]*(?:\.\d+)?"
-# Units after a number. ``x``/``×`` is a speed-up only when no digit follows (``16x16`` is a size).
+_NUMBER = r"(?<![\w.,/=-])~?\d[\d,]*(?:\.\d+)?"
+# Units after a number, case-sensitive (``2S`` and ``2 H`` are terms of a formula). A speed-up is
+# ``1.9x`` or ``1.9×`` with no space and no digit after (``4 x 4`` and ``16x16`` are sizes).
 _UNIT = (r"(?:LUT\d*s?|FFs?|flip-flops?|DSP(?:48E2)?s?|BRAM(?:18K?|36)?s?|EBRs?|URAMs?|CARRY\d*s?|MULT18s?"
          r"|TRELLIS_\w+|slices?|cycles?|MHz|GHz|[kMG]i?B/s|[GM]bit/s|ns|µs|ms|s|seconds?|min(?:utes?)?|h|hours?"
-         r"|%|percent|x|×|times)")
+         r"|%|percent|times)")
 MEASUREMENT = re.compile(
     rf"{_NUMBER}(?:\s?[kM])?\s?{_UNIT}(?![\w/])"
+    rf"|{_NUMBER}[x×](?![\w/])"
     rf"|{_NUMBER}\s?(?:[\w.]+\s)?(?:per|/)\s?cycle\b"
-    rf"|\b(?:loss|accuracy|Fmax|speed-?ups?|hit rate|perplexity)\b[^.\n\d]{{0,25}}{_NUMBER}", re.I)
+    rf"|\b(?:[Ll]oss|[Aa]ccuracy|Fmax|[Ss]peed-?ups?|hit rate|perplexity)\s?(?:of|is|was|=|:)?\s?{_NUMBER}"
+    rf"(?![\w-])")
 
 VALUE = re.compile(r"<!-- value: (?P<ref>[^>\n]*?) -->(?P<shown>[^\n]*?)<!-- /value -->")
 _MARK = re.compile(r"<!-- (?:constant(?::[^>\n]*)?|quoted: [^>\n]+) -->")
 _FENCE = re.compile(r"^\s*```.*?^\s*```[^\n]*$", re.S | re.M)
+# A percentage that sets a test's or a model's input, not one measured: a Top-K ratio, a stall or
+# pause probability, a density, a share of zeros.
+_PERCENT = rf"{_NUMBER}\s?%"
+_SETTING = re.compile(rf"Top-K(?: streams| pairs)?(?: at)?\s{_PERCENT}(?:(?:,|\sand|\sor|\sto)\s{_PERCENT})*"
+                      rf"|{_PERCENT}(?= (?:random )?(?:stall|pause|densit|holes|zeros|subnormals|selection))")
+_CODE = re.compile(r"`[^`\n]+`")  # an inline code span: a name, a command or a parameter
 _LEADING_NUMBER = re.compile(r"-?[\d,]*\.?\d+(?:e[-+]?\d+)?", re.I)
 
 
@@ -76,12 +86,14 @@ def _covered_lines(lines):
 def figures(text, blocks):
     """``(line, figure)`` of each measurement in ``text`` that no marker accounts for.
 
-    ``blocks`` is the generated-block pattern; those blocks, code fences and value spans are
-    skipped.
+    ``blocks`` is the generated-block pattern; those blocks, code fences, inline code and value
+    spans are skipped.
     """
     text = blocks.sub(_blank, text)
     text = _FENCE.sub(_blank, text)
     text = VALUE.sub("VALUE", text)  # a cited value is checked against its table instead
+    text = _CODE.sub("CODE", text)
+    text = _SETTING.sub(lambda match: "SETTING" + _blank(match), text)
     covered = _covered_lines(text.splitlines())
     found = []
     for match in MEASUREMENT.finditer(text):
