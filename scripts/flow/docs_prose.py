@@ -30,7 +30,7 @@ import re
 
 __all__ = ["MEASUREMENT", "VALUE", "ValueMarkerError", "figures", "value_text", "stale_values", "fill_values"]
 
-_NUMBER = r"(?<![\w.,/=-])~?\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"(?<![\w.,/=^-])~?\d[\d,]*(?:\.\d+)?"
 # Units after a number, case-sensitive (``2S`` and ``2 H`` are terms of a formula). A speed-up is
 # ``1.9x`` or ``1.9×`` with no space and no digit after (``4 x 4`` and ``16x16`` are sizes).
 _UNIT = (r"(?:LUT\d*s?|FFs?|flip-flops?|DSP(?:48E2)?s?|BRAM(?:18K?|36)?s?|EBRs?|URAMs?|CARRY\d*s?|MULT18s?"
@@ -51,7 +51,7 @@ _FENCE = re.compile(r"^\s*```.*?^\s*```[^\n]*$", re.S | re.M)
 _PERCENT = rf"{_NUMBER}\s?%"
 _SETTING = re.compile(rf"Top-K(?: streams| pairs)?(?: at)?\s{_PERCENT}(?:(?:,|\sand|\sor|\sto)\s{_PERCENT})*"
                       rf"|{_PERCENT}(?= (?:random )?(?:stall|pause|densit|holes|zeros|subnormals|selection))")
-_CODE = re.compile(r"`[^`\n]+`")  # an inline code span: a name, a command or a parameter
+_CODE = re.compile(r"`(?:[^`\n]|\n(?!\s*\n))+`")  # inline code (a name, a command), maybe over lines
 _LEADING_NUMBER = re.compile(r"-?[\d,]*\.?\d+(?:e[-+]?\d+)?", re.I)
 
 
@@ -92,7 +92,7 @@ def figures(text, blocks):
     text = blocks.sub(_blank, text)
     text = _FENCE.sub(_blank, text)
     text = VALUE.sub("VALUE", text)  # a cited value is checked against its table instead
-    text = _CODE.sub("CODE", text)
+    text = _CODE.sub(lambda match: "CODE" + _blank(match), text)
     text = _SETTING.sub(lambda match: "SETTING" + _blank(match), text)
     covered = _covered_lines(text.splitlines())
     found = []
