@@ -207,11 +207,13 @@ the widest <!-- value: t | 3 | b | fmt=.1f -->4.0<!-- /value --> LUT.
 def test_a_measurement_in_prose_is_named_by_file_and_line(tmp_path, monkeypatch):
     """Resources, Fmax, a speed-up, a loss and a wall time fail; widths, parameters, sizes, sections,
     years, input percentages, constants, quotes, fences, generated blocks and values pass."""
+    import json
+
     monkeypatch.setattr(docs, "DOCS", tmp_path)
     monkeypatch.setattr(docs, "DATA", tmp_path / "data")
     monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "t.json").write_text(__import__("json").dumps(SPEC))
+    (tmp_path / "data" / "t.json").write_text(json.dumps(SPEC))
     (tmp_path / "x.md").write_text(PROSE)
     problems = docs.prose_problems()
     found = [(problem.split(":")[1], problem.split("'")[1]) for problem in problems]
@@ -231,7 +233,8 @@ def test_a_stale_or_unknown_value_is_reported_and_regenerated(tmp_path, monkeypa
     (tmp_path / "data" / "t.json").write_text(json.dumps(SPEC))
     text = ("<!-- generated: t -->\n" + docs.render(SPEC) + "<!-- /generated: t -->\n"
             "b is <!-- value: t | 1 | b -->2.5<!-- /value --> and "
-            "<!-- value: t | 3 | b | fmt=.2f -->4.00<!-- /value --> here.\n")
+            "<!-- value: t | 3 | b | fmt=.2f -->4.00<!-- /value --> here; an example in code: "
+            "`<!-- value: TABLE | ROW | COLUMN -->1.23<!-- /value -->`.\n")
     (tmp_path / "x.md").write_text(text)
     (tmp_path / "README.md").write_text(docs.index_text())
     assert docs.check() == []

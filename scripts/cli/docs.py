@@ -11,8 +11,9 @@ def command_docs(args):
     if args.check:
         problems = docs.check()
         if problems:
-            # A stale or hand-typed table is a failing result (exit 1), not a usage mistake (exit 2).
-            print(f"neartrain: docs: {len(problems)} docs problem(s) (stale or hand-typed tables): "
+            # A stale or hand-typed figure is a failing result (exit 1), not a usage mistake (exit 2).
+            print(f"neartrain: docs: {len(problems)} docs problem(s) (stale tables or values, "
+                  f"measurements typed by hand): "
                   + "; ".join(problems), file=sys.stderr)
             return 1
         print("docs: every generated table matches its data")
@@ -26,5 +27,6 @@ def register(commands):
     """Add ``docs``."""
     docs = commands.add_parser("docs", help="rewrite (or --check) the generated tables in docs/")
     docs.add_argument("--check", action="store_true",
-                      help="fail when a table differs from its data, or a measurement is typed by hand")
+                      help="fail when a table or a value differs from its data, or a measurement is "
+                           "typed by hand (in a table or in prose)")
     docs.set_defaults(handler=command_docs)

@@ -9,7 +9,8 @@ top-level ``README.md``. An author says what such a figure is in one of three wa
 
 - **a generated value**: ``<!-- value: TABLE | ROW | COLUMN -->1.23<!-- /value -->`` shows one
   cell of a generated table (``docs/data/TABLE.json``). ``ROW`` is the row's first cell, or its
-  first cells separated by ``|`` where one is not enough; ``COLUMN`` is a header. A last
+  first cells separated by ``|`` where one is not enough, or ``#N`` (the N-th row, from 1) where
+  no cell names the row; ``COLUMN`` is a header. A last
   ``| fmt=SPEC`` formats the cell's leading number with Python's format ``SPEC`` (``.1f``,
   ``,``), so ``115.27 (fails)`` may read ``115.3``. ``neartrain docs`` rewrites the text between
   the markers from the data and ``--check`` fails where it differs, so the sentence stays true
@@ -30,7 +31,7 @@ import re
 
 __all__ = ["MEASUREMENT", "VALUE", "ValueMarkerError", "figures", "value_text", "stale_values", "fill_values"]
 
-_NUMBER = r"(?<![\w.,/=^-])~?\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"(?<![\w.,/=^-])~?\d+(?:,\d{3})*(?:\.\d+)?"
 # Units after a number, case-sensitive (``2S`` and ``2 H`` are terms of a formula). A speed-up is
 # ``1.9x`` or ``1.9×`` with no space and no digit after (``4 x 4`` and ``16x16`` are sizes).
 _UNIT = (r"(?:LUT\d*s?|FFs?|flip-flops?|DSP(?:48E2)?s?|BRAM(?:18K?|36)?s?|EBRs?|URAMs?|CARRY\d*s?|MULT18s?"
@@ -49,8 +50,11 @@ _FENCE = re.compile(r"^\s*```.*?^\s*```[^\n]*$", re.S | re.M)
 # A percentage that sets a test's or a model's input, not one measured: a Top-K ratio, a stall or
 # pause probability, a density, a share of zeros.
 _PERCENT = rf"{_NUMBER}\s?%"
-_SETTING = re.compile(rf"Top-K(?: streams| pairs)?(?: at)?\s{_PERCENT}(?:(?:,|\sand|\sor|\sto)\s{_PERCENT})*"
-                      rf"|{_PERCENT}(?= (?:random )?(?:stall|pause|densit|holes|zeros|subnormals|selection))")
+_SETTING = re.compile(rf"(?:Top-K(?: streams| pairs)?(?: at)?|densit(?:y|ies))\s{_PERCENT}"
+                      rf"(?:(?:,|\sand|\sor|\sto|-)\s?{_PERCENT})*"
+                      rf"|(?:gaps|backpressure|stalls?|pauses) \({_PERCENT}\)"
+                      rf"|{_PERCENT}(?= (?:random )?(?:stall|pause|gap|backpressure|densit|holes|zeros"
+                      rf"|subnormals|selection))")
 _CODE = re.compile(r"`(?:[^`\n]|\n(?!\s*\n))+`")  # inline code (a name, a command), maybe over lines
 _LEADING_NUMBER = re.compile(r"-?[\d,]*\.?\d+(?:e[-+]?\d+)?", re.I)
 
@@ -128,16 +132,28 @@ def value_text(ref, specs):
         raise ValueMarkerError(f"value {ref!r}: no table {name!r} in docs/data")
     if column not in spec["headers"]:
         raise ValueMarkerError(f"value {ref!r}: table {name!r} has no column {column!r}")
-    rows = [row for row in spec["rows"] if [str(cell) for cell in row[:len(keys)]] == keys]
+    if len(keys) == 1 and re.fullmatch(r"#\d+", keys[0]):  # a row by its number, where no cell names it
+        rows = spec["rows"][int(keys[0][1:]) - 1:int(keys[0][1:])] if int(keys[0][1:]) else []
+    else:
+        rows = [row for row in spec["rows"] if [str(cell) for cell in row[:len(keys)]] == keys]
     if len(rows) != 1:
         raise ValueMarkerError(f"value {ref!r}: {len(rows)} rows of {name!r} start with {keys} (need one)")
     return _cell_text(rows[0][spec["headers"].index(column)], spec, fmt)
 
 
+def _values(text):
+    """The value markers of ``text`` outside code fences and inline code (where they are examples)."""
+    unfenced = _FENCE.sub(lambda match: re.sub(r"[^\n]", " ", match[0]), text)  # the same offsets
+    code = [match.span() for pattern, where in ((_FENCE, text), (_CODE, unfenced))
+            for match in pattern.finditer(where)]
+    return [match for match in VALUE.finditer(text)
+            if not any(start <= match.start() < end for start, end in code)]
+
+
 def stale_values(text, specs):
     """``(line, message)`` for each value marker that names no cell or shows other text."""
     problems = []
-    for match in VALUE.finditer(text):
+    for match in _values(text):
         line = text.count("\n", 0, match.start()) + 1
         try:
             shown = value_text(match["ref"], specs)
@@ -152,10 +168,11 @@ def stale_values(text, specs):
 
 def fill_values(text, specs):
     """``text`` with every value marker's text rewritten from its table (unknown cells kept)."""
-    def fill(match):
+    for match in reversed(_values(text)):
         try:
             shown = value_text(match["ref"], specs)
         except ValueMarkerError:
-            return match[0]  # reported by stale_values
-        return f"<!-- value: {match['ref']} -->{shown}<!-- /value -->"
-    return VALUE.sub(fill, text)
+            continue  # reported by stale_values
+        marker = f"<!-- value: {match['ref']} -->{shown}<!-- /value -->"
+        text = text[:match.start()] + marker + text[match.end():]
+    return text
