@@ -30,7 +30,9 @@ def test_missing_and_duplicate_blocks_are_errors():
         docs.blocks_in(twice)
 
 
-def test_check_catches_a_stale_an_orphaned_and_a_missing_table(tmp_path, monkeypatch):
+@pytest.fixture
+def docs_with_table_t(tmp_path, monkeypatch):
+    """A ``docs/`` in ``tmp_path`` whose data holds the table ``t`` (:data:`SPEC`)."""
     import json
 
     monkeypatch.setattr(docs, "DOCS", tmp_path)
@@ -38,6 +40,13 @@ def test_check_catches_a_stale_an_orphaned_and_a_missing_table(tmp_path, monkeyp
     monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "t.json").write_text(json.dumps(SPEC))
+    return tmp_path
+
+
+def test_check_catches_a_stale_an_orphaned_and_a_missing_table(docs_with_table_t):
+    import json
+
+    tmp_path = docs_with_table_t
     (tmp_path / "data" / "orphan.json").write_text(json.dumps({**SPEC, "name": "orphan"}))
     (tmp_path / "x.md").write_text(f"<!-- generated: t -->\n{docs.render(SPEC)}<!-- /generated: t -->\n"
                                    "<!-- generated: nodata -->\n<!-- /generated: nodata -->\n")
@@ -204,16 +213,10 @@ the widest <!-- value: t | 3 | b | fmt=.1f -->4.0<!-- /value --> LUT.
 """
 
 
-def test_a_measurement_in_prose_is_named_by_file_and_line(tmp_path, monkeypatch):
+def test_a_measurement_in_prose_is_named_by_file_and_line(docs_with_table_t):
     """Resources, Fmax, a speed-up, a loss and a wall time fail; widths, parameters, sizes, sections,
     years, input percentages, constants, quotes, fences, generated blocks and values pass."""
-    import json
-
-    monkeypatch.setattr(docs, "DOCS", tmp_path)
-    monkeypatch.setattr(docs, "DATA", tmp_path / "data")
-    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "t.json").write_text(json.dumps(SPEC))
+    tmp_path = docs_with_table_t
     (tmp_path / "x.md").write_text(PROSE)
     problems = docs.prose_problems()
     found = [(problem.split(":")[1], problem.split("'")[1]) for problem in problems]
@@ -223,14 +226,8 @@ def test_a_measurement_in_prose_is_named_by_file_and_line(tmp_path, monkeypatch)
                for problem in problems)
 
 
-def test_a_stale_or_unknown_value_is_reported_and_regenerated(tmp_path, monkeypatch):
-    import json
-
-    monkeypatch.setattr(docs, "DOCS", tmp_path)
-    monkeypatch.setattr(docs, "DATA", tmp_path / "data")
-    monkeypatch.setattr(docs, "README", tmp_path / "no-readme-here.md")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "t.json").write_text(json.dumps(SPEC))
+def test_a_stale_or_unknown_value_is_reported_and_regenerated(docs_with_table_t):
+    tmp_path = docs_with_table_t
     text = ("<!-- generated: t -->\n" + docs.render(SPEC) + "<!-- /generated: t -->\n"
             "b is <!-- value: t | 1 | b -->2.5<!-- /value --> and "
             "<!-- value: t | 3 | b | fmt=.2f -->4.00<!-- /value --> here; an example in code: "
