@@ -74,7 +74,7 @@ class MemoryPort(Parameterized, wiring.Component):
         path. Else (a port with both directions, and ``write_gate`` 0) the port alternates a
         read phase and a write phase, for DRAM whose one data bus turns around between them
         (``scripts.sim.devices.ddr``): reads stop once ``batch`` beats of write data are
-        buffered (or nothing is left to read) and a write command is ready; writes start
+        buffered (or the reader has no burst to issue) and a write command is ready; writes start
         once the reads in flight have returned and go on while commands are ready; then
         reads resume. So each turnaround is paid once per ``batch`` beats or more, not once
         per burst. Every write command started has all its data buffered, so a write phase
