@@ -76,6 +76,9 @@ class TopKUpdaterKernel(UpdaterKernel):
         Value encoding of the pairs.
     max_burst, max_outstanding, arithmetic
         As :class:`~rtl.optim.updater_kernel.UpdaterKernel` (also the pair reader's).
+    rw_phases : bool
+        As :class:`~rtl.optim.updater_kernel.UpdaterKernel`: read and write phases on the
+        parameter/state port(s), for one-bus DRAM (the pair reader is not phased).
 
     Attributes
     ----------
@@ -103,13 +106,14 @@ class TopKUpdaterKernel(UpdaterKernel):
         VALUE_FORMAT_PARAM,
         Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
         Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
+        Param("rw_phases", bool, False, "alternate read and write phases of a chunk's writes (one-bus DRAM)"),
         ARITHMETIC_PARAM,
     )
 
     GRADIENT_TENSORS = ()
 
     def __init__(self, *, optimizer="adam", lanes=1, data_width=512, ports="shared", chunk_elements=1024,
-                 value_format="f32", max_burst=64, max_outstanding=4, arithmetic=True):
+                 value_format="f32", max_burst=64, max_outstanding=4, rw_phases=False, arithmetic=True):
         check_data_width(data_width, 64)
         self._value_format = value_format
         self._wire_lanes = data_width // WORD_WIDTH
@@ -121,7 +125,7 @@ class TopKUpdaterKernel(UpdaterKernel):
                              f"not {chunk_elements}")
         super().__init__(optimizer=optimizer, lanes=lanes, data_width=data_width, ports=ports,
                          chunk_elements=chunk_elements, max_burst=max_burst, max_outstanding=max_outstanding,
-                         arithmetic=arithmetic)
+                         rw_phases=rw_phases, arithmetic=arithmetic)
         self.parameters["value_format"] = value_format
 
     # ------------------------------------------------------------------ ports and registers

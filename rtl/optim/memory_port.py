@@ -1,6 +1,6 @@
 """One AXI4 master port of the updater: a read and a write DMA shared by several tensors."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -69,6 +69,16 @@ class MemoryPort(Parameterized, wiring.Component):
         Buffered beats that start a write command: 0 (default) for all of them, else at
         most this many. A port of its own can start writing a chunk early; a shared port
         should wait for whole commands, so that no burst holds the bus waiting for data.
+    batch : int
+        0 (default): reads and writes overlap freely, as on memory with a read and a write
+        path. Else (a port with both directions, and ``write_gate`` 0) the port alternates a
+        read phase and a write phase, for DRAM whose one data bus turns around between them
+        (``scripts.sim.devices.ddr``): reads stop once ``batch`` beats of write data are
+        buffered (or the reader has no burst to issue) and a write command is ready; writes start
+        once the reads in flight have returned and go on while commands are ready; then
+        reads resume. So each turnaround is paid once per ``batch`` beats or more, not once
+        per burst. Every write command started has all its data buffered, so a write phase
+        never waits on reads.
 
     Attributes
     ----------
@@ -104,10 +114,14 @@ class MemoryPort(Parameterized, wiring.Component):
         Param("queue_depth", int, 4, "queued commands per direction", minimum=2, maximum=64),
         Param("write_gate", int, 0, "buffered beats that start a write (0: the whole command)", minimum=0,
               maximum=65536),
+        Param("batch", int, 0, "write beats buffered that end a read phase (0: no phases)", minimum=0,
+              maximum=1 << 20),
     )
 
     def __init__(self, *, read_tensors=1, write_tensors=1, address_width=64, data_width=512, max_burst=64,
-                 max_outstanding=4, read_buffer=256, write_buffer=256, queue_depth=4, write_gate=0):
+                 max_outstanding=4, read_buffer=256, write_buffer=256, queue_depth=4, write_gate=0, batch=0):
+        if batch and (write_gate or not read_tensors or not write_tensors):
+            raise ValueError("batch needs write_gate 0 and both read and write tensors")
         self._reads = read_tensors
         self._writes = write_tensors
         if not read_tensors and not write_tensors:
@@ -160,15 +174,19 @@ class MemoryPort(Parameterized, wiring.Component):
         # The port: AR/R from the reader, AW/W/B from the writer (an absent engine's
         # channels come from the other one, which ties them off).
         strobe = Signal(self._data_width // 8)
+        gates = self._phases(m, reader, writer) if self._batch else {}
         for name, member in self.m_axi.signature.members.items():
             owner = reader if (_is_read_channel(name) and reader is not None) or writer is None else writer
+            # A handshake the phases close: its valid (to the bus) and ready (to the engine) gated.
+            gate = gates.get(name[:-5]) if name.endswith(("valid", "ready")) else None
             if member.flow == Out:
                 value = strobe if (name == "wstrb" and writer is not None) else getattr(owner.m_axi, name)
-                m.d.comb += getattr(self.m_axi, name).eq(value)
+                m.d.comb += getattr(self.m_axi, name).eq(value if gate is None else value & gate)
             else:
                 for engine in (reader, writer):
                     if engine is not None:
-                        m.d.comb += getattr(engine.m_axi, name).eq(getattr(self.m_axi, name))
+                        value = getattr(self.m_axi, name)
+                        m.d.comb += getattr(engine.m_axi, name).eq(value if gate is None else value & gate)
         if writer is not None:
             m.d.comb += strobe.eq(self._strobe)
 
@@ -178,6 +196,34 @@ class MemoryPort(Parameterized, wiring.Component):
                 m.d.comb += [error.eq(engine.error), resp.eq(engine.error_resp), engine.clear.eq(self.clear)]
         m.d.comb += self.busy.eq(_any(*busy))
         return m
+
+    def _phases(self, m, reader, writer):
+        """The read and write phases of ``batch``: a gate (1 open) for the AR, AW and W handshakes.
+
+        A phase changes only when the channels it closes hold no unaccepted valid (AXI: a valid
+        stays high until taken): the read phase ends in a cycle in which no AR waits, or the
+        one waiting is taken; the write phase when the writer offers nothing and owes no W beat.
+        """
+        bus = self.m_axi
+        writing = Signal(name="phase_writing")
+        reads_open = Signal(range(self._max_outstanding + 1), name="phase_reads_open")
+        # W beats owed to the AWs taken (negative while W runs ahead of its AW, as AXI allows).
+        owed = Signal(signed(LENGTH_WIDTH), name="phase_w_owed")
+        m.d.sync += [
+            reads_open.eq(reads_open + (bus.arvalid & bus.arready) - (bus.rvalid & bus.rready & bus.rlast)),
+            owed.eq(owed + Mux(bus.awvalid & bus.awready, bus.awlen + 1, 0) - (bus.wvalid & bus.wready)),
+        ]
+        want_read = reader.m_axi.arvalid
+        want_write = writer.m_axi.awvalid | writer.m_axi.wvalid
+        buffered = sum(self._write_fifos[k].level for k in range(self._writes))
+        with m.If(~writing):
+            with m.If(want_write & ((buffered >= self._batch) | ~want_read) & (~bus.arvalid | bus.arready)):
+                m.d.sync += writing.eq(1)
+        with m.Elif(~want_write & (owed == 0)):
+            m.d.sync += writing.eq(0)
+        # Writes wait for the reads in flight, so the DRAM sees one direction at a time.
+        write_open = writing & (reads_open == 0)
+        return {"ar": ~writing, "aw": write_open, "w": write_open}
 
     def _fifos(self, m, name, count, depth):
         fifos = [SyncFIFOBuffered(width=self._data_width, depth=depth) for _ in range(count)]
@@ -238,7 +284,7 @@ class MemoryPort(Parameterized, wiring.Component):
 
     def _elaborate_writes(self, m, writer):
         queue, head = self._queue(m, "write_queue", self.write_cmd)
-        fifos = self._fifos(m, "write", self._writes, self._write_buffer)
+        fifos = self._write_fifos = self._fifos(m, "write", self._writes, self._write_buffer)
         for k, fifo in enumerate(fifos):
             source = getattr(self.write_data, f"t{k}")
             m.d.comb += [fifo.w_en.eq(source.valid), fifo.w_data.eq(source.payload),

@@ -77,8 +77,11 @@ def add_sequencers(m, run, *, read_tensors, write_tensors, read_enable, write_en
 
 
 def add_memory_ports(m, buses, port_tensors, *, lanes, data_width, chunk_elements, max_burst,
-                     max_outstanding):
+                     max_outstanding, rw_phases=False):
     """A :class:`MemoryPort` on each AXI4 master of ``buses`` (by port name).
+
+    With ``rw_phases`` a port that reads and writes alternates phases (``MemoryPort``'s
+    ``batch``: one chunk of its write tensors' beats) and starts only fully buffered writes.
 
     Returns ``(memory_ports, read_streams, write_streams)``, the streams by tensor name.
     """
@@ -92,10 +95,14 @@ def add_memory_ports(m, buses, port_tensors, *, lanes, data_width, chunk_element
     memory_ports = {}
     read_streams, write_streams = {}, {}
     for port_name, (reads, writes) in port_tensors.items():
+        phases = {}
+        if rw_phases and reads and writes:
+            beats = [chunk_elements // (dw // (16 if name == "param16" else 32)) for name in writes]
+            phases = {"write_gate": 0, "batch": sum(beats)}
         port = MemoryPort(read_tensors=len(reads), write_tensors=len(writes), address_width=64,
                           data_width=dw, max_burst=max_burst, max_outstanding=max_outstanding,
                           read_buffer=buffer_beats, write_buffer=buffer_beats,
-                          write_gate=write_gate)
+                          **{"write_gate": write_gate, **phases})
         m.submodules[f"port_{port_name}"] = port
         memory_ports[port_name] = port
         wiring.connect(m, port.m_axi, wiring.flipped(buses[port_name]))

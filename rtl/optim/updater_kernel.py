@@ -96,6 +96,7 @@ _KERNEL_PARAMS = (
           minimum=1, maximum=1 << 20),
     Param("max_burst", int, 64, "longest AXI burst in beats", minimum=1, maximum=256),
     Param("max_outstanding", int, 4, "bursts in flight per direction and port", minimum=2, maximum=64),
+    Param("rw_phases", bool, False, "alternate read and write phases of a chunk's writes (one-bus DRAM)"),
     ARITHMETIC_PARAM,
     *PRODUCT_PARAMS,
 )
@@ -167,6 +168,13 @@ class UpdaterKernel(Parameterized, wiring.Component):
         boundaries fall on both lane vectors and beats).
     max_burst, max_outstanding : int
         DMA burst length (beats) and bursts in flight per direction and port.
+    rw_phases : bool
+        For DRAM with one data bus that turns around between reads and writes (the SmartSSD's
+        DDR4): each memory port alternates a read phase and a write phase of at least one
+        chunk's writes (:class:`~rtl.optim.memory_port.MemoryPort`'s ``batch``), so a
+        turnaround is paid about once per chunk instead of once per burst. Default False:
+        reads and writes overlap, which suits memory with a read and a write path (and
+        ``AxiRam``).
     arithmetic : bool
         ``False`` replaces the core's floating-point datapath by its timing alone (see
         :class:`~rtl.optim.updater_core.UpdaterCore`): cycle counts are unchanged and
@@ -194,7 +202,7 @@ class UpdaterKernel(Parameterized, wiring.Component):
     GRADIENT_TENSORS = ("grad",)
 
     def __init__(self, *, optimizer="adam", lanes=1, data_width=512, ports="shared", chunk_elements=1024,
-                 max_burst=64, max_outstanding=4, arithmetic=True, dsp_tile=DEFAULT_TILE,
+                 max_burst=64, max_outstanding=4, rw_phases=False, arithmetic=True, dsp_tile=DEFAULT_TILE,
                  lut_bits=0):
         self._spec = OPTIMIZERS[optimizer]
         if data_width & (data_width - 1):
@@ -209,7 +217,8 @@ class UpdaterKernel(Parameterized, wiring.Component):
                           "lut_bits": lut_bits}
         self.parameters = {"lanes": lanes, "data_width": data_width, "ports": ports,
                            "chunk_elements": chunk_elements, "max_burst": max_burst,
-                           "max_outstanding": max_outstanding, "arithmetic": arithmetic, **self._products}
+                           "max_outstanding": max_outstanding, "rw_phases": rw_phases,
+                           "arithmetic": arithmetic, **self._products}
         states = self._spec.states
         self.read_tensors = ("param",) + self.GRADIENT_TENSORS + states
         self.write_tensors = ("param", "param16") + states
@@ -270,7 +279,7 @@ class UpdaterKernel(Parameterized, wiring.Component):
         buses = {name: getattr(self, f"m_axi_{name}") for name in self.port_tensors}
         memory_ports, read_streams, write_streams = add_memory_ports(
             m, buses, self.port_tensors, lanes=lanes, data_width=dw, chunk_elements=self._chunk,
-            max_burst=self._max_burst, max_outstanding=self._max_outstanding)
+            max_burst=self._max_burst, max_outstanding=self._max_outstanding, rw_phases=self._rw_phases)
         route_commands(m, sequencers, memory_ports, self.port_tensors, read_tensors=self.read_tensors,
                        write_tensors=self.write_tensors)
 

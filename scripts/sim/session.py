@@ -21,6 +21,7 @@ from scripts.sim.devices import (
     runtime_sessions,
     smartssd,
     stream,
+    topk,
     updater,
 )
 
@@ -28,7 +29,7 @@ __all__ = ["SESSIONS"]
 
 SESSIONS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": function
             for module in (aggregate, bus, collective, compress, compress_dram, dlrm, fp, runtime,
-                           runtime_sessions, smartssd, stream, updater)
+                           runtime_sessions, smartssd, stream, topk, updater)
             for name, function in module.SESSIONS.items()}
 
 

@@ -232,6 +232,9 @@ CASES = [
     ("adagrad", {"lanes": 6, "ports": "separate", **SMALL, "chunk_elements": 24}),
     pytest.param("adam", {"lanes": 1, "ports": "shared", **SMALL}, marks=pytest.mark.slow),
     pytest.param("adam", {"lanes": 16, "ports": "shared"}, marks=pytest.mark.slow),
+    # Read and write phases for one-bus DRAM (docs/optim.md, On the SmartSSD's DDR4): every test
+    # of the kernel (stalls, statistics, errors, resets) with the phase gates on the port.
+    pytest.param("adam", {"lanes": 2, "ports": "shared", **SMALL, "rw_phases": True}, marks=pytest.mark.slow),
     pytest.param("adam", {"lanes": 4, "ports": "separate", "data_width": 512, "chunk_elements": 64},
                  marks=pytest.mark.slow),
 ]

@@ -17,9 +17,9 @@ import numpy as np
 from golden.optim.host import STATE_NAMES
 from rtl.compress.chunk_parser import ERROR_NAMES
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam
-from scripts.sim.devices.updater import MEMORY_SIZE, DeviceResult, UpdaterDevice, _bits
+from scripts.sim.devices.updater import MEMORY_SIZE, DeviceResult, UpdaterDevice, _bits, _open
 
-__all__ = ["TopKResult", "TopKUpdaterDevice"]
+__all__ = ["TopKResult", "TopKUpdaterDevice", "SESSIONS", "run_steps"]
 
 
 @dataclasses.dataclass
@@ -126,3 +126,34 @@ class TopKUpdaterDevice(UpdaterDevice):
                           accumulator=values["accumulator"], guards_intact=intact, errors=errors,
                           pairs_status=await self.read_register("pairs_status"),
                           traffic=self._traffic(marks, buffers))
+
+
+async def steps_session(dut, jobs):
+    """Run every step of ``jobs`` (see :func:`run_steps`) in order; a :class:`TopKResult` each."""
+    device = await _open(dut, TopKUpdaterDevice)
+    results = []
+    for job in jobs:
+        device.set_stall(job.get("stall", 0.0))
+        device.set_memory(job.get("ddr"))
+        result = await device.step(job["param"], job["words"], job["states"], job["hyper"],
+                                   promised_sorted=job.get("sorted", True),
+                                   copy_format=job.get("copy_format", "none"))
+        result.ddr = device.ddr_counts()
+        results.append(result)
+    assert not device.violations, device.violations[:5]
+    return results
+
+
+SESSIONS = {"steps": steps_session}
+
+
+def run_steps(jobs, **kernel_params):
+    """Run ``jobs`` on ``topk_updater`` in one simulation; a :class:`TopKResult` each.
+
+    Each job is ``{"param", "words", "states", "hyper", "copy_format", "sorted", "stall", "ddr"}``
+    (the arguments of :meth:`TopKUpdaterDevice.step`; ``stall`` and ``ddr`` as for
+    :func:`scripts.sim.devices.updater.run_jobs`). ``kernel_params`` are the kernel's parameters.
+    """
+    from scripts.sim.devices import run_session
+
+    return run_session("topk_updater", "topk.steps", jobs, params=kernel_params)

@@ -36,6 +36,7 @@ from rtl.bus.axi import PAGE_BYTES
 from rtl.optim.gradient_statistics import BUCKETS
 from scripts.sim import axi, knobs
 from scripts.sim.axi import BurstMonitor, FaultyAxiRam, random_pauses_all
+from scripts.sim.devices.ddr import DdrModel
 
 __all__ = ["DeviceResult", "UpdaterDevice", "SESSIONS", "run_jobs", "run_program", "update", "statistics",
            "MEMORY_SIZE", "ADDRESS_BASE", "GUARD_BYTES", "GUARD_BYTE"]
@@ -70,6 +71,9 @@ class DeviceResult:
         Statistics mode results (``accumulator`` in units of ``2**-298``).
     guards_intact : bool
         The bytes after every output tensor are unchanged.
+    ddr : dict or None
+        Under the DDR model (a job's ``"ddr"``): the bytes it granted by direction and its
+        ``turnarounds`` during the job; None at ``AxiRam``'s full rate.
     """
 
     outputs: dict
@@ -82,6 +86,7 @@ class DeviceResult:
     inf_count: int = 0
     accumulator: int = 0
     guards_intact: bool = True
+    ddr: dict = None
 
     def assert_outputs_equal(self, expected, names, where):
         """Every word of each output tensor in ``names`` equals ``expected[name]`` (raw bits).
@@ -146,11 +151,32 @@ class UpdaterDevice:
         self.registers = {entry["name"]: entry for entry in component.register_map()}
         self._next_free = 0
         self.cut_bursts = 0
+        self.ddr = None
 
     def set_stall(self, stall):
         """Pause every AXI channel of the memory with probability ``stall`` (0: never)."""
         for ram in self.rams.values():
             ram.set_pause_generators(random_pauses_all(self.rng, stall) if stall else lambda _name: _never())
+
+    def set_memory(self, ddr):
+        """``ddr`` None: every port at ``AxiRam``'s own rate (a beat per cycle on R and on W);
+        else one DDR channel behind all ports, :class:`scripts.sim.devices.ddr.DdrModel` with the
+        :class:`~scripts.sim.devices.ddr.DdrArbiter` settings of the dict (``{}``: the defaults).
+        Each call starts the model's counts afresh (:meth:`ddr_counts`)."""
+        if ddr is None and self.ddr is None:
+            return
+        if self.ddr is None:
+            self.ddr = DdrModel(self.clock, self.dut.rst)
+            for ram in self.rams.values():
+                self.ddr.attach(ram)
+        self.ddr.configure(ddr)
+
+    def ddr_counts(self):
+        """Bytes granted by direction and turnarounds since :meth:`set_memory`; None without the model."""
+        if self.ddr is None or not self.ddr.enabled:
+            return None
+        arbiter = self.ddr.arbiter
+        return {**arbiter.granted, "turnarounds": arbiter.turnarounds}
 
     def set_faults(self, faults):
         """Error ranges ``[(start, end, resp)]`` of memory offsets, for every port."""
@@ -378,11 +404,15 @@ class UpdaterDevice:
     async def run_job(self, job):
         """Run one job dict (see :func:`run_jobs`); a :class:`DeviceResult`."""
         self.set_stall(job.get("stall", 0.0))
+        self.set_memory(job.get("ddr"))
         if job["kind"] == "statistics":
-            return await self.statistics(job["grad"], grad_format=job.get("grad_format", "f32"))
-        return await self.update(job["param"], job["grad"], job.get("states", {}), job["hyper"],
-                                 grad_format=job.get("grad_format", "f32"),
-                                 copy_format=job.get("copy_format", "none"))
+            result = await self.statistics(job["grad"], grad_format=job.get("grad_format", "f32"))
+        else:
+            result = await self.update(job["param"], job["grad"], job.get("states", {}), job["hyper"],
+                                       grad_format=job.get("grad_format", "f32"),
+                                       copy_format=job.get("copy_format", "none"))
+        result.ddr = self.ddr_counts()
+        return result
 
 
 def _never():
@@ -390,13 +420,13 @@ def _never():
         yield False
 
 
-async def _open(dut):
-    """The device after reset (inside the simulation)."""
+async def _open(dut, cls=UpdaterDevice):
+    """A ``cls`` device after reset (inside the simulation)."""
     from scripts.sim.runner import component_from_env
     from scripts.sim.tb import ClockedTB
 
     tb = ClockedTB(dut)
-    device = UpdaterDevice(dut, component_from_env(), tb.clock, rng=knobs.rng(5))
+    device = cls(dut, component_from_env(), tb.clock, rng=knobs.rng(5))
     await tb.reset()
     return device
 
@@ -429,9 +459,10 @@ def run_jobs(optimizer, jobs, **kernel_params):
     optimizer : {"adam", "sgd", "adagrad"}
     jobs : list of dict
         ``{"kind": "update", "param", "grad", "states": {name: array}, "hyper": {...},
-        "grad_format", "copy_format", "stall"}`` or ``{"kind": "statistics", "grad",
-        "grad_format", "stall"}``; ``hyper`` holds the golden model's keywords with
-        ``step``; ``stall`` is the pause probability on every AXI channel.
+        "grad_format", "copy_format", "stall", "ddr"}`` or ``{"kind": "statistics", "grad",
+        "grad_format", "stall", "ddr"}``; ``hyper`` holds the golden model's keywords with
+        ``step``; ``stall`` is the pause probability on every AXI channel; ``ddr`` (optional)
+        puts one DDR channel behind all ports (:meth:`UpdaterDevice.set_memory`).
     **kernel_params
         Kernel parameters (``lanes``, ``data_width``, ``ports``, ``chunk_elements``, ...).
 
