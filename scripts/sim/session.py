@@ -18,6 +18,7 @@ from scripts.sim.devices import (
     dlrm,
     fp,
     runtime,
+    runtime_gcn,
     runtime_sessions,
     smartssd,
     stream,
@@ -28,7 +29,7 @@ __all__ = ["SESSIONS"]
 
 SESSIONS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": function
             for module in (aggregate, bus, collective, compress, compress_dram, dlrm, fp, runtime,
-                           runtime_sessions, smartssd, stream, updater)
+                           runtime_gcn, runtime_sessions, smartssd, stream, updater)
             for name, function in module.SESSIONS.items()}
 
 
