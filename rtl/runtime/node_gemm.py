@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..net.packet import ITEMS, LINE_BITS, ROW_BITS
 from ..systolic.tiled_gemm import TiledGemm
 
-__all__ = ["NodeGemm", "gemm_job_layout"]
+__all__ = ["NodeGemm", "gemm_job_layout", "lowest_set_bit"]
 
 
 def gemm_job_layout():
@@ -17,7 +17,7 @@ def gemm_job_layout():
                               "k": 4, "n": 4})
 
 
-def _lowest(m, name, bits):
+def lowest_set_bit(m, name, bits):
     """The index of the lowest set bit of ``bits`` (0 when none is set)."""
     index = Signal(range(max(2, len(bits))), name=name)
     for bit in reversed(range(len(bits))):
@@ -35,7 +35,7 @@ def _line_words(m, name, start, lines, address, data, words, out):
     transfer. Returns the read address.
     """
     left = Signal(len(lines), name=f"{name}_left")
-    index = _lowest(m, f"{name}_index", left)
+    index = lowest_set_bit(m, f"{name}_index", left)
     fetched, held = Signal(name=f"{name}_fetched"), Signal(name=f"{name}_held")
     word = Signal(4, name=f"{name}_word")
     line = Signal(len(data), name=f"{name}_line")
@@ -132,7 +132,7 @@ class NodeGemm(wiring.Component):
 
         # Results, one row per transfer in slot order, written back to their rows.
         results = Signal(ITEMS)
-        slot = _lowest(m, "result_slot", results)
+        slot = lowest_set_bit(m, "result_slot", results)
         with m.If(start):
             m.d.sync += results.eq(self.job.payload.mask)
         c = gemm.c

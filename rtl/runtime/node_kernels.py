@@ -10,7 +10,7 @@ from ..aggregate.packet import TASK_AGGREGATION, packet_layout
 from ..lib.counters import COUNTER_BITS, count_saturating
 from ..net.packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
 from ..registration import Param, Parameterized, register_block
-from .node_gemm import NodeGemm
+from .node_gemm import NodeGemm, lowest_set_bit
 
 __all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout", "read_answer_layout",
            "KERNEL_COUNTERS"]
@@ -232,7 +232,7 @@ class NodeKernels(Parameterized, wiring.Component):
             def gemm_start(task, runnable):
                 """Hand ``task`` (its ``runnable`` slots) to the GEMM unit; W and the shape are the
                 first runnable slot's."""
-                first = task.items[_first(m, runnable)]
+                first = task.items[lowest_set_bit(m, "gemm_first", runnable)]
                 job = gemm.job.payload
                 m.d.comb += [gemm.job.valid.eq(1), self.task.ready.eq(gemm.job.ready), job.mask.eq(runnable),
                              job.col.eq(first.col), job.k.eq(first.value[:8]), job.n.eq(first.value[8:16])]
@@ -318,15 +318,6 @@ class NodeKernels(Parameterized, wiring.Component):
         count_saturating(m, self.range_errors, range_events)
         count_saturating(m, self.bank_errors, bank_events)
         return m
-
-
-def _first(m, bits):
-    """The index of the lowest set bit of ``bits`` (0 when none is)."""
-    index = Signal(range(len(bits)), name="gemm_first")
-    for bit in reversed(range(len(bits))):
-        with m.If(bits[bit]):
-            m.d.comb += index.eq(bit)
-    return index
 
 
 def _gemm_fits(task_view, features, rows):
