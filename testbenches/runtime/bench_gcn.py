@@ -69,8 +69,11 @@ def main(argv=None):
             if key in points and not args.again:
                 continue
             points[key] = measure(graph, nodes)
+            # Points another bench process measured meanwhile are kept.
+            points = {**(json.loads(path.read_text()) if path.exists() else {}), **points}
             path.write_text(json.dumps(points, indent=1) + "\n")
             print(points[key], flush=True)
+    points = {**(json.loads(path.read_text()) if path.exists() else {}), **points}
     write_table(
         DOC, "runtime-gcn-layers",
         ["graph", "nodes", "nonzeros", "layer 1 cycles (X W1 + Â(.) + ReLU)", "layer 2 cycles (. W2 + Â(.))",
