@@ -101,8 +101,8 @@ def run_demo(*, nodes=4, graph="small", features=DEFAULT_FEATURES, seed=1):
         })
         before = run["counters"]
     got = {run["stage"]: job.rows(run["out"]) for run in session["stages"]}
-    forward_exact = {name: bool(np.array_equal(got[name].view(np.uint32),
-                                               getattr(forward, field).view(np.uint32)))
+    forward_exact = {field: bool(np.array_equal(got[name].view(np.uint32),
+                                                getattr(forward, field).view(np.uint32)))
                      for name, field in FORWARD}
     reference = gcn_reference(normalised, x, w1, w2)
     bound = gcn_bound(normalised, x, w1, w2, forward)
