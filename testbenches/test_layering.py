@@ -247,6 +247,8 @@ COMPOSITIONS = {
     # The runtime attaches the aggregation kernel and feeds it its packets.
     ("rtl.runtime.node_kernels", "rtl.aggregate.aggregation_pipeline"),
     ("rtl.runtime.node_kernels", "rtl.aggregate.packet"),
+    # ... and its dense GEMM unit (kernel 1) is the systolic family's tiled GEMM.
+    ("rtl.runtime.node_gemm", "rtl.systolic.tiled_gemm"),
     # The aggregation kernel reads and writes memory through the optim kernels' AXI memory port.
     ("rtl.aggregate.aggregation_kernel", "rtl.optim.memory_port"),
     # The GCU's parameter update and the Top-K updaters are the optim updater.

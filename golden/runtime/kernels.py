@@ -5,6 +5,14 @@ Each node has an output memory of ``rows`` lines (global row addresses; a node o
 writes the rows it owns). The kernels execute the tasks a node issues, in issue order, and
 each task's occupied slots in slot order:
 
+* **1, dense GEMM (float32):** the task's runnable slots, in slot order, are the rows of
+  ``A`` (``M x K``, row *i* the first ``K`` words of ``OUT[row_i]``); ``W`` (``K x N``) is ``K``
+  lines of B from line ``col`` (line ``col + k`` holds row *k*, words ``0 .. N - 1``), with ``col``
+  and the shape ``value = K | N << 8`` of the first runnable slot (the host gives every slot of a
+  task the same ``col`` and ``value``). ``OUT[row_i]`` becomes row *i* of
+  :func:`golden.systolic.gemm` ``(A, W, element="f32")`` (per output a chain of rounded products
+  added in increasing ``k``, the ``tiled_gemm``'s order), words past ``N`` zero. The rows are
+  read before any is written, so ``OUT[row] = OUT[row] W`` in place (a GCN's combination);
 * **2, sparse x dense (integer):** ``OUT[row] = (OUT[row] + value * B[col]) mod 2**32`` per
   word (unsigned 32-bit wrap-around; the result is independent of the order);
 * **5, activation (ReLU):** every word of ``OUT[row]`` whose sign bit is set becomes 0
@@ -20,8 +28,9 @@ each task's occupied slots in slot order:
 
 **Refused slots** (the kernels' ``range_errors`` and ``bank_errors``, see :func:`refused`): a
 slot whose row is not below ``rows``, or, for kernels 2 and 6 (they read B), whose column is not
-below ``rows``, is skipped; so is an aggregation slot whose row is not in its output bank
-(``row mod 4`` differs from the slot).
+below ``rows``, is skipped; so is a GEMM slot whose ``K`` or ``N`` is not in ``1 .. features``
+or whose ``W`` lines ``col .. col + K - 1`` are not all below ``rows``; so is an aggregation
+slot whose row is not in its output bank (``row mod 4`` differs from the slot).
 
 A line carries at most :data:`LINE_WORDS` = 14 words: ``features`` outside 1 .. 14 is refused.
 
@@ -32,15 +41,16 @@ fetching it, and lines are never written during a run, so every node sees the sa
 import numpy as np
 
 from golden.aggregate.pipeline import canonical_nan
+from golden.systolic import gemm
 
 from .packet import ITEMS, LINE_BITS
 from .tables import KERNEL_COUNTERS
 
-__all__ = ["line_words", "words_line", "execute", "refused", "check_features", "SPMM", "ACTIVATION",
-           "AGGREGATION", "SUPPORTED", "LINE_WORDS", "KERNEL_COUNTERS"]
+__all__ = ["line_words", "words_line", "execute", "refused", "check_features", "gemm_value", "GEMM", "SPMM",
+           "ACTIVATION", "AGGREGATION", "SUPPORTED", "LINE_WORDS", "KERNEL_COUNTERS"]
 
-SPMM, ACTIVATION, AGGREGATION = 2, 5, 6
-SUPPORTED = (SPMM, ACTIVATION, AGGREGATION)
+GEMM, SPMM, ACTIVATION, AGGREGATION = 1, 2, 5, 6
+SUPPORTED = (GEMM, SPMM, ACTIVATION, AGGREGATION)
 LINE_WORDS = LINE_BITS // 32
 _MASK32 = (1 << 32) - 1
 
@@ -54,10 +64,19 @@ def check_features(features):
     return int(features)
 
 
-def refused(task, slot, item, rows):
+def gemm_value(k, n):
+    """A GEMM slot's ``value``: the shape ``K x N`` of its ``W``."""
+    return k | n << 8
+
+
+def refused(task, slot, item, rows, features=LINE_WORDS):
     """The counter that ``item`` (in ``slot`` of ``task``) counts in when the kernels skip it, or None."""
     if item.row >= rows or (task.task_id != ACTIVATION and item.col >= rows):
         return "range_errors"
+    if task.task_id == GEMM:
+        k, n = item.value & 0xFF, item.value >> 8 & 0xFF
+        if not (1 <= k <= features and 1 <= n <= features) or item.col + k > rows:
+            return "range_errors"
     if task.task_id == AGGREGATION and item.row % ITEMS != slot:
         return "bank_errors"
     return None
@@ -112,14 +131,17 @@ def execute(issued, memory, *, rows, features, out=None, errors=None):
                 sums = None
             if sums is None and task.task_id == AGGREGATION:
                 sums = np.zeros_like(target)
+            runnable = []
             for slot, item in enumerate(task.slots):
                 if item is None:
                     continue
-                reason = refused(task, slot, item, rows)
+                reason = refused(task, slot, item, rows, features)
                 if reason is not None:
                     counts[reason] += 1
                     continue
-                if task.task_id == SPMM:
+                if task.task_id == GEMM:
+                    runnable.append(item)
+                elif task.task_id == SPMM:
                     product = (b_row(item.col).astype(np.uint64) * np.uint64(item.value)) & np.uint64(_MASK32)
                     target[item.row] = ((target[item.row].astype(np.uint64) + product) & np.uint64(_MASK32)
                                         ).astype(np.uint32)
@@ -132,8 +154,21 @@ def execute(issued, memory, *, rows, features, out=None, errors=None):
                         sums[item.row] = (sums[item.row].view(np.float32) + product).view(np.uint32)
                 else:
                     raise ValueError(f"no golden kernel for task id {task.task_id}")
+            if runnable:
+                _gemm(target, runnable, b_row)
         if sums is not None:
             target[:] = canonical_nan(sums.view(np.float32)).view(np.uint32)
         if errors is not None:
             errors.append(counts)
     return result
+
+
+def _gemm(target, items, b_row):
+    """Kernel 1 on the runnable ``items`` of one task (module docstring), in place in ``target``."""
+    k, n = items[0].value & 0xFF, items[0].value >> 8 & 0xFF
+    w = np.array([b_row(items[0].col + index)[:n] for index in range(k)], dtype=np.uint32)
+    a = np.array([target[item.row][:k] for item in items], dtype=np.uint32)
+    product = gemm(a, w, element="f32")
+    for index, item in enumerate(items):
+        target[item.row] = 0
+        target[item.row][:n] = product[index]

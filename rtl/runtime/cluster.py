@@ -130,6 +130,8 @@ class Cluster(Parameterized, wiring.Component):
         Switch input buffer entries per port and channel.
     aggregation : bool
         Attach the aggregation pipeline (kernel 6) to every node.
+    gemm : bool
+        Attach the dense GEMM unit (kernel 1) to every node.
 
     Attributes
     ----------
@@ -162,10 +164,11 @@ class Cluster(Parameterized, wiring.Component):
         Param("queue_depth", int, 8, "runtime queue entries", minimum=2, maximum=1024),
         SWITCH_DEPTH_PARAM,
         Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6) to every node"),
+        Param("gemm", bool, False, "attach the dense GEMM unit (kernel 1) to every node"),
     )
 
     def __init__(self, *, nodes=2, lines=256, features=4, spawn_depth=64, ranges=64, block=20, queue_depth=8,
-                 switch_depth=4, aggregation=True):
+                 switch_depth=4, aggregation=True, gemm=False):
         self._lines = lines  # the kernels' minimum
         self._switch_depth = switch_depth
         if -(-lines // block) > ranges:
@@ -239,11 +242,12 @@ class Cluster(Parameterized, wiring.Component):
         count_saturating(m, self.host_read_errors, [self.host_read.valid & ~reading & ~read_ok])
 
         for index in range(nodes):
-            node = RuntimeNode(kernels=kernel_mask(self._aggregation), block=self._block, ranges=self._ranges,
-                               spawn_depth=self._spawn_depth, queue_depth=self._queue_depth,
-                               tx_credits=self._switch_depth)
+            node = RuntimeNode(kernels=kernel_mask(self._aggregation, self._gemm), block=self._block,
+                               ranges=self._ranges, spawn_depth=self._spawn_depth,
+                               queue_depth=self._queue_depth, tx_credits=self._switch_depth)
             memory = NodeMemory(lines=self._lines)
-            kernels = NodeKernels(features=self._features, rows=self._lines, aggregation=self._aggregation)
+            kernels = NodeKernels(features=self._features, rows=self._lines, aggregation=self._aggregation,
+                                  gemm=self._gemm)
             m.submodules[f"node{index}"] = node
             m.submodules[f"memory{index}"] = memory
             m.submodules[f"kernels{index}"] = kernels

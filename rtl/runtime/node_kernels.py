@@ -1,4 +1,4 @@
-"""The kernels attached to a runtime node in the simulated cluster: sparse x dense, ReLU, aggregation."""
+"""The kernels attached to a runtime node in the cluster: GEMM, sparse x dense, ReLU, aggregation."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
@@ -10,17 +10,19 @@ from ..aggregate.packet import TASK_AGGREGATION, packet_layout
 from ..lib.counters import COUNTER_BITS, count_saturating
 from ..net.packet import ITEMS, LINE_BITS, ROW_BITS, MemWrite, Packet, TaskId
 from ..registration import Param, Parameterized, register_block
+from .node_gemm import NodeGemm, lowest_set_bit
 
 __all__ = ["NodeKernels", "KERNEL_MASK", "kernel_mask", "row_write_layout", "read_answer_layout",
            "KERNEL_COUNTERS"]
 
-# Kernel ids implemented here: 2 (integer sparse x dense), 5 (ReLU), 6 (float32 aggregation).
+# Kernel ids implemented here: 2 (integer sparse x dense), 5 (ReLU), 6 (float32 aggregation), and
+# with the GEMM unit 1 (float32 dense GEMM).
 KERNEL_MASK = (1 << 2) | (1 << 5) | (1 << 6)
 
 
-def kernel_mask(aggregation):
-    """The kernel ids a :class:`NodeKernels` implements (without the pipeline: 2 and 5)."""
-    return KERNEL_MASK if aggregation else KERNEL_MASK & ~(1 << 6)
+def kernel_mask(aggregation, gemm=False):
+    """The kernel ids a :class:`NodeKernels` implements (without the pipeline: 2 and 5; 1 with the GEMM)."""
+    return (KERNEL_MASK if aggregation else KERNEL_MASK & ~(1 << 6)) | (1 << 1 if gemm else 0)
 
 
 # Error counters (32 bits, saturating), in port order.
@@ -51,11 +53,15 @@ class NodeKernels(Parameterized, wiring.Component):
       and is drained (added rows copied, then zeroed) into the output memory before anything else
       touches that memory: a task of another kernel, a host read or a host write. A task counts as
       done when the pipeline takes it (its results are in the pipeline, which the drain waits for).
+    * id 1, dense GEMM (with ``gemm``): the task's runnable slots' rows of OUT times ``W``, in
+      place, on a :class:`~rtl.runtime.node_gemm.NodeGemm` (``W`` = ``K`` lines of B from the
+      first runnable slot's ``col``, its ``value`` = ``K | N << 8``);
     * id 2, integer sparse x dense: ``OUT[row] = OUT[row] + value * B[col]`` per word, mod 2**32;
     * id 5, ReLU: every word of ``OUT[row]`` with its sign bit set becomes 0.
 
     **Out-of-range input is refused and counted, never aliased**: a task slot whose row is not
-    below ``rows``, or (ids 2 and 6, which read B) whose column is not, is skipped; a host write
+    below ``rows``, or (ids 1, 2 and 6, which read B) whose column is not, or (id 1) whose ``K`` or
+    ``N`` is not in 1 .. ``features`` or whose ``W`` lines pass ``rows``, is skipped; a host write
     or read of a row not below ``rows`` writes nothing (the read is answered with ``error`` set
     and data 0); a ``b_load`` line not below ``rows`` is ignored. Each counts once in
     ``range_errors``. An aggregation slot whose row is not in its output bank (``row mod 4`` is
@@ -74,6 +80,8 @@ class NodeKernels(Parameterized, wiring.Component):
     aggregation : bool
         Attach the aggregation pipeline (id 6). Without it (a smaller simulation, for runs of ids
         2 and 5 only) the runtime must not be configured with id 6.
+    gemm : bool
+        Attach the dense GEMM unit (id 1).
 
     Attributes
     ----------
@@ -101,9 +109,10 @@ class NodeKernels(Parameterized, wiring.Component):
         Param("features", int, 4, "32-bit words per row", minimum=1, maximum=14),
         Param("rows", int, 256, "output memory lines", minimum=4, maximum=1 << 24),
         Param("aggregation", bool, True, "attach the aggregation pipeline (kernel 6)"),
+        Param("gemm", bool, False, "attach the dense GEMM unit (kernel 1)"),
     )
 
-    def __init__(self, *, features=4, rows=256, aggregation=True):
+    def __init__(self, *, features=4, rows=256, aggregation=True, gemm=False):
         self._id_bits = max(2, (rows - 1).bit_length())
         super().__init__({
             "task": In(stream.Signature(Packet)),
@@ -158,10 +167,18 @@ class NodeKernels(Parameterized, wiring.Component):
         # A 24-bit row cut to the memory's address width would land on another row.
         reads_b = incoming.header.task_id != TaskId.ACTIVATION
         in_range = Signal(ITEMS)
+        if self._gemm:
+            is_gemm = incoming.header.task_id == TaskId.GEMM
+            gemm_fits = _gemm_fits(task_view, features, self._rows)
         for index in range(ITEMS):
             item = task_view.items[index]
-            m.d.comb += in_range[index].eq(here(item.row) & (here(item.col) | ~reads_b))
+            fits = here(item.row) & (here(item.col) | ~reads_b)
+            if self._gemm:
+                fits = fits & (~is_gemm | gemm_fits[index])
+            m.d.comb += in_range[index].eq(fits)
         runnable = task_view.mask & in_range
+        if self._gemm:
+            gemm_task = is_gemm & (runnable != 0)
         taken = self.task.valid & self.task.ready
         range_events += [taken & task_view.mask[index] & ~in_range[index] for index in range(ITEMS)]
         # Aggregation: slot i works on output bank i (rows i mod 4); a slot outside its bank is
@@ -201,7 +218,7 @@ class NodeKernels(Parameterized, wiring.Component):
 
         # The state machine as if-chains on a state register (Amaranth prints m.FSM as a case
         # statement that Verilator's -Wall rejects as incomplete).
-        states = ("IDLE", "HOST_READ", "ISSUE", "READ", "WRITE", "DRAIN")
+        states = ("IDLE", "HOST_READ", "ISSUE", "READ", "WRITE", "DRAIN") + (("GEMM",) if self._gemm else ())
         state = Signal(range(len(states)))
         at = {name: state == index for index, name in enumerate(states)}
 
@@ -209,6 +226,30 @@ class NodeKernels(Parameterized, wiring.Component):
             m.d.sync += state.eq(states.index(name))
 
         m.d.comb += self.busy.eq(~at["IDLE"] | dirty | pipeline.busy)
+        if self._gemm:
+            m.submodules.gemm = gemm = NodeGemm(features=features)
+
+            def gemm_start(task, runnable):
+                """Hand ``task`` (its ``runnable`` slots) to the GEMM unit; W and the shape are the
+                first runnable slot's."""
+                first = task.items[lowest_set_bit(m, "gemm_first", runnable)]
+                job = gemm.job.payload
+                m.d.comb += [gemm.job.valid.eq(1), self.task.ready.eq(gemm.job.ready), job.mask.eq(runnable),
+                             job.col.eq(first.col), job.k.eq(first.value[:8]), job.n.eq(first.value[8:16])]
+                m.d.comb += [job.rows[index].eq(task.items[index].row) for index in range(ITEMS)]
+                with m.If(gemm.job.ready):
+                    goto("GEMM")
+
+            def gemm_run():
+                """The GEMM unit owns the output memory's ports and B's until its last row is written."""
+                m.d.comb += [read.addr.eq(gemm.a_addr), self.b_addr.eq(gemm.w_addr),
+                             write.addr.eq(gemm.write.payload.row), write.data.eq(gemm.write.payload.data),
+                             write.en.eq(gemm.write.valid)]
+                with m.If(gemm.done):
+                    m.d.comb += [self.done.valid.eq(1), done_id.eq(TaskId.GEMM)]
+                    goto("IDLE")
+
+            m.d.comb += [gemm.a_data.eq(read.data), gemm.w_data.eq(self.b_data)]
         load_refused, read_refused = Signal(), Signal()
         refused = Signal()  # the host read being answered named a row that is not there
         range_events += [load_refused, read_refused]
@@ -225,6 +266,9 @@ class NodeKernels(Parameterized, wiring.Component):
                 with m.If(pipeline.mode == Mode.RUN):
                     m.d.comb += pipeline.drain_start.eq(1)
                     goto("DRAIN")
+            if self._gemm:
+                with m.Elif(self.task.valid & gemm_task):  # a GEMM task with a runnable slot
+                    gemm_start(task_view, runnable)
             with m.Elif(self.task.valid):
                 m.d.comb += self.task.ready.eq(1)
                 m.d.sync += [current.eq(incoming), remaining.eq(runnable)]
@@ -263,6 +307,9 @@ class NodeKernels(Parameterized, wiring.Component):
             m.d.comb += [result.eq(Mux(current.header.task_id == TaskId.SPMM, integer, relu)), write.en.eq(1)]
             m.d.sync += remaining.eq(remaining & ~(1 << slot))
             goto("ISSUE")
+        if self._gemm:
+            with m.Elif(at["GEMM"]):
+                gemm_run()
         with m.If(self.read_data.valid & self.read_data.ready):
             m.d.sync += self.read_data.valid.eq(0)
 
@@ -271,6 +318,17 @@ class NodeKernels(Parameterized, wiring.Component):
         count_saturating(m, self.range_errors, range_events)
         count_saturating(m, self.bank_errors, bank_events)
         return m
+
+
+def _gemm_fits(task_view, features, rows):
+    """Per slot: its GEMM shape ``K | N << 8`` is in 1 .. ``features`` and ``W``'s lines ``col .. col + K -
+    1`` are below ``rows``."""
+    fits = []
+    for index in range(ITEMS):
+        item = task_view.items[index]
+        k, n = item.value[:8], item.value[8:16]
+        fits.append((k >= 1) & (k <= features) & (n >= 1) & (n <= features) & (item.col + k <= rows))
+    return Cat(*fits)
 
 
 class _Idle:
@@ -290,7 +348,8 @@ class _Idle:
 register_block(
     "runtime_node_kernels", NodeKernels, family="runtime",
     summary="Kernels for the runtime cluster: float32 aggregation (6) on the aggregation pipeline, "
-            "integer sparse x dense (2) and ReLU (5) one item at a time, with an output memory.",
+            "integer sparse x dense (2) and ReLU (5) one item at a time, with an output memory; "
+            "optionally float32 dense GEMM (1) on tiled_gemm.",
     golden="golden.runtime.kernels:execute",
     drops={"range_errors": "task slots (row, or column for kernels 2 and 6), host writes, host reads "
                            "and B lines past rows: skipped or refused, reads answered with error",

@@ -88,6 +88,12 @@ def _load_cluster():
     return cluster
 
 
+def _load_cluster_gcn():
+    from scripts.demo import cluster_gcn
+
+    return cluster_gcn
+
+
 def _load_smartssd():
     from scripts.demo import smartssd
 
@@ -116,6 +122,23 @@ _CLUSTER = _demo_command(
                  "switch (the first run builds them with Verilator, minutes)",
     lambda result: result.bit_exact and result.within_bound and result.counters_match
     and not result.cycle_problems)
+_CLUSTER_GCN = _demo_command(
+    _load_cluster_gcn, _same_names("nodes", "graph", "features", "seed"),
+    lambda args: f"neartrain demo cluster --layers 2: a two-layer GCN on {args.nodes} simulated FCsN nodes "
+                 "with GEMM units (the first run builds them with Verilator, many minutes)",
+    lambda result: result.ok)
+
+
+def _cluster(args):
+    """``demo cluster``: the aggregation (``--layers 1``) or the two-layer GCN (``--layers 2``)."""
+    if args.layers == 2:
+        if args.replicate or args.speedup or args.placement != "next":
+            raise UsageError("--layers 2 always replicates B and spawns every task at home: "
+                             "--replicate, --speedup and --placement are for --layers 1")
+        return _CLUSTER_GCN(args)
+    return _CLUSTER(args)
+
+
 _SMARTSSD = _demo_command(
     _load_smartssd, _same_names("devices", "topk", "backend", "steps", "seed"),
     lambda args: f"neartrain demo smartssd: {args.devices} simulated SmartSSDs, backend {args.backend} (the "
@@ -189,7 +212,10 @@ def _register_cluster(demos):
                          help="load all of B into every node before the start (no range fetched)")
     cluster.add_argument("--speedup", action="store_true",
                          help="also run the 1-node cluster on the same job and print the speed-up over it")
-    cluster.set_defaults(handler=_CLUSTER)
+    cluster.add_argument("--layers", type=int, default=1, choices=(1, 2),
+                         help="1: the aggregation Â B (default); 2: a two-layer GCN forward pass, "
+                              "X W1, Â(.), ReLU, . W2, Â(.), with a GEMM unit in every node")
+    cluster.set_defaults(handler=_cluster)
 
 
 def _register_smartssd(demos):

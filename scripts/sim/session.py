@@ -18,6 +18,7 @@ from scripts.sim.devices import (
     dlrm,
     fp,
     runtime,
+    runtime_gcn,
     runtime_sessions,
     smartssd,
     stream,
@@ -29,7 +30,7 @@ __all__ = ["SESSIONS"]
 
 SESSIONS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": function
             for module in (aggregate, bus, collective, compress, compress_dram, dlrm, fp, runtime,
-                           runtime_sessions, smartssd, stream, topk, updater)
+                           runtime_gcn, runtime_sessions, smartssd, stream, topk, updater)
             for name, function in module.SESSIONS.items()}
 
 

@@ -1,8 +1,10 @@
-"""``neartrain demo cluster --graph FILE``: a graph of one's own, saved with ``scipy.sparse.save_npz``.
+"""``neartrain demo cluster --graph FILE``: a graph of one's own, saved with ``scipy.sparse.save_npz``;
+and ``--layers 2``, the two-layer GCN.
 
 Fast (no simulation): a file the cluster cannot take is refused in one line with exit status 2
-before any build; a file holding the synthetic graph cuts exactly the synthetic graph's job. Slow:
-the whole demo on a small graph from a file, 2 nodes, bit-exact in RTL simulation.
+before any build; a file holding the synthetic graph cuts exactly the synthetic graph's job;
+``--layers 2`` with a layer-1 option is refused. Slow: the whole demo on a small graph from a
+file, 2 nodes, bit-exact in RTL simulation; the two-layer GCN on the small graph at 2 nodes.
 """
 
 import numpy as np
@@ -83,3 +85,21 @@ def test_demo_runs_a_graph_from_a_file(tmp_path, capsys):
     assert main(["demo", "cluster", "--nodes", "2", "--graph", str(path)]) == 0
     report = capsys.readouterr().out
     assert "bit-exact" in report and "within" in report and "equal" in report, report
+
+
+def test_layers_2_refuses_the_aggregation_options(capsys):
+    """``--layers 2`` always replicates B and spawns at home: the layer-1 options are refused (exit 2)."""
+    assert main(["demo", "cluster", "--layers", "2", "--nodes", "2", "--speedup"]) == 2
+    assert "--layers 2 always replicates B" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_demo_runs_the_two_layer_gcn(capsys):
+    """``neartrain demo cluster --layers 2 --nodes 2`` on the small graph: every stage bit-exact with
+    the golden cluster, the combinations, hidden layer and logits with gcn_forward, the counters
+    equal, the logits within gcn_bound (exit status 0 only then). Slow: its cluster build (with the
+    GEMM unit) is one no other test shares."""
+    assert main(["demo", "cluster", "--layers", "2", "--nodes", "2"]) == 0
+    report = capsys.readouterr().out
+    assert "logits bit-exact" in report and "within gcn_bound" in report and "PASS" in report, report
+    assert "layer 1" in report and "layer 2" in report, report

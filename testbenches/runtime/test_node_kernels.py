@@ -1,4 +1,4 @@
-"""The node's kernels: aggregation on the pipeline (6), integer sparse x dense (2), ReLU (5).
+"""The node's kernels: aggregation on the pipeline (6), integer sparse x dense (2), ReLU (5), GEMM (1).
 
 B is loaded on ``b_load`` (the pipeline's copy) and served on the ``b_addr``/``b_data`` port (one
 cycle latency, by the testbench); random tasks (slot ``i`` holds a row with ``row mod 4 == i``, as
@@ -10,6 +10,13 @@ kernels skip them and ``range_errors`` / ``bank_errors`` must equal the golden's
 ``aggregation_non_finite`` loads B with NaNs (quiet, signalling, negative, with payloads) and
 infinities and uses such weights: every output bit must still equal the golden's (canonical NaN
 ``0x7FC00000``; nothing counts non-finite values).
+
+The GEMM tests (``gemm_*``) load the output rows with random float32 values, put random ``W``
+matrices (``K x N``, 1 to ``features`` each) in B's lines and send GEMM tasks (every slot of a task
+with the task's ``W`` and shape, rows of any bank, a few slots bad: a row past the memory, a shape
+past ``features`` or ``W`` lines past the memory) mixed with aggregation and ReLU tasks, the task
+stream paused at random and the host's read answers backpressured: the rows must equal
+:func:`golden.runtime.kernels.execute` (in place, :func:`golden.systolic.gemm`'s order) bit for bit.
 """
 
 import cocotb
@@ -40,7 +47,8 @@ class KernelsTB(ClockedTB):
         self.b_load = StreamSource(dut, "b_load", self.clock)
         self.load = StreamSource(dut, "load", self.clock)
         self.read_cmd = StreamSource(dut, "read_cmd", self.clock)
-        self.read_data = StreamSink(dut, "read_data", self.clock)
+        self.read_data = StreamSink(dut, "read_data", self.clock,
+                                    backpressure=random_pauses(knobs.rng(salt + 7), 0.3))
         self.done = StreamSink(dut, "done", self.clock)
         self.memory = {}
         cocotb.start_soon(self._b_port())
@@ -113,11 +121,20 @@ async def run_sequence(tb, rng, kernels, floats, specials=False):
         tasks = random_tasks(rng, tb.rows, knobs.vectors(80), task_id, weights)
         issued += tasks
         tb.task.send_many(gp.encode(task, sealed=False) for task in tasks)
+    out, _ = await check_outputs(tb, issued)
+    return out
+
+
+async def check_outputs(tb, issued, start=None):
+    """Wait for every task of ``issued`` to be done once, then the output rows and the counters
+    against :func:`golden.runtime.kernels.execute` (from rows ``start``, zeros by default); returns
+    ``(rows, golden counters)``."""
     for _ in range(len(issued)):
         await tb.done.recv()
     out = await tb.read_all()
     errors = []
-    expected = gk.execute([issued], tb.memory, rows=tb.rows, features=tb.features, errors=errors)[0]
+    expected = gk.execute([issued], tb.memory, rows=tb.rows, features=tb.features,
+                          out=None if start is None else [start], errors=errors)[0]
     bad = np.flatnonzero((out != expected).any(axis=1))
     assert not bad.size, (
         f"rows {bad[:8].tolist()} differ: {out[bad[0]]} != {expected[bad[0]]}; {knobs.describe()}"
@@ -125,7 +142,72 @@ async def run_sequence(tb, rng, kernels, floats, specials=False):
     await tb.cycles(20)
     assert tb.done.empty(), "a task was reported done twice"
     assert tb.counters() == errors[0], f"{tb.counters()} != golden {errors[0]}; {knobs.describe()}"
-    return out
+    return out, errors[0]
+
+
+def gemm_tasks(rng, rows, features, count, bad=0.05):
+    """GEMM tasks on random rows (any bank), each with a random ``W`` shape at a random line; a
+    fraction ``bad`` of slots broken (a row past the memory, a shape past ``features``, ``W`` past B)."""
+    tasks = []
+    for _ in range(count):
+        k, n = (int(value) for value in rng.integers(1, features + 1, 2))
+        col = int(rng.integers(0, rows - k + 1))
+        slots = []
+        for _ in range(gp.ITEMS):
+            if rng.random() < 0.25:
+                slots.append(None)
+                continue
+            row, slot_col, value = int(rng.integers(0, rows)), col, gk.gemm_value(k, n)
+            if rng.random() < bad:
+                kind = int(rng.integers(0, 3))
+                if kind == 0:
+                    row = int(rng.integers(rows, 1 << 24))
+                elif kind == 1:
+                    value = gk.gemm_value(features + 1, n) if rng.random() < 0.5 else gk.gemm_value(k, 0)
+                else:
+                    slot_col = rows - k + 1
+            slots.append(gp.Item(row, slot_col, value))
+        if all(item is None for item in slots):
+            slots[0] = gp.Item(0, col, gk.gemm_value(k, n))
+        tasks.append(gp.Packet(gp.TASK, task_id=gk.GEMM, slots=tuple(slots)))
+    return tasks
+
+
+async def gemm_sequence(dut, salt, kernels):
+    """Random output rows and B, then batches of tasks of ``kernels`` in turn (GEMM tasks from
+    :func:`gemm_tasks`); the output rows, the done events and the counters against the golden."""
+    tb = KernelsTB(dut, salt)
+    await tb.reset()
+    rng = knobs.rng(salt + 1)
+    b = rng.standard_normal((tb.rows, tb.features)).astype(np.float32).view(np.uint32)
+    start = rng.standard_normal((tb.rows, tb.features)).astype(np.float32).view(np.uint32)
+    tb.memory = {line: gk.words_line(b[line]) for line in range(tb.rows)}
+    tb.load.send_many(row | gk.words_line(start[row]) << 24 for row in range(tb.rows))
+    await tb.load.wait_idle()
+    tb.b_load.send_many(line | value << 24 for line, value in tb.memory.items())
+    await tb.b_load.wait_idle()
+    issued = []
+    for task_id in kernels:
+        count = knobs.vectors(30)
+        tasks = (gemm_tasks(rng, tb.rows, tb.features, count) if task_id == gk.GEMM
+                 else random_tasks(rng, tb.rows, count, task_id))
+        issued += tasks
+        tb.task.send_many(gp.encode(task, sealed=False) for task in tasks)
+    out, errors = await check_outputs(tb, issued, start)
+    assert errors["range_errors"], f"no bad GEMM slot was refused; {knobs.describe()}"
+    changed = (out != start).any(axis=1).sum()
+    assert changed > tb.rows // 2, f"only {changed} rows changed: the GEMMs did not run; {knobs.describe()}"
+
+
+@cocotb.test()
+async def gemm_in_place(dut):
+    await gemm_sequence(dut, 540, [gk.GEMM, gk.GEMM])
+
+
+@cocotb.test()
+async def gemm_after_aggregation_then_relu(dut):
+    """The GCN's order: aggregation (drained first), GEMM on its sums, ReLU, GEMM again."""
+    await gemm_sequence(dut, 550, [gk.AGGREGATION, gk.GEMM, gk.ACTIVATION, gk.GEMM])
 
 
 async def fresh_sequence(dut, salt, kernels, **options):
@@ -168,4 +250,4 @@ async def reset_mid_packet(dut):
 
 
 def test_node_kernels():
-    run_cocotb("runtime_node_kernels", __name__, params={"features": 3, "rows": 64})
+    run_cocotb("runtime_node_kernels", __name__, params={"features": 3, "rows": 64, "gemm": True})

@@ -25,6 +25,7 @@ that the CLI, the simulation tests and the hardware tests all drive):
                            :class:`~.aggregate.AggregationTB`, ``run_graphs`` (the bench's)
 :mod:`.runtime`            ``runtime_cluster``: :class:`~.runtime.FCsNHost` (the seed's Table 4.1),
                            ``run_cluster``; a node on a switch port, :class:`~.runtime.SwitchPort`
+:mod:`.runtime_gcn`        a two-layer GCN on ``runtime_cluster`` with the GEMM unit: ``run_gcn``
 :mod:`.runtime_sessions`   the runtime's checked sessions (beside the host API, which is long
                            enough alone): one ``runtime_node`` with the cluster played
                            (:class:`~.runtime_sessions.NodeTB`), a cluster job checked against the
