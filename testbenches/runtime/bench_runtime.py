@@ -6,16 +6,18 @@ Run: ``.venv/bin/python -m testbenches.runtime.bench_runtime <part>`` with ``par
 * ``rate``: packets per cycle through each path of one node (cocotb test ``line_rate``);
 * ``latency``: cycles from a task's arrival to its issue, local and remote range (``arrival_to_issue``);
 * ``flood``: the deadlock flood at 4, 8 and 16 nodes (``deadlock_flood``): cycles and the bound;
-* ``scaling``: the distributed aggregation of the Cora-like (and, with ``--pubmed``, Pubmed-like)
-  graph at 1, 2, 4, 8 and 16 nodes through the host API, with the tasks spawned at their home
-  (``--placement home``) or one node past it (``next``, every task crosses the network), B at its
-  owners or replicated into every node (``--replicate``); cycles are the cluster's on-chip count
-  (broadcast start to all done), the speed-up is over the 1-node cluster; every run bit-exact
-  with the golden, its counters equal to the golden's; writes the table and
-  ``docs/runtime_scaling.png``;
+* ``scaling``: the distributed aggregation of the Cora-like graph (or the ``--graph`` ones; with
+  ``--pubmed`` also Pubmed-like) at 1, 2, 4, 8 and 16 nodes through the host API, with the tasks
+  spawned at their home (``--placement home``) or one node past it (``next``, every task crosses
+  the network), B at its owners or replicated into every node (``--replicate``); cycles are the
+  cluster's on-chip count (broadcast start to all done, and per node), the speed-up is over the
+  1-node cluster; every run bit-exact with the golden, its counters equal to the golden's. Points
+  accumulate in ``build/bench/runtime-scaling-points.json`` (with each run's wall time and load);
+  then (unless ``--no-tables``) :mod:`testbenches.runtime.bench_scaling` writes the RTL table
+  beside the cycle model, the model's projections and ``docs/runtime_scaling.png``;
 * ``area``: ``runtime_node`` on Yosys xcup and ECP5, and its ECP5 Fmax (nextpnr).
 
-Simulated cycles only; nothing is timed on the wall clock.
+Simulated cycles only; nothing in the tables is timed on the wall clock.
 """
 
 import argparse
