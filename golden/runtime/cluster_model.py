@@ -47,6 +47,7 @@ from golden.aggregate.pipeline import HAZARD_WINDOW
 
 from .packet import decode
 from .packing import balanced_layout, pack
+from .workload import BALANCED_BLOCK
 
 __all__ = ["Prediction", "START_LATENCY", "PIPELINE_PACKETS", "node_cycles", "predict_packets",
            "predict_workload", "predict", "graph_matrix"]
@@ -140,7 +141,7 @@ def graph_matrix(graph, seed=1):
     return gcn_normalise(adjacency).tocoo()
 
 
-def predict(matrix, nodes, *, block=60, **options):
+def predict(matrix, nodes, *, block=BALANCED_BLOCK, **options):
     """:class:`Prediction` for ``Â`` (``matrix``, square sparse) on ``nodes`` nodes (a power of two,
     any size), B replicated, tasks at home, balanced packing in ranges of ``block`` lines."""
     if nodes < 1 or nodes & (nodes - 1):

@@ -15,7 +15,7 @@ The model's job is the one ``build_job`` gives the cluster (balanced packing in 
 import functools
 
 from golden.runtime.cluster_model import graph_matrix, predict
-from golden.runtime.workload import BALANCED_BLOCK, GRAPHS
+from golden.runtime.workload import GRAPHS
 from scripts.flow.docs import write_table
 from scripts.flow.figures import docs_plot
 
@@ -33,7 +33,7 @@ PROJECTED_GRAPHS = ("cora", "citeseer", "pubmed")
 @functools.cache
 def model(graph, nodes):
     """The model's :class:`golden.runtime.cluster_model.Prediction` for ``graph`` on ``nodes`` nodes."""
-    return predict(_matrix(graph), nodes, block=BALANCED_BLOCK)
+    return predict(_matrix(graph), nodes)
 
 
 @functools.cache
@@ -114,7 +114,7 @@ def _plot(points, baseline):
             colour = next(colours)
             one = model(graph, 1).cycles
             axis.plot(MODEL_NODES, [one / model(graph, nodes).cycles for nodes in MODEL_NODES], color=colour,
-                      linestyle="--", label=f"{graph}-like, model")
+                      linestyle="--", label=f"{graph}-like, model (a projection where no dot)")
             series = sorted((p["nodes"], baseline[graph] / p["cycles"]) for p in points.values()
                             if p["graph"] == graph and _modelled(p) and graph in baseline)
             if series:
