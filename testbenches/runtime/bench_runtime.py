@@ -6,27 +6,30 @@ Run: ``.venv/bin/python -m testbenches.runtime.bench_runtime <part>`` with ``par
 * ``rate``: packets per cycle through each path of one node (cocotb test ``line_rate``);
 * ``latency``: cycles from a task's arrival to its issue, local and remote range (``arrival_to_issue``);
 * ``flood``: the deadlock flood at 4, 8 and 16 nodes (``deadlock_flood``): cycles and the bound;
-* ``scaling``: the distributed aggregation of the Cora-like (and, with ``--pubmed``, Pubmed-like)
-  graph at 1, 2, 4, 8 and 16 nodes through the host API, with the tasks spawned at their home
-  (``--placement home``) or one node past it (``next``, every task crosses the network), B at its
-  owners or replicated into every node (``--replicate``); cycles are the cluster's on-chip count
-  (broadcast start to all done), the speed-up is over the 1-node cluster; every run bit-exact
-  with the golden, its counters equal to the golden's; writes the table and
-  ``docs/runtime_scaling.png``;
+* ``scaling``: the distributed aggregation of the Cora-like graph (or the ``--graph`` ones; with
+  ``--pubmed`` also Pubmed-like) at 1, 2, 4, 8 and 16 nodes through the host API, with the tasks
+  spawned at their home (``--placement home``) or one node past it (``next``, every task crosses
+  the network), B at its owners or replicated into every node (``--replicate``); cycles are the
+  cluster's on-chip count (broadcast start to all done, and per node), the speed-up is over the
+  1-node cluster; every run bit-exact with the golden, its counters equal to the golden's. Points
+  accumulate in ``build/bench/runtime-scaling-points.json`` (with each run's wall time and load);
+  then (unless ``--no-tables``) :mod:`testbenches.runtime.bench_scaling` writes the RTL table
+  beside the cycle model, the model's projections and ``docs/runtime_scaling.png``;
 * ``area``: ``runtime_node`` on Yosys xcup and ECP5, and its ECP5 Fmax (nextpnr).
 
-Simulated cycles only; nothing is timed on the wall clock.
+Simulated cycles only; nothing in the tables is timed on the wall clock.
 """
 
 import argparse
 import json
 import logging
+import os
+import time
 
 import numpy as np
 
 from golden.runtime import packet as gp
 from scripts.flow.docs import write_table
-from scripts.flow.figures import docs_plot
 from scripts.sim.devices.runtime_sessions import measure_flood, measure_node
 from scripts.sim.runner import BUILD_ROOT
 
@@ -167,12 +170,13 @@ def scaling(args):
     from golden.runtime.workload import TRAFFIC, build_job
     from scripts.sim.devices.runtime import run_cluster
 
-    graphs = ["cora"] + (["pubmed"] if args.pubmed else [])
+    graphs = args.graph or ["cora"] + (["pubmed"] if args.pubmed else [])
     data_path = BUILD_ROOT / "bench" / "runtime-scaling-points.json"
     data_path.parent.mkdir(parents=True, exist_ok=True)
     points = json.loads(data_path.read_text()) if data_path.exists() else {}
-    # Points of earlier versions (host-timed cycles, no "b" key) are not comparable: dropped.
-    points = {key: point for key, point in points.items() if "b" in point}
+    # Points of earlier versions (host-timed cycles, or the seed's packing: no "node_cycles") are
+    # not comparable: dropped.
+    points = {key: point for key, point in points.items() if "node_cycles" in point}
     layouts = ["replicated" if args.replicate else "owned"]
     jobs = [(g, p, b) for g in graphs for p in args.placement or ["home"] for b in layouts]
     for graph, placement, b in jobs:
@@ -186,7 +190,9 @@ def scaling(args):
             golden = Cluster(config, workload.memory).run(workload.spawn, gk.AGGREGATION)
             out = gk.execute(golden.issued, workload.memory, rows=config.rows, features=workload.features)
             expected = np.array([out[config.home(row)][row] for row in range(config.rows)], dtype=np.uint32)
+            began, load = time.monotonic(), os.getloadavg()[0]
             session = run_cluster(workload)
+            wall = time.monotonic() - began
             run = session["runs"][0]
             if not np.array_equal(session["out"], expected):
                 raise AssertionError(f"{key}: the result differs from the golden")
@@ -208,6 +214,9 @@ def scaling(args):
                 "nonzeros": int(adjacency.nnz),
                 "tasks": workload.packets,
                 "cycles": run["cycles"],
+                "node_cycles": run["node_cycles"],
+                "wall_s": round(wall, 1),
+                "load": round(load, 1),
                 "host_cycles": run["host_cycles"],
                 "b_load_lines": session["b_load"]["lines"],
                 "b_load_cycles": session["b_load"]["cycles"],
@@ -219,51 +228,17 @@ def scaling(args):
             }
             # Points another bench process measured meanwhile are kept (runs of different sizes may overlap).
             saved = json.loads(data_path.read_text()) if data_path.exists() else {}
-            points = {**{k: v for k, v in saved.items() if "b" in v}, **points, key: points[key]}
+            points = {**{k: v for k, v in saved.items() if "node_cycles" in v}, **points, key: points[key]}
             data_path.write_text(json.dumps(points, indent=1) + "\n")
             print(points[key], flush=True)
-    baseline = {p["graph"]: p["cycles"] for p in points.values() if p["nodes"] == 1}
-    rows = []
-    for point in sorted(points.values(), key=lambda p: (p["graph"], p["placement"], p["b"], p["nodes"])):
-        cycles, one = point["cycles"], baseline.get(point["graph"])
-        speedup = one / cycles if one else None
-        rows.append([point["graph"], point["placement"], point["b"], point["nodes"], point["nonzeros"],
-                     point["tasks"], cycles, f"{speedup:.2f}" if speedup else "",
-                     f"{speedup / point['nodes']:.2f}" if speedup else "", point["host_cycles"],
-                     f"{point['b_load_lines']} / {point['b_load_cycles']}", point["network_packets"],
-                     point["rdma_requests"], point["max_node_items"]])
-    write_table(
-        DOC,
-        "runtime-scaling",
-        ["graph", "tasks spawned", "B", "nodes", "nonzeros", "tasks", "cycles (on chip)",
-         "speed-up over 1 node", "per-node efficiency", "host window", "B load: lines / host cycles",
-         "packets on the network", "RDMA requests", "items on the busiest node"],
-        rows,
-        f"{COMMAND} scaling [--replicate] [--placement home|next] [--nodes N ...]",
-        disable_numparse=True,
-    )
-    _plot(points, baseline)
+    if not args.no_tables:
+        from testbenches.runtime.bench_scaling import write_scaling
+
+        write_scaling(points)
 
 
 def _job(graph, nodes, placement, replicated, build_job):
     return build_job(nodes=nodes, graph=graph, features=4, placement=placement, seed=1, replicated=replicated)
-
-
-def _plot(points, baseline):
-    with docs_plot("runtime_scaling.png", xlabel="nodes",
-                   ylabel="speed-up over the 1-node cluster (on-chip cycles)",
-                   title="Distributed GCN aggregation on the simulated FCsN cluster", log_x=True,
-                   log_y=True) as axis:
-        for graph, placement, b in sorted({(p["graph"], p["placement"], p["b"]) for p in points.values()
-                                           if p["nodes"] > 1}):
-            series = sorted((p["nodes"], baseline[graph] / p["cycles"]) for p in points.values()
-                            if (p["graph"], p["placement"], p["b"]) == (graph, placement, b) or
-                            (p["graph"] == graph and p["nodes"] == 1))
-            where = "one node past their home" if placement == "next" else "at home"
-            axis.plot([n for n, _ in series], [c for _, c in series], marker="o",
-                      label=f"{graph}-like, tasks spawned {where}, B {b}")
-        nodes = sorted({p["nodes"] for p in points.values()})
-        axis.plot(nodes, nodes, linestyle=":", color="grey", label="ideal")
 
 
 def area(args):
@@ -327,12 +302,15 @@ def main(argv=None):
     p_scaling = parts.add_parser("scaling")
     p_scaling.add_argument("--nodes", type=int, action="append", help="node counts (default 1, 2, 4, 8, 16)")
     p_scaling.add_argument("--pubmed", action="store_true", help="also the Pubmed-like graph (hours)")
+    p_scaling.add_argument("--graph", action="append", choices=("cora", "citeseer", "pubmed", "small"),
+                           help="graphs to measure (default cora, and pubmed with --pubmed)")
     p_scaling.add_argument("--again", action="store_true", help="rerun points already measured")
     p_scaling.add_argument("--placement", action="append", choices=("next", "home"),
                            help="where tasks are spawned: home (default) or next (every task crosses the "
                            "network)")
     p_scaling.add_argument("--replicate", action="store_true",
                            help="B replicated into every node before the start (no range fetched)")
+    p_scaling.add_argument("--no-tables", action="store_true", help="measure only (tables written later)")
     p_area = parts.add_parser("area")
     p_area.add_argument("--no-fmax", action="store_true", help="skip ECP5 place and route")
     args = parser.parse_args(argv)
