@@ -40,14 +40,12 @@ home (they cross the switch); :func:`predict_workload` refuses both.
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from golden.aggregate.graphs import gcn_normalise, generate
 from golden.aggregate.pipeline import HAZARD_WINDOW
 
 from .packet import decode
 from .packing import balanced_layout, pack
-from .workload import BALANCED_BLOCK
+from .workload import BALANCED_BLOCK, graph_matrix
 
 __all__ = ["Prediction", "START_LATENCY", "PIPELINE_PACKETS", "node_cycles", "predict_packets",
            "predict_workload", "predict", "graph_matrix"]
@@ -132,13 +130,6 @@ def predict_workload(workload, **options):
                              "'home' only")
         spawn.append([(packet.range, packet.slots) for packet in packets])
     return predict_packets(spawn, **options)
-
-
-def graph_matrix(graph, seed=1):
-    """``Â`` (COO) of ``graph``, a name or :class:`~golden.aggregate.graphs.GraphSpec` (generated
-    with ``seed``) or a square sparse adjacency, as :func:`golden.runtime.workload.build_job` makes it."""
-    adjacency = graph if sp.issparse(graph) else generate(graph, seed=seed)
-    return gcn_normalise(adjacency).tocoo()
 
 
 def predict(matrix, nodes, *, block=BALANCED_BLOCK, **options):

@@ -40,7 +40,7 @@ from .packing import Layout, balanced_layout, identity_layout, pack
 from .protocol import Config
 
 __all__ = ["Workload", "sparse_dense_workload", "PLACEMENTS", "PACKINGS", "GRAPHS", "DEFAULT_FEATURES",
-           "TRAFFIC", "BALANCED_BLOCK", "build_job"]
+           "TRAFFIC", "BALANCED_BLOCK", "build_job", "graph_matrix"]
 
 PLACEMENTS = ("home", "next", "spread")
 PACKINGS = ("seed", "balanced")
@@ -184,6 +184,13 @@ BALANCED_BLOCK = 60
 TRAFFIC = ("tx_task", "rx_task", "tx_rdma", "rx_rdma", "tx_data", "rx_data", "issued", "served")
 
 
+def graph_matrix(graph, seed=1):
+    """``Â`` (COO) of ``graph``, a name or :class:`~golden.aggregate.graphs.GraphSpec` (generated
+    with ``seed``) or a square sparse adjacency: the GCN-normalised matrix :func:`build_job` cuts."""
+    adjacency = graph if sp.issparse(graph) else generate(graph, seed=seed)
+    return gcn_normalise(adjacency).tocoo()
+
+
 def build_job(*, nodes, graph="small", features=DEFAULT_FEATURES, placement="next", seed=1, adjacency=None,
               packing="balanced", block=BALANCED_BLOCK, replicated=False):
     """``(adjacency, dense, workload)`` of the GCN aggregation ``Â B`` on ``nodes`` nodes: ``Â`` the
@@ -191,9 +198,7 @@ def build_job(*, nodes, graph="small", features=DEFAULT_FEATURES, placement="nex
     :mod:`golden.aggregate.graphs`) or of ``adjacency`` (a square sparse matrix) when given, ``B``
     seeded random float32 ``features`` wide (in every node when ``replicated``); tasks cut with
     ``packing`` in ranges of ``block`` lines."""
-    if adjacency is None:
-        adjacency = generate(GRAPHS.get(graph, graph), seed=seed)
-    adjacency = gcn_normalise(adjacency).tocoo()
+    adjacency = graph_matrix(GRAPHS.get(graph, graph) if adjacency is None else adjacency, seed=seed)
     dense = np.random.default_rng(seed).standard_normal((adjacency.shape[0], features)).astype(np.float32)
     workload = sparse_dense_workload(adjacency, dense, nodes=nodes, placement=placement, packing=packing,
                                      block=block if packing == "balanced" else 20, replicated=replicated)
