@@ -43,8 +43,9 @@ import numpy as np
 from ..optim._float32 import canonical_nan
 from .reduction import WORDS, reduce_gradients
 
-__all__ = ["JaggedBatch", "shards", "pool", "pool_bound", "row_gradients", "row_gradient_bound", "sgd_rows",
-           "rowwise_adagrad_rows", "update_bound", "rowwise_multiplier_error", "UNIT_ROUNDOFF", "gamma"]
+__all__ = ["JaggedBatch", "shards", "interleaved_lookups", "pool", "pool_bound", "row_gradients",
+           "row_gradient_bound", "sgd_rows", "rowwise_adagrad_rows", "update_bound",
+           "rowwise_multiplier_error", "UNIT_ROUNDOFF", "gamma"]
 
 UNIT_ROUNDOFF = 2.0 ** -24
 _SMALLEST = 2.0 ** -149
@@ -122,6 +123,29 @@ def shards(batch, nodes):
     if nodes < 1:
         raise ValueError(f"nodes must be at least 1, not {nodes}")
     return [(k * batch // nodes, (k + 1) * batch // nodes) for k in range(nodes)]
+
+
+def interleaved_lookups(batch, *, group):
+    """The kernel's issue order: ``(slot, row)`` pairs, ``slot = table * batch + sample`` naming the bag.
+
+    Bags are taken ``group`` at a time in slot order; within a group, the ``k``-th lookup of every
+    bag of the group, in slot order, then the ``k + 1``-th, and so on (a bag that has run out is
+    skipped). Each bag's lookups keep their order, so :func:`pool`'s sums do not change; what does
+    is the order the cache sees. The point: a pooling adder of latency ``L`` is never waiting on its
+    own previous sum when ``group >= L`` bags are in flight, as it would be with one bag at a time.
+    A group's sums are complete after its last lookup, so a reduction table of ``group`` keys per
+    line, flushed at the end of every group, pools the batch exactly.
+    """
+    if group < 1:
+        raise ValueError(f"group must be at least 1, not {group}")
+    slots = batch.offsets.size - 1
+    for first in range(0, slots, group):
+        members = range(first, min(first + group, slots))
+        longest = max(int(batch.offsets[s + 1] - batch.offsets[s]) for s in members)
+        for k in range(longest):
+            for slot in members:
+                if batch.offsets[slot] + k < batch.offsets[slot + 1]:
+                    yield slot, int(batch.values[batch.offsets[slot] + k])
 
 
 def _bits(values):

@@ -10,6 +10,7 @@ import pytest
 from golden.dlrm.embedding_bag import (
     JaggedBatch,
     gamma,
+    interleaved_lookups,
     pool,
     pool_bound,
     row_gradient_bound,
@@ -20,6 +21,7 @@ from golden.dlrm.embedding_bag import (
     shards,
     update_bound,
 )
+from golden.dlrm.reduction import WORDS, reduce_gradients
 from scripts.sim import knobs
 
 TORCH = "torch is the oracle of the pooled sums and the sparse row updates: pip install torch"
@@ -229,3 +231,32 @@ def test_rowwise_adagrad_by_float64_transcription_and_bad_rows():
     assert np.all(ours[1] == 0.0) and h[1] == 1.0  # w - 1 / (sqrt(1) + 0) * 1
     ours, bad = sgd_rows(w, g, lr=0.5)
     assert bad == 2 and np.array_equal(ours[[0, 2]], w[[0, 2]]) and np.all(ours[1] == 0.5)
+
+
+def test_interleaved_issue_order_pools_as_a_keyed_reduction():
+    """Pooling is the loss reduction keyed by (bag, line) over the interleaved order: same bits."""
+    assert list(interleaved_lookups(JaggedBatch.from_bags([[[5, 6, 7], [8], [], [9, 10]]]), group=2)) == \
+        [(0, 5), (1, 8), (0, 6), (0, 7), (3, 9), (3, 10)]
+    with pytest.raises(ValueError, match="group"):
+        list(interleaved_lookups(JaggedBatch.from_bags([[[1]]]), group=0))
+    for rng, tables, batch_size, rows in _cases(7, 40):
+        batch = _batch(rng, tables=tables, batch=batch_size, rows=rows)
+        weights = _weights(rng, tables, rows)
+        group = int(rng.integers(1, 9))
+        lines = DIM // WORDS
+        order = list(interleaved_lookups(batch, group=group))
+        assert sorted(order) == sorted((t * batch_size + b, int(r)) for t in range(tables)
+                                       for b in range(batch_size) for r in batch.bag(t, b))
+        sums = []
+        for first in range(0, tables * batch_size, group):  # a flush at the end of every group
+            stream = [((slot, line), weights[slot // batch_size][row].view(np.uint32)[line * WORDS:][:WORDS])
+                      for slot, row in order if first <= slot < first + group for line in range(lines)]
+            emitted, overflows = reduce_gradients(stream, capacity=group * lines)
+            sums.extend(emitted)
+            assert overflows == 0
+        pooled, _ = pool(weights, batch)
+        got = dict(sums)
+        assert len(got) == len(sums)  # no bag was split by a flush
+        for (slot, line), words in got.items():
+            expected = pooled[slot // batch_size, slot % batch_size, line * WORDS:(line + 1) * WORDS]
+            assert np.array_equal(words, expected.view(np.uint32)), knobs.describe()
