@@ -58,7 +58,7 @@ from golden.systolic.dpt_step import partitioned_step, reduced_grad_bound, sgd_b
 from golden.systolic.numerics import f32_from_bits
 
 __all__ = ["BACKENDS", "DEVICE_CHOICES", "MAX_BUFFER", "DptDemoResult", "RtlGemm", "check_arguments",
-           "format_report", "gemm_params", "run_demo"]
+           "format_report", "gemm_params", "run_demo", "select_rtl"]
 
 BACKENDS = ("rtl", "golden")
 DEVICE_CHOICES = (2, 4)
@@ -138,8 +138,9 @@ def _side_batch(call, devices):
     return BATCH // devices if call.side == "ssd" else BATCH
 
 
-def _select_rtl(network, recorded, devices):
-    """Per kind, the cheapest recorded GEMM within the buffers: a smartSSD's if any fits, else the NPU's."""
+def select_rtl(network, recorded, devices):
+    """The GEMMs to run on RTL: per kind, the cheapest (by the cycle model) of ``recorded``
+    (``[(call, a, b, c), ...]``) within the buffers, a smartSSD's if any fits, else the NPU's."""
     chosen = []
     for kind in KINDS:
         fits = [(call, a, b, c) for call, a, b, c in recorded if call.kind == kind
@@ -240,7 +241,7 @@ def run_demo(*, devices=4, partition=None, backend="rtl", seed=1):
     gemms = {kind: sum(1 for call, *_ in recorded if call.kind == kind) for kind in KINDS}
     rtl, rtl_seconds = [], {}
     if backend == "rtl":
-        rtl, rtl_seconds = _run_rtl(network, _select_rtl(network, recorded, devices))
+        rtl, rtl_seconds = _run_rtl(network, select_rtl(network, recorded, devices))
     phases = step_phases(network, partition=index, devices=devices)
     equation3 = equation3_phases(network, partition=index, devices=devices)
     step_latency = [step_phases(network, partition=i, devices=devices)["total"]
@@ -261,6 +262,10 @@ _EQ3_NOTE = {"ssd_forward": "B max(FP_SSD/n, FP_NPU): SSD and NPU forward, pipel
              "ssd_backward": "B BP_SSD / n + WU_SSD", "all_reduce": "T_interSSD (2-byte elements)",
              "update": "(no term)"}
 _KIND = {"forward": "forward", "backward_data": "backward data", "weight_grad": "weight gradient"}
+
+
+def _array_name(side):
+    return f"{side} {'x'.join(map(str, gemm_params(side).values()))}"
 
 
 def _phase_of(gemm):
@@ -304,7 +309,7 @@ def format_report(result):
             label = f"{_KIND[gemm.kind]} {gemm.layer} ({where}, {_phase_of(gemm)})"
             lines.append(f"{label:<50} {'x'.join(map(str, gemm.shape)):>9} {gemm.compute_cycles:>8} "
                          f"{gemm.model_cycles:>6} {gemm.cycles:>6}  {'yes' if gemm.bit_exact else 'NO'}")
-        builds = "; ".join(f"{side} {'x'.join(map(str, gemm_params(side).values()))} array {seconds:.0f} s"
+        builds = "; ".join(f"{_array_name(side)} array {seconds:.0f} s"
                            for side, seconds in result.rtl_seconds.items())
         lines += ["(compute: the block's cycle counter; model: gemm_cycles; all: command to idle, fill "
                   f"included); simulation wall time, build included if not cached: {builds}", ""]
@@ -319,3 +324,38 @@ def format_report(result):
     lines.append(f"loss {result.loss:.6f} before the step, {result.loss_after:.6f} after")
     lines.append(f"result: {'PASS' if result.ok else 'FAIL'} (wall time {result.seconds:.0f} s)")
     return "\n".join(lines)
+
+
+COMMAND = ".venv/bin/python -m scripts.demo.dpt"
+
+
+def write_docs():
+    """Run the demo (RTL) at 2 and 4 smartSSDs and write its tables into docs/systolic.md."""
+    from scripts.flow.docs import write_table
+
+    results = {devices: run_demo(devices=devices) for devices in DEVICE_CHOICES}
+    failed = [devices for devices, result in results.items() if not result.ok]
+    if failed:
+        raise SystemExit(f"demo dpt failed at {failed} smartSSDs; tables not written")
+    headers = ["phase"] + [f"{devices} smartSSDs, i = {result.partition}: {what}"
+                           for devices, result in results.items() for what in ("step", "eq. 3")]
+    rows = []
+    for phase in (*PHASES, "total"):
+        row = [phase]
+        for result in results.values():
+            eq3 = result.equation3.get("total" if phase == "total" else _EQ3.get(phase, ""))
+            row += [f"{result.phases[phase]:.0f}", "" if eq3 is None else f"{eq3:.0f}"]
+        rows.append(row)
+    write_table("systolic.md", "dpt-demo-phases", headers, rows, COMMAND, disable_numparse=True,
+                colalign=("left",) + ("right",) * (len(headers) - 1))
+    rtl_rows = [[devices, _KIND[gemm.kind], gemm.layer, _array_name(gemm.side),
+                 "x".join(map(str, gemm.shape)), gemm.compute_cycles, gemm.model_cycles, gemm.cycles,
+                 "yes" if gemm.bit_exact else "NO"]
+                for devices, result in results.items() for gemm in result.rtl]
+    write_table("systolic.md", "dpt-demo-rtl", ["smartSSDs", "GEMM", "layer", "array", "M x K x N",
+                                                "RTL compute cycles", "model cycles", "cycles with fill",
+                                                "bit-exact"], rtl_rows, COMMAND, disable_numparse=True)
+
+
+if __name__ == "__main__":
+    write_docs()
