@@ -51,7 +51,7 @@ from .numerics import f32_from_bits, gemm
 
 __all__ = ["CLASSES", "IMAGE", "KINDS", "LEARNING_RATE", "GemmCall", "StepResult", "activation",
            "cross_entropy", "digits_cnn", "f16_values", "golden_gemm", "init_weights", "layer_backward_data",
-           "layer_forward", "layer_weight_grad", "relu_backward", "round_f16", "sgd_update",
+           "layer_forward", "layer_weight_grad", "relu_backward", "relu_mask", "round_f16", "sgd_update",
            "synthetic_digits", "train_step"]
 
 CLASSES = 10
@@ -184,10 +184,14 @@ def activation(z_bits):
     return round_f16(np.where(z > 0, z, np.float32(0)))
 
 
+def relu_mask(grad_bits, z_bits):
+    """``dL/da * (z > 0)`` for f16 ``dL/da``: exact, f16 raw bits."""
+    return np.where(f32_from_bits(z_bits) > 0, grad_bits, np.uint16(0)).astype(np.uint16)
+
+
 def relu_backward(grad_f32_bits, z_bits):
     """``round_f16(dL/da) * (z > 0)``: the gradient at a ReLU's input, f16 raw bits."""
-    rounded = round_f16(f32_from_bits(grad_f32_bits))
-    return np.where(f32_from_bits(z_bits) > 0, rounded, np.uint16(0)).astype(np.uint16)
+    return relu_mask(round_f16(f32_from_bits(grad_f32_bits)), z_bits)
 
 
 def cross_entropy(logits_bits, labels):

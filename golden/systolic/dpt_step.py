@@ -45,6 +45,7 @@ from .cnn import (
     layer_forward,
     layer_weight_grad,
     relu_backward,
+    relu_mask,
     round_f16,
     sgd_update,
 )
@@ -161,15 +162,15 @@ def partitioned_step(network, weights, images, labels, *, partition, devices, lr
         grads[index] = layer_weight_grad(layers[index], npu_inputs[index - partition], grad, recorded,
                                          GemmCall("weight_grad", index))
         if index:
-            cut_gradient = layer_backward_data(layers[index], w_bits[index], grad, recorded,
-                                               GemmCall("backward_data", index))
-            grad = relu_backward(cut_gradient, z[index - 1])
-    # grad is now dL/dz of layer i-1 for the whole batch; each device takes its rows (the NPU sends
-    # the f16 dL/da and the device masks it with its own z: the same bits, see relu_backward).
+            data = layer_backward_data(layers[index], w_bits[index], grad, recorded,
+                                       GemmCall("backward_data", index))
+            # At the cut the NPU sends dL/da rounded to f16; each device applies its own ReLU mask.
+            grad = round_f16(f32_from_bits(data)) if index == partition else relu_backward(data, z[index - 1])
     partials = {index: [None] * devices for index in ssd}
     ssd_grad_out = [[None] * partition for _ in range(devices)]
     for d in range(devices):
-        device_grad = grad[d * per_device:(d + 1) * per_device]
+        if partition:  # else the smartSSDs hold no layer and the loop below is empty
+            device_grad = relu_mask(grad[d * per_device:(d + 1) * per_device], ssd_z[d][partition - 1])
         for index in reversed(ssd):
             ssd_grad_out[d][index] = device_grad
             partials[index][d] = layer_weight_grad(layers[index], inputs[d][index], device_grad, recorded,
