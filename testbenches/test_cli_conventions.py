@@ -24,6 +24,7 @@ def _bad_inputs(tmp_path):
         "demo gcn": ["demo", "gcn", "--lanes", "3"],
         "demo cluster": ["demo", "cluster", "--nodes", "3"],
         "demo smartssd": ["demo", "smartssd", "--devices", "0"],
+        "demo dpt": ["demo", "dpt", "--devices", "3"],
         "run": ["run", "--unknown-option"],
         "verilog": ["verilog", "-o", str(not_a_folder / "sub")],
         "boards": ["boards", "--unknown-option"],

@@ -100,6 +100,12 @@ def _load_smartssd():
     return smartssd
 
 
+def _load_dpt():
+    from scripts.demo import dpt
+
+    return dpt
+
+
 def _same_names(*names):
     return {name: name for name in names}
 
@@ -146,6 +152,14 @@ _SMARTSSD = _demo_command(
     lambda result: result.bit_exact)
 
 
+_DPT = _demo_command(
+    _load_dpt, _same_names("devices", "partition", "backend", "seed"),
+    lambda args: f"neartrain demo dpt: one training step partitioned over {args.devices} simulated smartSSDs "
+                 f"and the NPU, backend {args.backend} (the first rtl run builds tiled_gemm with Verilator, "
+                 "minutes)",
+    lambda result: result.ok)
+
+
 def register(commands):
     """Add ``demo`` and its sub-commands."""
     from scripts.demo.train import DEFAULT_STEPS, MAX_STEPS, OPTIMIZERS
@@ -169,6 +183,7 @@ def register(commands):
     _register_gcn(demos)
     _register_cluster(demos)
     _register_smartssd(demos)
+    _register_dpt(demos)
     for parser in demos.choices.values():
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -233,3 +248,20 @@ def _register_smartssd(demos):
                           help=f"1 to {MAX_STEPS} (default {DEFAULT_STEPS})")
     smartssd.add_argument("--seed", type=int, default=1, help="data and initial weights (default 1)")
     smartssd.set_defaults(handler=_SMARTSSD)
+
+
+def _register_dpt(demos):
+    from scripts.demo.dpt import BACKENDS, DEVICE_CHOICES
+
+    dpt = demos.add_parser("dpt", help="DPT: one training step of a small CNN partitioned between simulated "
+                                       "smartSSDs (data parallel) and the NPU, GEMMs on the RTL tiled_gemm")
+    # Values are checked by scripts.demo.dpt.check_arguments, whose errors name the allowed range.
+    dpt.add_argument("--devices", type=int, default=4,
+                     help=f"smartSSDs, {'|'.join(map(str, DEVICE_CHOICES))} (default 4)")
+    dpt.add_argument("--partition", type=int, default=None, metavar="I",
+                     help="layers 0..I-1 on the smartSSDs, 0..3 (default: the index equation 3 picks)")
+    dpt.add_argument("--backend", default="rtl", metavar="|".join(BACKENDS),
+                     help="rtl: one GEMM of each kind on the Verilated tiled_gemm, checked against the "
+                          "golden (default); golden: the golden models only")
+    dpt.add_argument("--seed", type=int, default=1, help="data and initial weights (default 1)")
+    dpt.set_defaults(handler=_DPT)

@@ -1,4 +1,4 @@
-"""The demos: ``neartrain demo train``, ``gcn``, ``cluster`` (and its model), and the board demo.
+"""The demos: ``neartrain demo train``, ``gcn``, ``cluster`` (and its model), ``dpt``, and the board demo.
 
 Each drives the simulator (or the board) through the host devices of :mod:`scripts.sim.devices`.
 """
