@@ -27,6 +27,8 @@ async def zipf_trace_matches_the_golden_lru(dut, stall):
     board = tb.lookups(rows)
     assert 0 < tb.golden.hits < len(rows), "the trace must both hit and miss"
     await tb.check(board, len(rows))
+    if tb.params.get("mshrs", 1) > 1:
+        assert board.overtaken > 0, "no row left before an earlier lookup's: hits never passed a miss"
 
 
 @cocotb.test()
@@ -77,6 +79,17 @@ async def reset_in_the_middle_of_a_lookup(dut):
 
 
 @cocotb.test()
+async def misses_to_one_row_merge(dut):
+    """Runs of lookups of one cold row: one HBM read each run (``check`` counts the beats read against
+    the golden's misses), the first lookup a miss and the others hits, every lookup answered."""
+    tb, rng = await CacheTB.ready(dut, stall=0.2, salt=70)
+    runs = [int(row) for row in rng.choice(tb.rows, 24, replace=False)]
+    rows = [row for row in runs for _ in range(int(rng.integers(2, 6)))]
+    await tb.check(tb.lookups(rows), len(rows))
+    assert tb.golden.misses == len(runs)
+
+
+@cocotb.test()
 async def throughput_at_hit(dut):
     """One row line per cycle while lookups hit (the bench's session, at the test's length)."""
     await throughput_session(dut, {"lookups": knobs.vectors(400)})
@@ -92,17 +105,21 @@ async def long_zipf_trace(dut):
 
 
 FAST_TESTS = ["zipf_trace_matches_the_golden_lru", "uniform_trace_with_bad_indexes", "updates_write_through",
-              "reset_in_the_middle_of_a_lookup", "throughput_at_hit"]
+              "reset_in_the_middle_of_a_lookup", "misses_to_one_row_merge", "throughput_at_hit"]
 
 SHAPES = {
+    "mshrs4": {"sets": 16, "ways": 4, "mshrs": 4},
     "ways4": {"sets": 16, "ways": 4},
     "ways1": {"sets": 64, "ways": 1},
     "ways2": {"sets": 32, "ways": 2},
     "ways8": {"sets": 8, "ways": 8},
     "dim64": {"sets": 16, "ways": 4, "dim": 64},
+    "mshrs2_ways1": {"sets": 64, "ways": 1, "mshrs": 2},
+    "mshrs16_dim64": {"sets": 8, "ways": 8, "dim": 64, "mshrs": 16},
 }
-# One build in make test (a minute each); every way count and the multi-line row in make test-full.
-SLOW_SHAPES = {"ways1", "ways2", "ways8", "dim64"}
+# One build in make test (a minute each): the non-blocking cache; the blocking one (mshrs=1, every
+# way count), the multi-line row and the other MSHR counts in make test-full.
+SLOW_SHAPES = {"ways4", "ways1", "ways2", "ways8", "dim64", "mshrs2_ways1", "mshrs16_dim64"}
 
 
 @parametrize_shapes(SHAPES, SLOW_SHAPES)
