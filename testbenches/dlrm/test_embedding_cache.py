@@ -128,5 +128,6 @@ def test_embedding_cache(shape):
 
 
 @pytest.mark.slow
-def test_embedding_cache_long_zipf_trace():
-    run_cocotb("embedding_cache", __name__, params=SHAPES["ways4"], testcase="long_zipf_trace")
+@pytest.mark.parametrize("shape", ["ways4", "mshrs4"])
+def test_embedding_cache_long_zipf_trace(shape):
+    run_cocotb("embedding_cache", __name__, params=SHAPES[shape], testcase="long_zipf_trace")

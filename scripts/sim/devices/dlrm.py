@@ -185,10 +185,10 @@ async def _timed(tb, rows):
 
 
 async def throughput_session(dut, job):
-    """One row line per cycle while ``job["lookups"]`` lookups hit, then the rate on a Zipf trace.
+    """One row line per cycle while ``job["lookups"]`` lookups hit, then the rate on Zipf traces.
 
     Every line is checked against the golden LRU on the way; returns ``{trace: {"lookups",
-    "cycles", "hits"}}`` for the all-hit trace and the Zipf one.
+    "cycles", "hits"}}`` for the all-hit trace and each Zipf one.
     """
     tb, rng = await CacheTB.ready(dut, salt=50)
     count = job["lookups"]
@@ -201,19 +201,22 @@ async def throughput_session(dut, job):
     # One line per cycle (a row is dim / 16 lines), two cycles of latency, one for the source's valid.
     assert cycles <= count * tb.lines + 4, f"{count} hits took {cycles} cycles; {knobs.describe()}"
     result = {"all hits": {"lookups": count, "cycles": cycles, "hits": count}}
-    hits_before = tb.golden.hits
-    zipf = zipf_rows(count, rows=tb.rows, salt=52)
-    cycles = await _timed(tb, zipf)
-    result["Zipf (3,900 rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
-                                               "hits": tb.golden.hits - hits_before}
+    # Zipf traces over job["zipf_rows"] rows (default the bench's 3,900): fewer rows, more hits.
+    for rows in job.get("zipf_rows", (tb.rows,)):
+        hits_before = tb.golden.hits
+        cycles = await _timed(tb, zipf_rows(count, rows=rows, salt=52))
+        result[f"Zipf ({rows:,} rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
+                                                      "hits": tb.golden.hits - hits_before}
     return result
 
 
 SESSIONS = {"throughput": throughput_session}
 
 
-def run_throughput(params, lookups):
-    """:func:`throughput_session` of ``lookups`` lookups on ``embedding_cache`` built with ``params``."""
+def run_throughput(params, lookups, trace_rows=None):
+    """:func:`throughput_session` of ``lookups`` lookups on ``embedding_cache`` built with ``params``
+    (Zipf traces over each of ``trace_rows`` rows, by default the one over 3,900)."""
     from scripts.sim.devices import run_session
 
-    return run_session("embedding_cache", "dlrm.throughput", {"lookups": lookups}, params=params)
+    job = {"lookups": lookups} | ({"zipf_rows": list(trace_rows)} if trace_rows else {})
+    return run_session("embedding_cache", "dlrm.throughput", job, params=params)
