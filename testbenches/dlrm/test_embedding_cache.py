@@ -10,6 +10,7 @@ cold cache.
 
 import cocotb
 import pytest
+from cocotb.triggers import ClockCycles
 
 from scripts.sim import knobs
 from scripts.sim.devices.dlrm import throughput_session
@@ -90,6 +91,29 @@ async def misses_to_one_row_merge(dut):
 
 
 @cocotb.test()
+async def pending_ways_are_kept(dut):
+    """The ways of rows still being read. In a few sets: ``ways - 1`` rows, a new row P, the same
+    rows again (hits, merged into their reads, which make P's way the oldest) and a new row Q, back
+    to back: Q's miss must not claim P's way before P's lookup has its row. Then a miss of a new
+    row and, while its read is in flight, an update of it: the update must not be overwritten by
+    the fill (the lookups after it return the updated row)."""
+    tb, rng = await CacheTB.ready(dut, salt=80)
+    sets, ways = tb.golden.sets, tb.golden.ways
+    rows = []
+    for home in rng.choice(sets, min(sets, 6), replace=False):
+        others = [int(home) + k * sets for k in range(1, ways)]
+        rows += others + [int(home) + ways * sets] + others + [int(home) + (ways + 1) * sets]
+    await tb.check(tb.lookups(rows), len(rows))
+    row = int(rng.integers(2 * ways * sets, tb.rows))
+    board = tb.lookups([row])
+    await ClockCycles(tb.clock, 3)  # the lookup taken, its read in flight
+    tb.update(row, tb.lines - 1, int.from_bytes(rng.bytes(LINE_BYTES), "little"))
+    tb.lookups([row, row], board)
+    await tb.check(board, 3)
+    assert int(tb.dut.updates.value) == 1
+
+
+@cocotb.test()
 async def throughput_at_hit(dut):
     """One row line per cycle while lookups hit (the bench's session, at the test's length)."""
     await throughput_session(dut, {"lookups": knobs.vectors(400)})
@@ -105,7 +129,8 @@ async def long_zipf_trace(dut):
 
 
 FAST_TESTS = ["zipf_trace_matches_the_golden_lru", "uniform_trace_with_bad_indexes", "updates_write_through",
-              "reset_in_the_middle_of_a_lookup", "misses_to_one_row_merge", "throughput_at_hit"]
+              "reset_in_the_middle_of_a_lookup", "misses_to_one_row_merge", "pending_ways_are_kept",
+              "throughput_at_hit"]
 
 SHAPES = {
     "mshrs4": {"sets": 16, "ways": 4, "mshrs": 4},
