@@ -95,17 +95,11 @@ def mshr_control(cache, m, d):
         with m.If(cache.u.valid & cache.u.ready):
             cache._take_update(m, d, write)
         with m.Elif(cache.i.valid & cache.i.ready):
-            m.d.comb += d.events["bad_index"].eq(d.bad_lookup)
+            def on_miss():  # the row's read queued, and its fill awaited in read order
+                m.d.comb += [issue.w_data.eq(d.lookup.index), issue.w_en.eq(1),
+                             fills.w_data.eq(d.slot), fills.w_en.eq(1)]
+            cache._take_lookup(m, d, lambda: None, on_miss)
             with m.If(~d.bad_lookup):
-                m.d.comb += [d.age_write.addr.eq(d.set_index), d.age_write.data.eq(d.new_ages),
-                             d.age_write.en.eq(d.ways > 1)]
-                with m.If(d.hit):
-                    m.d.comb += d.events["hits"].eq(1)
-                with m.Else():
-                    m.d.comb += [d.events["misses"].eq(1), d.tag_write.addr.eq(d.set_index),
-                                 d.tag_write.data.eq(d.new_tags), d.tag_write.en.eq(1),
-                                 issue.w_data.eq(d.lookup.index), issue.w_en.eq(1),
-                                 fills.w_data.eq(d.slot), fills.w_en.eq(1)]
                 with m.If(direct):
                     d.start_row(d.lookup.index, d.lookup.tag, d.slot, 1)
                 with m.Else():

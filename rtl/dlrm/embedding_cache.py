@@ -299,19 +299,11 @@ class EmbeddingCache(Parameterized, wiring.Component):
             with m.If(take_update):
                 self._take_update(m, d, write)
             with m.Elif(take_lookup):
-                m.d.comb += d.events["bad_index"].eq(d.bad_lookup)
-                with m.If(~d.bad_lookup):
-                    m.d.comb += [d.age_write.addr.eq(d.set_index), d.age_write.data.eq(d.new_ages),
-                                 d.age_write.en.eq(d.ways > 1)]
-                    with m.If(d.hit):
-                        m.d.comb += d.events["hits"].eq(1)
-                        d.start_row(d.lookup.index, d.lookup.tag, d.slot, 1)
-                    with m.Else():
-                        m.d.comb += [d.events["misses"].eq(1), d.tag_write.addr.eq(d.set_index),
-                                     d.tag_write.data.eq(d.new_tags), d.tag_write.en.eq(1)]
-                        m.d.sync += [miss_index.eq(d.lookup.index), miss_tag.eq(d.lookup.tag),
-                                     miss_slot.eq(d.slot), fill_line.eq(0)]
-                        m.d.sync += state.eq(FETCH)
+                def on_miss():
+                    m.d.sync += [miss_index.eq(d.lookup.index), miss_tag.eq(d.lookup.tag),
+                                 miss_slot.eq(d.slot), fill_line.eq(0)]
+                    m.d.sync += state.eq(FETCH)
+                self._take_lookup(m, d, lambda: d.start_row(d.lookup.index, d.lookup.tag, d.slot, 1), on_miss)
         with m.Elif(state == FETCH):
             m.d.comb += [d.reader.cmd.valid.eq(1), d.reader.cmd.payload.address.eq(d.row_address(miss_index)),
                          d.reader.cmd.payload.length.eq(d.lines)]
@@ -363,6 +355,21 @@ class EmbeddingCache(Parameterized, wiring.Component):
         pending_slot = Signal(d.set_bits + d.way_bits + d.line_bits)
         return SimpleNamespace(pending=pending, pending_hit=pending_hit, pending_slot=pending_slot,
                                state=state, WRITE_CMD=write_cmd, WRITE_DATA=write_data, RUN=run)
+
+    def _take_lookup(self, m, d, on_hit, on_miss):
+        """A lookup taken on the tag port: counted if bad, else its set's ages (and on a miss its
+        tags) written as the golden's; ``on_hit`` and ``on_miss`` add the control's own actions."""
+        m.d.comb += d.events["bad_index"].eq(d.bad_lookup)
+        with m.If(~d.bad_lookup):
+            m.d.comb += [d.age_write.addr.eq(d.set_index), d.age_write.data.eq(d.new_ages),
+                         d.age_write.en.eq(d.ways > 1)]
+            with m.If(d.hit):
+                m.d.comb += d.events["hits"].eq(1)
+                on_hit()
+            with m.Else():
+                m.d.comb += [d.events["misses"].eq(1), d.tag_write.addr.eq(d.set_index),
+                             d.tag_write.data.eq(d.new_tags), d.tag_write.en.eq(1)]
+                on_miss()
 
     def _take_update(self, m, d, w):
         """An update taken on the tag port: counted if bad, else held for the write states."""

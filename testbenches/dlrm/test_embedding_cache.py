@@ -15,7 +15,7 @@ from cocotb.triggers import ClockCycles
 from scripts.sim import knobs
 from scripts.sim.devices.dlrm import throughput_session
 from scripts.sim.runner import run_cocotb
-from testbenches.collective.tb import parametrize_shapes
+from testbenches.collective.tb import parametrize_shapes, rejects_at_elaboration
 from testbenches.dlrm.tb import BASE, LINE_BYTES, CacheTB, zipf_rows
 
 
@@ -156,3 +156,8 @@ def test_embedding_cache(shape):
 @pytest.mark.parametrize("shape", ["ways4", "mshrs4"])
 def test_embedding_cache_long_zipf_trace(shape):
     run_cocotb("embedding_cache", __name__, params=SHAPES[shape], testcase="long_zipf_trace")
+
+
+@pytest.mark.parametrize("mshrs", [0, 3, 32])
+def test_mshrs_outside_its_choices_is_an_elaboration_error(mshrs):
+    rejects_at_elaboration("embedding_cache", {"mshrs": mshrs}, r"mshrs must be one of 1, 2, 4, 8, 16")
