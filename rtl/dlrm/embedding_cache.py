@@ -84,7 +84,7 @@ class EmbeddingCache(Parameterized, wiring.Component):
     miss is being served and no lookup waits to read its row; either way updates take priority
     over lookups. A lookup's HBM read is not ordered after an earlier update's write (AXI reads
     and writes are independent): a row updated and then evicted and read again soon after may
-    come back without the update, as before.
+    come back without the update, in either mode.
 
     A lookup or update whose ``index`` is not below ``rows`` (or whose ``line`` is not below
     ``dim / 16``) is dropped and counted in ``bad_index``. After reset the cache sweeps every
