@@ -17,6 +17,18 @@ exact LRU: the hit/miss sequence equals that of an ``OrderedDict`` of ``ways`` r
 Updates (the gradient path) are **write-through**: an update of row ``r`` writes HBM, and writes
 the cached copy too when ``r`` is present; it changes neither the tags nor the ages. So a lookup
 always returns HBM's current row, from the cache or not.
+
+What a cache with several outstanding misses (MSHRs) is compared on. The model answers lookups
+one by one, in order; a non-blocking cache decides them in that order too, but may return the
+rows in another. So what must equal this model is:
+
+* the per-lookup hit/miss sequence (and the hit and miss counts): each lookup is told by the
+  side-band tag it carries, and a lookup of a row still being fetched is a **hit** here (its
+  tag was written by the miss before it), merged into that fetch;
+* the multiset of returned lookups, each (tag, row, hit flag, row data) as this model predicts
+  it: nothing lost, nothing duplicated;
+* the order of the lookups of one row (the cache keeps it; across rows it need not);
+* one HBM read per miss, none per hit.
 """
 
 import numpy as np

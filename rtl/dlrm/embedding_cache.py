@@ -1,5 +1,7 @@
 """The SmartNIC's local embedding cache: set-associative, exact LRU, write-through to the GPU's HBM."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -10,6 +12,7 @@ from ..bus.axi_burst_reader import AXIBurstReader
 from ..bus.axi_burst_writer import AXIBurstWriter
 from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, check_int, register_block
+from .cache_mshr import MSHR_CHOICES, mshr_control
 from .common import CACHE_LINE_BITS, DIM_PARAM, INDEX_BITS_PARAM, POW2_WAYS, log2
 
 __all__ = ["EmbeddingCache", "COUNTERS", "lookup_layout", "row_line_layout", "update_layout"]
@@ -47,15 +50,41 @@ class EmbeddingCache(Parameterized, wiring.Component):
     taken, so back-to-back lookups of one set need no forwarding and a hit is taken every
     cycle. The rows sit in a block-RAM data memory (one line per address, read one cycle later).
 
-    A miss is blocking: the way of age ``ways - 1`` is claimed at once (tags and ages as the
-    golden), the row is read from HBM with :class:`rtl.bus.AXIBurstReader`, written into the
-    way, and then leaves like a hit (``hit`` low); no lookup is taken meanwhile, so rows leave
-    in lookup order.
+    A miss claims the way of age ``ways - 1`` at once (tags and ages as the golden); its row is
+    read from HBM with :class:`rtl.bus.AXIBurstReader`, written into the way, and then leaves like
+    a hit (``hit`` low). With ``mshrs=1`` a miss is blocking: no lookup is taken meanwhile, so rows
+    leave in lookup order.
+
+    With ``mshrs`` above 1 the cache is non-blocking (:mod:`rtl.dlrm.cache_mshr`). Every lookup
+    is still decided, and its tags and ages written, in the cycle it is taken, in lookup order,
+    so the hit/miss sequence is the golden's. A lookup that misses, or that hits a way some
+    *waiting* lookup uses (its row being read: the golden's hit, merged into that read, no
+    second HBM read), waits in a ring of ``mshrs`` entries; so at most ``mshrs`` misses are
+    outstanding, up to ``mshrs`` HBM reads in flight (one AXI ID: they return in order). The
+    rules:
+
+    * *Order.* A hit on a way no waiting lookup uses leaves at once (hits overtake misses); the
+      waiting lookups leave in lookup order, each once its row is filled, and the oldest goes
+      before a new hit. A lookup of a row with waiting lookups waits behind them, so **each
+      row's lookups leave in lookup order**; across rows the order is not kept, and ``tag``
+      tells the lookups apart.
+    * *Victims.* A miss whose victim way (age ``ways - 1``) a waiting lookup still uses is not
+      taken until that lookup has left, so a way is never refilled before its fill completed and
+      its waiters read it; the LRU order stays the golden's (the lookup is only delayed).
+    * *Fills* wait while stage R reads their way (a hit taken before the miss) or an update
+      writes the data memory.
+    * *Updates* of a cached row wait until no waiting lookup and not stage R use its way (a row
+      being read from HBM is never updated under its fill).
+    * *Stalls.* ``i`` is not ready for a lookup that must wait while the ring is full, for a
+      miss held by the victims rule, nor for a hit while the oldest waiting lookup enters stage R.
 
     Gradient updates are **write-through**: an update of a row line writes HBM (with
     :class:`rtl.bus.AXIBurstWriter`, one beat per update) and the cached copy when the row is
-    present; it changes neither tags nor ages. An update is taken only while no miss is being
-    served and no lookup waits to read its row, and takes priority over lookups.
+    present; it changes neither tags nor ages. With ``mshrs=1`` an update is taken only while no
+    miss is being served and no lookup waits to read its row; either way updates take priority
+    over lookups. A lookup's HBM read is not ordered after an earlier update's write (AXI reads
+    and writes are independent): a row updated and then evicted and read again soon after may
+    come back without the update, in either mode.
 
     A lookup or update whose ``index`` is not below ``rows`` (or whose ``line`` is not below
     ``dim / 16``) is dropped and counted in ``bad_index``. After reset the cache sweeps every
@@ -75,6 +104,9 @@ class EmbeddingCache(Parameterized, wiring.Component):
         Side-band bits carried from a lookup to its row lines, 0 to 32.
     address_width : int
         HBM byte address width, 32 to 64.
+    mshrs : int
+        Lookups that may wait for an HBM read at once (misses, and lookups merged into them): 1
+        (blocking, the default), 2, 4, 8 or 16.
     counter_width : int
         Width of the four counters, 1 to 32 (the default); narrower ones saturate sooner (for
         tests). Not a registry parameter.
@@ -84,7 +116,8 @@ class EmbeddingCache(Parameterized, wiring.Component):
     i : In(stream.Signature(lookup_layout(index_bits, tag_width)))
         Lookups.
     o : Out(stream.Signature(row_line_layout(...)))
-        The ``dim / 16`` lines of every looked-up row, in lookup order.
+        The ``dim / 16`` lines of every looked-up row (a row's lines together): in lookup order
+        with ``mshrs=1``, else each row's lookups in order (see above).
     u : In(stream.Signature(update_layout(index_bits, line_bits)))
         Write-through updates.
     rows, base : In
@@ -99,14 +132,17 @@ class EmbeddingCache(Parameterized, wiring.Component):
         (an R or B response nobody asked for, dropped; an ``rlast`` on the wrong beat). A failed
         read fills zeros from the failing line on (the lines before it are HBM's); that row
         leaves with ``hit`` low but is not kept, so a later lookup of it misses and reads HBM
-        again. A failed write leaves HBM's line as it was (the cached copy, if any, has the
+        again (with ``mshrs`` above 1, so may a row whose fill completes while the reader's error
+        stands, and no read is asked until the reader has drained and cleared it). A failed write
+        leaves HBM's line as it was (the cached copy, if any, has the
         update). Later reads and writes go on as normal.
 
     Notes
     -----
     Latency of a hit: its first line is on ``o`` two cycles after the lookup is taken.
     Throughput: one row every ``dim / 16`` cycles while hits follow each other and ``o`` is
-    ready; a miss adds the HBM read latency plus about four cycles.
+    ready; with ``mshrs=1`` a miss adds the HBM read latency plus about four cycles, with more
+    MSHRs up to ``mshrs`` misses overlap that latency with each other and with hits.
     """
 
     PARAMS = (
@@ -116,10 +152,12 @@ class EmbeddingCache(Parameterized, wiring.Component):
         INDEX_BITS_PARAM,
         Param("tag_width", int, 8, "side-band bits carried with a lookup", minimum=0, maximum=32),
         Param("address_width", int, 48, "HBM byte address width", minimum=32, maximum=64),
+        Param("mshrs", int, 1, "lookups that may wait for an HBM fill at once (1: blocking)",
+              choices=MSHR_CHOICES),
     )
 
     def __init__(self, *, sets=64, ways=4, dim=16, index_bits=24, tag_width=8, address_width=48,
-                 counter_width=COUNTER_BITS):
+                 mshrs=1, counter_width=COUNTER_BITS):
         if sets & (sets - 1):
             raise ValueError(f"sets must be a power of two, not {sets}")
         counter_width = check_int("counter_width", counter_width, 1, COUNTER_BITS)
@@ -139,8 +177,9 @@ class EmbeddingCache(Parameterized, wiring.Component):
         members.update({name: Out(counter_width) for name in COUNTERS})
         super().__init__(members)
 
-    def elaborate(self, platform):
-        m = Module()
+    def _datapath(self, m):
+        """What the blocking and the non-blocking cache share: memories, HBM engines, the tag
+        decision of the lookup or update on the tag port, and stage R; returned as a namespace."""
         sets, ways, lines = self._sets, self._ways, self.lines
         set_bits, way_bits, line_bits = self._set_bits, self._way_bits, self._line_bits
         tag_bits = self._index_bits - set_bits
@@ -156,8 +195,8 @@ class EmbeddingCache(Parameterized, wiring.Component):
         row_read, row_write = rows.read_port(), rows.write_port()
 
         m.submodules.reader = reader = AXIBurstReader(
-            address_width=self._address_width, data_width=CACHE_LINE_BITS, max_burst=lines, max_outstanding=2,
-            length_width=log2(lines) + 1)
+            address_width=self._address_width, data_width=CACHE_LINE_BITS, max_burst=lines,
+            max_outstanding=max(2, self._mshrs), length_width=log2(lines) + 1)
         m.submodules.writer = writer = AXIBurstWriter(
             address_width=self._address_width, data_width=CACHE_LINE_BITS, max_burst=1, max_outstanding=2,
             length_width=1)
@@ -229,94 +268,131 @@ class EmbeddingCache(Parameterized, wiring.Component):
         bad_lookup = lookup.index >= self.rows
         bad_update = (update.index >= self.rows) | (update.line >= lines)
         events = {name: Signal(name=f"{name}_event") for name in COUNTERS}
+        return SimpleNamespace(**{name: value for name, value in locals().items() if name != "self"})
 
+    def elaborate(self, platform):
+        m = Module()
+        d = self._datapath(m)
+        if self._mshrs > 1:
+            mshr_control(self, m, d)
+            count_events(m, self, d.events)
+            return m
         miss_index = Signal(self._index_bits)
-        miss_tag = Signal.like(r.tag)
-        miss_slot = Signal.like(r_slot)
-        fill_line = Signal(line_bits)
+        miss_tag = Signal.like(d.r.tag)
+        miss_slot = Signal.like(d.r_slot)
+        fill_line = Signal(d.line_bits)
         fill_failed = Signal()  # the fill's read answered SLVERR/DECERR
-        pending = Signal(update_layout(self._index_bits, line_bits))
-        pending_hit = Signal()
-        pending_slot = Signal(set_bits + way_bits + line_bits)
 
         # State machine as if-chains on a state register: Amaranth prints m.FSM as a case
         # statement without a default, which Verilator -Wall rejects (CASEINCOMPLETE).
         state = Signal(range(len(_STATES)))
         CLEAR, RUN, FETCH, FILL, WRITE_CMD, WRITE_DATA = range(len(_STATES))
+        write = self._write_registers(d, state, WRITE_CMD, WRITE_DATA, RUN)
         with m.If(state == CLEAR):
-            m.d.comb += [tag_write.addr.eq(sweep), tag_write.data.eq(0), tag_write.en.eq(1),
-                         age_write.addr.eq(sweep), age_write.data.eq(fresh_ages), age_write.en.eq(1)]
-            m.d.sync += sweep.eq(sweep + 1)
-            with m.If(sweep == sets - 1):
-                m.d.sync += state.eq(RUN)
+            self._sweep(m, d, state, RUN)
         with m.Elif(state == RUN):
-            m.d.comb += [updating.eq(self.u.valid & ~r_valid),
-                         self.u.ready.eq(~r_valid),
-                         self.i.ready.eq(~self.u.valid & r_free)]
+            m.d.comb += [d.updating.eq(self.u.valid & ~d.r_valid),
+                         self.u.ready.eq(~d.r_valid),
+                         self.i.ready.eq(~self.u.valid & d.r_free)]
             take_update = self.u.valid & self.u.ready
             take_lookup = self.i.valid & self.i.ready
             with m.If(take_update):
-                m.d.comb += events["bad_index"].eq(bad_update)
-                with m.If(~bad_update):
-                    m.d.sync += [pending.eq(update), pending_hit.eq(hit),
-                                 pending_slot.eq(Cat(update.line[:line_bits], slot))]
-                    m.d.sync += state.eq(WRITE_CMD)
+                self._take_update(m, d, write)
             with m.Elif(take_lookup):
-                m.d.comb += events["bad_index"].eq(bad_lookup)
-                with m.If(~bad_lookup):
-                    m.d.comb += [age_write.addr.eq(set_index), age_write.data.eq(new_ages),
-                                 age_write.en.eq(ways > 1)]
-                    with m.If(hit):
-                        m.d.comb += events["hits"].eq(1)
-                        start_row(lookup.index, lookup.tag, slot, 1)
-                    with m.Else():
-                        m.d.comb += [events["misses"].eq(1), tag_write.addr.eq(set_index),
-                                     tag_write.data.eq(new_tags), tag_write.en.eq(1)]
-                        m.d.sync += [miss_index.eq(lookup.index), miss_tag.eq(lookup.tag), miss_slot.eq(slot),
-                                     fill_line.eq(0)]
-                        m.d.sync += state.eq(FETCH)
+                def on_miss():
+                    m.d.sync += [miss_index.eq(d.lookup.index), miss_tag.eq(d.lookup.tag),
+                                 miss_slot.eq(d.slot), fill_line.eq(0)]
+                    m.d.sync += state.eq(FETCH)
+                self._take_lookup(m, d, lambda: d.start_row(d.lookup.index, d.lookup.tag, d.slot, 1), on_miss)
         with m.Elif(state == FETCH):
-            m.d.comb += [reader.cmd.valid.eq(1), reader.cmd.payload.address.eq(row_address(miss_index)),
-                         reader.cmd.payload.length.eq(lines)]
-            with m.If(reader.cmd.ready):
+            m.d.comb += [d.reader.cmd.valid.eq(1), d.reader.cmd.payload.address.eq(d.row_address(miss_index)),
+                         d.reader.cmd.payload.length.eq(d.lines)]
+            with m.If(d.reader.cmd.ready):
                 m.d.sync += state.eq(FILL)
         with m.Elif(state == FILL):
             # Earlier hits leave stage R before the fill may overwrite a line they read.
-            m.d.comb += [reader.data.ready.eq(~r_valid),
-                         row_write.addr.eq(Cat(fill_line, miss_slot)),
-                         row_write.data.eq(reader.data.payload.data),
-                         row_write.en.eq(reader.data.valid & ~r_valid)]
+            m.d.comb += [d.reader.data.ready.eq(~d.r_valid),
+                         d.row_write.addr.eq(Cat(fill_line, miss_slot)),
+                         d.row_write.data.eq(d.reader.data.payload.data),
+                         d.row_write.en.eq(d.reader.data.valid & ~d.r_valid)]
             # The reader's error rises before its failing beat leaves (three edges later) and stays
             # until it is idle, so it is seen here by the fill's last beat at the latest.
-            failed = fill_failed | reader.error
+            failed = fill_failed | d.reader.error
             m.d.sync += fill_failed.eq(failed)
-            with m.If(reader.data.valid & ~r_valid):
+            with m.If(d.reader.data.valid & ~d.r_valid):
                 m.d.sync += fill_line.eq(fill_line + 1)
-                with m.If(reader.data.payload.last):
-                    start_row(miss_index, miss_tag, miss_slot, 0)
+                with m.If(d.reader.data.payload.last):
+                    d.start_row(miss_index, miss_tag, miss_slot, 0)
                     m.d.sync += [state.eq(RUN), fill_failed.eq(0)]
                     # A row whose read failed leaves (as zeros) but is not kept: its way goes invalid,
                     # so a later lookup misses and reads HBM again. Nothing else uses the tag port now.
-                    miss_set, miss_way = miss_slot[way_bits:], miss_slot[:way_bits]
-                    m.d.comb += [tag_read.addr.eq(miss_set), tag_write.addr.eq(miss_set),
-                                 tag_write.data.eq(Cat(*[
-                                     Mux((miss_way == w) if ways > 1 else 1, 0,
-                                         tag_read.data[entry * w:entry * (w + 1)]) for w in range(ways)])),
-                                 tag_write.en.eq(failed)]
-        with m.Elif(state == WRITE_CMD):
-            m.d.comb += [writer.cmd.valid.eq(1),
-                         writer.cmd.payload.address.eq(row_address(pending.index, pending.line)),
-                         writer.cmd.payload.length.eq(1)]
-            with m.If(writer.cmd.ready):
-                m.d.sync += state.eq(WRITE_DATA)
-        with m.Elif(state == WRITE_DATA):
-            m.d.comb += [writer.data.valid.eq(1), writer.data.payload.eq(pending.data),
-                         row_write.addr.eq(pending_slot), row_write.data.eq(pending.data)]
-            with m.If(writer.data.ready):
-                m.d.comb += [row_write.en.eq(pending_hit), events["updates"].eq(1)]
-                m.d.sync += state.eq(RUN)
-        count_events(m, self, events)
+                    self._forget(m, d, miss_slot, failed)
+        self._write_through(m, d, write)
+        count_events(m, self, d.events)
         return m
+
+    def _sweep(self, m, d, state, run):
+        """After reset: make set ``sweep`` invalid with fresh ages, one set a cycle, then go to ``run``."""
+        m.d.comb += [d.tag_write.addr.eq(d.sweep), d.tag_write.data.eq(0), d.tag_write.en.eq(1),
+                     d.age_write.addr.eq(d.sweep), d.age_write.data.eq(d.fresh_ages), d.age_write.en.eq(1)]
+        m.d.sync += d.sweep.eq(d.sweep + 1)
+        with m.If(d.sweep == d.sets - 1):
+            m.d.sync += state.eq(run)
+
+    def _forget(self, m, d, miss_slot, enable):
+        """When ``enable``: way ``miss_slot`` goes invalid (its fill failed); it owns the tag port then."""
+        miss_set, miss_way = miss_slot[d.way_bits:], miss_slot[:d.way_bits]
+        m.d.comb += [d.tag_read.addr.eq(miss_set), d.tag_write.addr.eq(miss_set),
+                     d.tag_write.data.eq(Cat(*[
+                         Mux((miss_way == w) if d.ways > 1 else 1, 0,
+                             d.tag_read.data[d.entry * w:d.entry * (w + 1)]) for w in range(d.ways)])),
+                     d.tag_write.en.eq(enable)]
+
+    def _write_registers(self, d, state, write_cmd, write_data, run):
+        """The update being written through and the states it passes (shared by both controls)."""
+        pending = Signal(update_layout(self._index_bits, d.line_bits))
+        pending_hit = Signal()
+        pending_slot = Signal(d.set_bits + d.way_bits + d.line_bits)
+        return SimpleNamespace(pending=pending, pending_hit=pending_hit, pending_slot=pending_slot,
+                               state=state, WRITE_CMD=write_cmd, WRITE_DATA=write_data, RUN=run)
+
+    def _take_lookup(self, m, d, on_hit, on_miss):
+        """A lookup taken on the tag port: counted if bad, else its set's ages (and on a miss its
+        tags) written as the golden's; ``on_hit`` and ``on_miss`` add the control's own actions."""
+        m.d.comb += d.events["bad_index"].eq(d.bad_lookup)
+        with m.If(~d.bad_lookup):
+            m.d.comb += [d.age_write.addr.eq(d.set_index), d.age_write.data.eq(d.new_ages),
+                         d.age_write.en.eq(d.ways > 1)]
+            with m.If(d.hit):
+                m.d.comb += d.events["hits"].eq(1)
+                on_hit()
+            with m.Else():
+                m.d.comb += [d.events["misses"].eq(1), d.tag_write.addr.eq(d.set_index),
+                             d.tag_write.data.eq(d.new_tags), d.tag_write.en.eq(1)]
+                on_miss()
+
+    def _take_update(self, m, d, w):
+        """An update taken on the tag port: counted if bad, else held for the write states."""
+        m.d.comb += d.events["bad_index"].eq(d.bad_update)
+        with m.If(~d.bad_update):
+            m.d.sync += [w.pending.eq(d.update), w.pending_hit.eq(d.hit),
+                         w.pending_slot.eq(Cat(d.update.line[:d.line_bits], d.slot))]
+            m.d.sync += w.state.eq(w.WRITE_CMD)
+
+    def _write_through(self, m, d, w):
+        """The write states: the update's line to HBM (one beat), and into the cached copy if present."""
+        with m.Elif(w.state == w.WRITE_CMD):
+            m.d.comb += [d.writer.cmd.valid.eq(1),
+                         d.writer.cmd.payload.address.eq(d.row_address(w.pending.index, w.pending.line)),
+                         d.writer.cmd.payload.length.eq(1)]
+            with m.If(d.writer.cmd.ready):
+                m.d.sync += w.state.eq(w.WRITE_DATA)
+        with m.Elif(w.state == w.WRITE_DATA):
+            m.d.comb += [d.writer.data.valid.eq(1), d.writer.data.payload.eq(w.pending.data),
+                         d.row_write.addr.eq(w.pending_slot), d.row_write.data.eq(w.pending.data)]
+            with m.If(d.writer.data.ready):
+                m.d.comb += [d.row_write.en.eq(w.pending_hit), d.events["updates"].eq(1)]
+                m.d.sync += w.state.eq(w.RUN)
 
     def _share_axi(self, m, reader, writer):
         """Reads (AR, R) go to the reader, writes (AW, W, B) to the writer: one HBM port."""

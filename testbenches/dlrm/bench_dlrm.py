@@ -9,7 +9,8 @@ Parts (each writes its tables there):
 * ``batching``: plain batching against the graph algorithm's (Algorithm 1, with and without its
   waiting-time refresh) on each dataset's trace: the LRU hit rate, the rows a mini-batch asks
   for after dedupe and after dedupe and the cache, and the longest wait (golden models);
-* ``throughput``: lookups per cycle of the RTL cache at hit and on a Zipf trace (cocotb);
+* ``throughput``: lookups per cycle of the RTL cache at hit and on Zipf traces of three miss
+  rates, with the MSHR count swept (cocotb);
 * ``area``: Yosys resources on ``xcup`` and ``ecp5`` of each block at its defaults and the
   ECP5 Fmax of its bitstream (nextpnr, ULX3S 85F).
 
@@ -42,7 +43,9 @@ THRESHOLDS = (32, 1024)  # popular rows the samples are ranked by (its Hyperedge
 MAX_WAIT = 16  # mini-batches a sample may wait before the pool is drained (Section 5.4.2)
 BATCHING_CACHE_ROWS = (1 << 10, 1 << 16)
 AREA_POINTS = ("embedding_cache", "dedupe_unit", "loss_reduction")
-THROUGHPUT_SHAPE = {"sets": 16, "ways": 4}
+THROUGHPUT_SHAPE = {"sets": 16, "ways": 4}  # dim 16: one line per row
+THROUGHPUT_ZIPF_ROWS = (3900, 520, 130)  # Zipf traces of about 8, 18 and 52 % hits on that cache
+MSHR_SWEEP = (1, 2, 4, 8, 16)
 
 
 def _trace(name):
@@ -137,13 +140,19 @@ def batching(args):
 
 
 def throughput(args):
-    result = run_throughput(THROUGHPUT_SHAPE, args.lookups)
-    described = ", ".join(f"{key}={value}" for key, value in THROUGHPUT_SHAPE.items())
-    rows = [[f"embedding_cache ({described}, dim=16)", name, point["lookups"], point["cycles"],
-             f"{point['lookups'] / point['cycles']:.3f}", f"{100 * point['hits'] / point['lookups']:.1f}"]
-            for name, point in result.items()]
-    write_table(DOC, "dlrm-throughput", ["block", "trace", "lookups", "cycles", "lookups per cycle", "hit %"],
-                rows, f"{COMMAND} throughput --lookups {args.lookups}", disable_numparse=True)
+    rows, blocking = [], {}
+    for mshrs in args.mshrs:
+        result = run_throughput(THROUGHPUT_SHAPE | {"mshrs": mshrs}, args.lookups, THROUGHPUT_ZIPF_ROWS)
+        for name, point in result.items():
+            rate = point["lookups"] / point["cycles"]
+            blocking.setdefault(name, rate if mshrs == 1 else None)
+            gain = f"{rate / blocking[name]:.2f}" if blocking[name] else "-"
+            rows.append([mshrs, name, point["lookups"], point["cycles"], f"{rate:.3f}", gain,
+                         f"{100 * point['hits'] / point['lookups']:.1f}"])
+            print(rows[-1], flush=True)
+    command = f"{COMMAND} throughput --lookups {args.lookups} --mshrs {' '.join(map(str, args.mshrs))}"
+    headers = ["mshrs", "trace", "lookups", "cycles", "lookups per cycle", "x mshrs=1", "hit %"]
+    write_table(DOC, "dlrm-throughput", headers, rows, command, disable_numparse=True)
 
 
 def area(args):
@@ -193,6 +202,8 @@ def main(argv=None):
     parts.add_parser("batching")
     p_throughput = parts.add_parser("throughput")
     p_throughput.add_argument("--lookups", type=int, default=4000)
+    p_throughput.add_argument("--mshrs", type=int, nargs="+", default=list(MSHR_SWEEP),
+                              help="MSHR counts to measure (1, the blocking cache, first)")
     p_area = parts.add_parser("area")
     p_area.add_argument("--no-fmax", action="store_true")
     p_area.add_argument("--blocks", nargs="+", choices=AREA_POINTS, metavar="BLOCK",

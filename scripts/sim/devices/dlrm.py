@@ -8,15 +8,17 @@ every line with :class:`golden.dlrm.LruCache`; :func:`throughput_session` (sessi
 """
 
 import logging
+from collections import deque
 
 from golden.dlrm import LruCache, lookup_trace
 from scripts.sim import knobs
 from scripts.sim.axi import RAM_SIZE, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
-from scripts.sim.tb import ClockedTB, Scoreboard
+from scripts.sim.tb import ClockedTB, Scoreboard, hex_of
 
-__all__ = ["CacheTB", "zipf_rows", "LINE_BYTES", "BASE", "SESSIONS", "throughput_session", "run_throughput"]
+__all__ = ["CacheTB", "RowScoreboard", "zipf_rows", "LINE_BYTES", "BASE", "SESSIONS", "throughput_session",
+           "run_throughput"]
 
 LINE_BYTES = 64
 BASE = 0x40000
@@ -30,11 +32,47 @@ def zipf_rows(count, *, rows, alpha=1.05, salt=0):
     return [int(row) for row in trace.ravel()[:count]]
 
 
+class RowScoreboard(Scoreboard):
+    """The lines of a non-blocking cache (``mshrs`` > 1): each row's in lookup order, rows in any order.
+
+    This is what ``golden.dlrm.cache`` says such a cache returns: every lookup's lines, each with its
+    ``tag``, ``hit`` flag and data as the golden predicts them, a row's lookups in their order; a line
+    of a row no lookup is still owed for, or one that differs from the next one owed for its row, is
+    a mismatch.
+    """
+
+    def __init__(self, name):
+        super().__init__(name)
+        self._owed = {}  # row -> positions of its expected lines, in order
+        self._latest = -1
+        self.overtaken = 0  # lines received after a line of a later lookup: the reordering seen
+
+    def expect(self, expected, inputs=None):
+        self._owed.setdefault(expected["index"], deque()).append(len(self._expected))
+        super().expect(expected, inputs)
+
+    def check(self, actual):
+        owed = self._owed.get(int(actual["index"]))
+        if not owed:
+            raise AssertionError(f"{self.name}: line of row {actual['index']} that no lookup is owed "
+                                 f"(item #{self.checked}): {hex_of(actual)}; {knobs.describe()}")
+        position = owed.popleft()
+        self.overtaken += position < self._latest
+        self._latest = max(self._latest, position)
+        if self._expected[position] != actual:
+            raise AssertionError(
+                f"{self.name}: mismatch at element {position} (item #{self.checked} received): inputs "
+                f"{hex_of(self._inputs[position])}, expected {hex_of(self._expected[position])}, actual "
+                f"{hex_of(actual)}; {knobs.describe()}")
+        self.checked += 1
+
+
 class CacheTB(ClockedTB):
     """The embedding cache with its HBM (an ``AxiRam`` of random rows) and the golden LRU.
 
     ``stall`` is the probability of a pause on every AXI channel, of an idle cycle on ``i`` and
-    ``u``, and of backpressure on ``o``.
+    ``u``, and of backpressure on ``o``. ``beats_read`` counts the beats HBM has read since the
+    last :meth:`cold` (one read of ``dim / 16`` beats per miss, however many lookups merge into it).
     """
 
     def __init__(self, dut, *, rows=3900, stall=0.0, salt=0):
@@ -49,6 +87,13 @@ class CacheTB(ClockedTB):
         self.ram = FaultyAxiRam(dut, "m_axi_", self.clock, dut.rst, in_flight=4)
         for interface in (self.ram.read_if, self.ram.write_if):
             interface.log.setLevel(logging.WARNING)
+        self.beats_read = 0
+        read_beat = self.ram.read_if._read
+
+        async def counted(address, length):
+            self.beats_read += 1
+            return await read_beat(address, length)
+        self.ram.read_if._read = counted
         self.image = bytearray(knobs.rng(salt + 1).bytes(rows * self.row_bytes))
         self.ram.write(BASE, bytes(self.image))
         if stall:
@@ -84,6 +129,7 @@ class CacheTB(ClockedTB):
         """Start the golden over, as the cache is after a reset."""
         self.golden = LruCache(sets=self.golden.sets, ways=self.golden.ways)
         self.expected_bad = 0
+        self.beats_read = 0
 
     def line(self, row, line):
         start = row * self.row_bytes + line * LINE_BYTES
@@ -91,7 +137,8 @@ class CacheTB(ClockedTB):
 
     def lookups(self, rows, board=None):
         """Send lookups of ``rows`` (tags count up); return the scoreboard of the lines predicted."""
-        board = board or Scoreboard("embedding cache o")
+        in_order = self.params.get("mshrs", 1) == 1  # the blocking cache returns rows in lookup order
+        board = board or (Scoreboard if in_order else RowScoreboard)("embedding cache o")
         tag_mask = (1 << max(self.params.get("tag_width", 8), 1)) - 1
         for number, row in enumerate(rows):
             tag = number & tag_mask
@@ -124,6 +171,8 @@ class CacheTB(ClockedTB):
         expected = {"hits": self.golden.hits, "misses": self.golden.misses, "bad_index": self.expected_bad}
         assert counters == expected, f"counters {counters} != golden {expected}; {knobs.describe()}"
         assert int(self.dut.hbm_error.value) == 0
+        assert self.beats_read == self.golden.misses * self.lines, \
+            f"HBM read {self.beats_read} beats for {self.golden.misses} misses; {knobs.describe()}"
 
 
 async def _timed(tb, rows):
@@ -136,10 +185,10 @@ async def _timed(tb, rows):
 
 
 async def throughput_session(dut, job):
-    """One row line per cycle while ``job["lookups"]`` lookups hit, then the rate on a Zipf trace.
+    """One row line per cycle while ``job["lookups"]`` lookups hit, then the rate on Zipf traces.
 
     Every line is checked against the golden LRU on the way; returns ``{trace: {"lookups",
-    "cycles", "hits"}}`` for the all-hit trace and the Zipf one.
+    "cycles", "hits"}}`` for the all-hit trace and each Zipf one.
     """
     tb, rng = await CacheTB.ready(dut, salt=50)
     count = job["lookups"]
@@ -152,19 +201,22 @@ async def throughput_session(dut, job):
     # One line per cycle (a row is dim / 16 lines), two cycles of latency, one for the source's valid.
     assert cycles <= count * tb.lines + 4, f"{count} hits took {cycles} cycles; {knobs.describe()}"
     result = {"all hits": {"lookups": count, "cycles": cycles, "hits": count}}
-    hits_before = tb.golden.hits
-    zipf = zipf_rows(count, rows=tb.rows, salt=52)
-    cycles = await _timed(tb, zipf)
-    result["Zipf (3,900 rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
-                                               "hits": tb.golden.hits - hits_before}
+    # Zipf traces over job["zipf_rows"] rows (default the bench's 3,900): fewer rows, more hits.
+    for rows in job.get("zipf_rows", (tb.rows,)):
+        hits_before = tb.golden.hits
+        cycles = await _timed(tb, zipf_rows(count, rows=rows, salt=52))
+        result[f"Zipf ({rows:,} rows, alpha 1.05)"] = {"lookups": count, "cycles": cycles,
+                                                      "hits": tb.golden.hits - hits_before}
     return result
 
 
 SESSIONS = {"throughput": throughput_session}
 
 
-def run_throughput(params, lookups):
-    """:func:`throughput_session` of ``lookups`` lookups on ``embedding_cache`` built with ``params``."""
+def run_throughput(params, lookups, trace_rows=None):
+    """:func:`throughput_session` of ``lookups`` lookups on ``embedding_cache`` built with ``params``
+    (Zipf traces over each of ``trace_rows`` rows, by default the one over 3,900)."""
     from scripts.sim.devices import run_session
 
-    return run_session("embedding_cache", "dlrm.throughput", {"lookups": lookups}, params=params)
+    job = {"lookups": lookups} | ({"zipf_rows": list(trace_rows)} if trace_rows else {})
+    return run_session("embedding_cache", "dlrm.throughput", job, params=params)
