@@ -13,6 +13,7 @@ from .arithmetic import ELEMENTS
 from .block_fp_array import BlockFloatArray, block_format_params
 from .block_fp_ws_array import BlockFloatWeightStationaryArray
 from .block_fp_ws_core import check_block_parameters
+from .buffer_walk import counters, reader, row_major
 from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size, register_array
 from .ws_array import WeightStationaryArray
 
@@ -25,82 +26,6 @@ _BLOCK_FORMAT = block_format_params(block=8)
 
 def _ceil_div(a, b):
     return -(-a // b)
-
-
-def _counters(m, name, step, bounds, clear=None):
-    """Nested wrapping counters, innermost first: ``bounds`` is a list of ``(limit, largest limit)``.
-
-    Returns the counters and the carry out of the outermost one (every counter at its last
-    value). ``clear`` (optional) sets them all to 0.
-    """
-    counters, carry = [], step
-    for index, (limit, largest) in enumerate(bounds):
-        counter = Signal(range(max(largest, 2)), name=f"{name}_{index}")
-        at_end = counter == limit - 1
-        with m.If(carry):
-            m.d.sync += counter.eq(Mux(at_end, 0, counter + 1))
-        if clear is not None:
-            with m.If(clear):
-                m.d.sync += counter.eq(0)
-        counters.append(counter)
-        carry = carry & at_end
-    return counters, carry
-
-
-def _row_major(m, name, step, clear, width, rows, lanes, tiles):
-    """Counters of a row-major ``rows x width`` fill cut into ``lanes``-wide tiles.
-
-    Returns ``(lane, tile, row, last)``: the element's lane and tile within its row, the row,
-    and whether it is the last element of the matrix.
-    """
-    lane = Signal(range(max(lanes, 2)), name=f"{name}_lane")
-    tile = Signal(range(max(tiles, 2)), name=f"{name}_tile")
-    row = Signal.like(rows, name=f"{name}_row")
-    row_end = tile * lanes + lane == width - 1
-    with m.If(step):
-        m.d.sync += lane.eq(Mux(row_end | (lane == lanes - 1), 0, lane + 1))
-        m.d.sync += tile.eq(Mux(row_end, 0, Mux(lane == lanes - 1, tile + 1, tile)))
-        with m.If(row_end):
-            m.d.sync += row.eq(row + 1)
-    with m.If(clear):
-        m.d.sync += [lane.eq(0), tile.eq(0), row.eq(0)]
-    return lane, tile, row, row_end & (row == rows - 1)
-
-
-def _reader(m, name, memory, address, count):
-    """Stream ``memory`` words at the addresses a counter walk produces, one per cycle.
-
-    ``address(step)`` builds the counters (advancing on ``step``) and returns ``(addr, done)``,
-    or ``(addr, done, pad)`` for block floating point words: a word read with ``pad`` leaves with
-    every mantissa 0 and its exponents kept. ``count`` starts a walk. The read port's data holds
-    while not enabled, so the stream payload can be the port's output itself: a word leaves one
-    cycle after its read, at full rate.
-    """
-    port = memory.read_port()
-    out = stream.Signature(memory.shape).create(path=(name,))
-    pending = Signal(name=f"{name}_pending")
-    issue = pending & (~out.valid | out.ready)
-    addr, done, *pad = address(issue)
-    m.d.comb += [port.en.eq(issue), port.addr.eq(addr)]
-    if pad:
-        # The pad flag is registered beside the read, so it stays with the word it marks.
-        padding = Signal(name=f"{name}_padding")
-        with m.If(issue):
-            m.d.sync += padding.eq(pad[0])
-        for lane in range(memory.shape.length):
-            m.d.comb += [out.payload[lane].mantissa.eq(Mux(padding, 0, port.data[lane].mantissa)),
-                         out.payload[lane].exponent.eq(port.data[lane].exponent)]
-    else:
-        m.d.comb += out.payload.eq(port.data)
-    with m.If(issue):
-        m.d.sync += out.valid.eq(1)
-        with m.If(done):
-            m.d.sync += pending.eq(0)
-    with m.Elif(out.ready):
-        m.d.sync += out.valid.eq(0)
-    with m.If(count):
-        m.d.sync += pending.eq(1)
-    return out
 
 
 class TiledGemm(Parameterized, wiring.Component):
@@ -284,7 +209,7 @@ class TiledGemm(Parameterized, wiring.Component):
         m.submodules.b_buffer = b_memory = Memory(
             shape=data.ArrayLayout(self.operand_shape, cols), depth=self._tiles_n * self._k_stride, init=[])
         b_step = self.b.valid & self.b.ready
-        b_lane, b_tile, b_k, b_last = _row_major(m, "b_fill", b_step, start, self._size_n, self._size_k, cols,
+        b_lane, b_tile, b_k, b_last = row_major(m, "b_fill", b_step, start, self._size_n, self._size_k, cols,
                                                  self._tiles_n)
         self._fill(self.b, b_memory, "b_fill", b_tile * self._k_stride + b_k, b_lane, b_last)
         # The n-tile count is where the last element of B's first row lands.
@@ -296,7 +221,7 @@ class TiledGemm(Parameterized, wiring.Component):
                 shape=data.ArrayLayout(self.accumulator_shape, cols),
                 depth=self._tiles_m * rows * self._slots * self._tiles_n, init=[])
             d_step = self.d.valid & self.d.ready
-            d_lane, d_tile, d_m, d_last = _row_major(m, "d_fill", d_step, start, self._size_n, self._size_m,
+            d_lane, d_tile, d_m, d_last = row_major(m, "d_fill", d_step, start, self._size_n, self._size_m,
                                                      cols, self._tiles_n)
             self._fill(self.d, d_memory, "d_fill", d_m * self._tiles_n + d_tile, d_lane, d_last)
         output_stationary = self._dataflow == "output_stationary"
@@ -346,7 +271,7 @@ class TiledGemm(Parameterized, wiring.Component):
             shape=data.ArrayLayout(self.operand_shape, rows), depth=tiles_m_max * slots * k_stride, init=[])
         # A: k innermost, then the row m as (u, r, m-tile).
         a_step = self.a.valid & self.a.ready
-        (a_k, a_u, a_r, a_tile), _ = _counters(
+        (a_k, a_u, a_r, a_tile), _ = counters(
             m, "a_fill", a_step, [(size_k, max_k), (slots, slots), (rows, rows), (tiles_m_max, tiles_m_max)],
             self._start)
         a_last = (a_k == size_k - 1) & (a_tile * tile_m + a_r * slots + a_u == size_m - 1)
@@ -366,22 +291,22 @@ class TiledGemm(Parameterized, wiring.Component):
         tiles = [(self._tiles_n_now, self._tiles_n), (tiles_m, tiles_m_max)]
 
         def a_address(step):
-            (u, k, _, tile), done = _counters(m, "a_read", step, [(slots, slots), k_walk] + tiles)
+            (u, k, _, tile), done = counters(m, "a_read", step, [(slots, slots), k_walk] + tiles)
             k, pad = self._k_read(k)
             return (tile * slots + u) * k_stride + k, done, *pad
 
         def b_address(step):
-            (k, tile, _), done = _counters(m, "b_read", step, [k_walk] + tiles)
+            (k, tile, _), done = counters(m, "b_read", step, [k_walk] + tiles)
             k, pad = self._k_read(k)
             return tile * k_stride + k, done, *pad
 
         def d_address(step):
-            (i, tile_n, tile), done = _counters(m, "d_read", step, [(tile_m, tile_m)] + tiles)
+            (i, tile_n, tile), done = counters(m, "d_read", step, [(tile_m, tile_m)] + tiles)
             return (tile * tile_m + i) * self._tiles_n + tile_n, done
 
         self._readers(launch, a=(a_memory, a_address), b=(b_memory, b_address), d=(d_memory, d_address))
         transfer = array.c.valid & array.c.ready
-        (row, tile_n, tile_m_index), finished = _counters(m, "c_out", transfer, [(tile_m, tile_m)] + tiles)
+        (row, tile_n, tile_m_index), finished = counters(m, "c_out", transfer, [(tile_m, tile_m)] + tiles)
         last = (tile_n == self._tiles_n_now - 1) & (tile_m_index == tiles_m - 1)
         return tile_m_index * tile_m + row, tile_n, last, finished
 
@@ -427,7 +352,7 @@ class TiledGemm(Parameterized, wiring.Component):
         m.submodules.a_buffer = a_memory = Memory(
             shape=data.ArrayLayout(self.operand_shape, rows), depth=max_m * tiles_k_max, init=[])
         a_step = self.a.valid & self.a.ready
-        a_lane, a_tile, a_m, a_last = _row_major(m, "a_fill", a_step, self._start, size_k, size_m, rows,
+        a_lane, a_tile, a_m, a_last = row_major(m, "a_fill", a_step, self._start, size_k, size_m, rows,
                                                  tiles_k_max)
         self._fill(self.a, a_memory, "a_fill", a_m * tiles_k_max + a_tile, a_lane, a_last)
         tiles_k = Signal(range(tiles_k_max + 1))
@@ -439,29 +364,29 @@ class TiledGemm(Parameterized, wiring.Component):
 
         def w_address(step):
             # Each k-tile's weight rows go in last row first.
-            (j, k_tile, n_tile), done = _counters(m, "w_read", step,
+            (j, k_tile, n_tile), done = counters(m, "w_read", step,
                                                   [(rows, rows), (tiles_k, tiles_k_max), n_tiles])
             return n_tile * self._k_stride + k_tile * rows + (rows - 1) - j, done
 
         def a_address(step):
-            (row, k_tile, _), done = _counters(m, "a_read", step,
+            (row, k_tile, _), done = counters(m, "a_read", step,
                                                [(size_m, max_m), (tiles_k, tiles_k_max), n_tiles])
             return row * tiles_k_max + k_tile, done
 
         def d_address(step):
-            (row, n_tile), done = _counters(m, "d_read", step, [(size_m, max_m), n_tiles])
+            (row, n_tile), done = counters(m, "d_read", step, [(size_m, max_m), n_tiles])
             return row * self._tiles_n + n_tile, done
 
         self._readers(launch, w=(b_memory, w_address), a=(a_memory, a_address), d=(d_memory, d_address))
         transfer = array.c.valid & array.c.ready
-        (row, n_tile), finished = _counters(m, "c_out", transfer, [(size_m, max_m), n_tiles])
+        (row, n_tile), finished = counters(m, "c_out", transfer, [(size_m, max_m), n_tiles])
         return row, n_tile, n_tile == self._tiles_n_now - 1, finished
 
     def _readers(self, launch, **streams):
         """Connect a prefetching reader per array input stream: ``name=(memory, address)``."""
         for name, (memory, address) in streams.items():
             if memory is not None:
-                wiring.connect(self._m, _reader(self._m, f"{name}_read", memory, address, launch),
+                wiring.connect(self._m, reader(self._m, f"{name}_read", memory, address, launch),
                                getattr(self._array, name))
 
 
