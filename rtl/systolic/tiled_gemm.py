@@ -210,7 +210,7 @@ class TiledGemm(Parameterized, wiring.Component):
             shape=data.ArrayLayout(self.operand_shape, cols), depth=self._tiles_n * self._k_stride, init=[])
         b_step = self.b.valid & self.b.ready
         b_lane, b_tile, b_k, b_last = row_major(m, "b_fill", b_step, start, self._size_n, self._size_k, cols,
-                                                 self._tiles_n)
+                                                self._tiles_n)
         self._fill(self.b, b_memory, "b_fill", b_tile * self._k_stride + b_k, b_lane, b_last)
         # The n-tile count is where the last element of B's first row lands.
         with m.If(b_step & (b_k == 0)):
@@ -222,7 +222,7 @@ class TiledGemm(Parameterized, wiring.Component):
                 depth=self._tiles_m * rows * self._slots * self._tiles_n, init=[])
             d_step = self.d.valid & self.d.ready
             d_lane, d_tile, d_m, d_last = row_major(m, "d_fill", d_step, start, self._size_n, self._size_m,
-                                                     cols, self._tiles_n)
+                                                    cols, self._tiles_n)
             self._fill(self.d, d_memory, "d_fill", d_m * self._tiles_n + d_tile, d_lane, d_last)
         output_stationary = self._dataflow == "output_stationary"
         compute = self._output_stationary if output_stationary else self._weight_stationary
@@ -353,7 +353,7 @@ class TiledGemm(Parameterized, wiring.Component):
             shape=data.ArrayLayout(self.operand_shape, rows), depth=max_m * tiles_k_max, init=[])
         a_step = self.a.valid & self.a.ready
         a_lane, a_tile, a_m, a_last = row_major(m, "a_fill", a_step, self._start, size_k, size_m, rows,
-                                                 tiles_k_max)
+                                                tiles_k_max)
         self._fill(self.a, a_memory, "a_fill", a_m * tiles_k_max + a_tile, a_lane, a_last)
         tiles_k = Signal(range(tiles_k_max + 1))
         with m.If(a_step & (a_m == 0)):  # the k-tile count is where A's first row ends
@@ -365,12 +365,12 @@ class TiledGemm(Parameterized, wiring.Component):
         def w_address(step):
             # Each k-tile's weight rows go in last row first.
             (j, k_tile, n_tile), done = counters(m, "w_read", step,
-                                                  [(rows, rows), (tiles_k, tiles_k_max), n_tiles])
+                                                 [(rows, rows), (tiles_k, tiles_k_max), n_tiles])
             return n_tile * self._k_stride + k_tile * rows + (rows - 1) - j, done
 
         def a_address(step):
             (row, k_tile, _), done = counters(m, "a_read", step,
-                                               [(size_m, max_m), (tiles_k, tiles_k_max), n_tiles])
+                                              [(size_m, max_m), (tiles_k, tiles_k_max), n_tiles])
             return row * tiles_k_max + k_tile, done
 
         def d_address(step):
