@@ -1,4 +1,7 @@
-"""Arbitrary M x K x N GEMMs on the output-stationary array, from on-chip operand buffers."""
+"""Arbitrary M x K x N GEMMs on a systolic array (dense or block floating point), from on-chip
+operand buffers."""
+
+from dataclasses import replace
 
 from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
@@ -6,80 +9,23 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..registration import Param, Parameterized
+from .arithmetic import ELEMENTS
+from .block_fp_array import BlockFloatArray, block_format_params
+from .block_fp_ws_array import BlockFloatWeightStationaryArray
+from .block_fp_ws_core import check_block_parameters
+from .buffer_walk import counters, reader, row_major
 from .os_array import ARRAY_PARAMS, CYCLE_COUNTER_BITS, OutputStationaryArray, bad_size, register_array
 from .ws_array import WeightStationaryArray
 
-__all__ = ["TiledGemm", "DATAFLOWS"]
+__all__ = ["TiledGemm", "DATAFLOWS", "BLOCK_FP"]
 
 DATAFLOWS = ("output_stationary", "weight_stationary")
+BLOCK_FP = "block_fp"
+_BLOCK_FORMAT = block_format_params(block=8)
 
 
 def _ceil_div(a, b):
     return -(-a // b)
-
-
-def _counters(m, name, step, bounds, clear=None):
-    """Nested wrapping counters, innermost first: ``bounds`` is a list of ``(limit, largest limit)``.
-
-    Returns the counters and the carry out of the outermost one (every counter at its last
-    value). ``clear`` (optional) sets them all to 0.
-    """
-    counters, carry = [], step
-    for index, (limit, largest) in enumerate(bounds):
-        counter = Signal(range(max(largest, 2)), name=f"{name}_{index}")
-        at_end = counter == limit - 1
-        with m.If(carry):
-            m.d.sync += counter.eq(Mux(at_end, 0, counter + 1))
-        if clear is not None:
-            with m.If(clear):
-                m.d.sync += counter.eq(0)
-        counters.append(counter)
-        carry = carry & at_end
-    return counters, carry
-
-
-def _row_major(m, name, step, clear, width, rows, lanes, tiles):
-    """Counters of a row-major ``rows x width`` fill cut into ``lanes``-wide tiles.
-
-    Returns ``(lane, tile, row, last)``: the element's lane and tile within its row, the row,
-    and whether it is the last element of the matrix.
-    """
-    lane = Signal(range(max(lanes, 2)), name=f"{name}_lane")
-    tile = Signal(range(max(tiles, 2)), name=f"{name}_tile")
-    row = Signal.like(rows, name=f"{name}_row")
-    row_end = tile * lanes + lane == width - 1
-    with m.If(step):
-        m.d.sync += lane.eq(Mux(row_end | (lane == lanes - 1), 0, lane + 1))
-        m.d.sync += tile.eq(Mux(row_end, 0, Mux(lane == lanes - 1, tile + 1, tile)))
-        with m.If(row_end):
-            m.d.sync += row.eq(row + 1)
-    with m.If(clear):
-        m.d.sync += [lane.eq(0), tile.eq(0), row.eq(0)]
-    return lane, tile, row, row_end & (row == rows - 1)
-
-
-def _reader(m, name, memory, address, count):
-    """Stream ``memory`` words at the addresses a counter walk produces, one per cycle.
-
-    ``address(step)`` builds the counters (advancing on ``step``) and returns ``(addr, done)``;
-    ``count`` starts a walk. The read port's data holds while not enabled, so the stream payload
-    can be the port's output itself: a word leaves one cycle after its read, at full rate.
-    """
-    port = memory.read_port()
-    out = stream.Signature(memory.shape).create(path=(name,))
-    pending = Signal(name=f"{name}_pending")
-    issue = pending & (~out.valid | out.ready)
-    addr, done = address(issue)
-    m.d.comb += [port.en.eq(issue), port.addr.eq(addr), out.payload.eq(port.data)]
-    with m.If(issue):
-        m.d.sync += out.valid.eq(1)
-        with m.If(done):
-            m.d.sync += pending.eq(0)
-    with m.Elif(out.ready):
-        m.d.sync += out.valid.eq(0)
-    with m.If(count):
-        m.d.sync += pending.eq(1)
-    return out
 
 
 class TiledGemm(Parameterized, wiring.Component):
@@ -107,10 +53,27 @@ class TiledGemm(Parameterized, wiring.Component):
     :func:`golden.systolic.gemm_cycles` cycles (with this ``dataflow``) when ``c`` is not
     backpressured; ``cycles`` reports it.
 
+    **Block floating point** (``element="block_fp"``): the array is
+    :class:`~.block_fp_array.BlockFloatArray` (output stationary) or
+    :class:`~.block_fp_ws_array.BlockFloatWeightStationaryArray`, and ``a`` and ``b`` take encoded
+    elements ``{mantissa, exponent}`` (:func:`golden.systolic.to_block_fp` along K: A per row, B
+    per column, the exponent of an element being its block's shared exponent), in the same
+    row-major order; ``d`` and ``c`` are binary32. Each output tile runs all of K on the array
+    (output stationary) or its k-tiles in increasing order through the array's partial-sum
+    buffer, whole blocks each (weight stationary: ``rows`` a multiple of ``block``), so every
+    output is :func:`golden.systolic.block_fp_gemm`'s, bit for bit: from ``d`` (or +0.0), one
+    conversion and one f32 addition per block, in increasing block order. Output stationary
+    pads K to whole blocks: the readers walk ``ceil(K / block) block`` k per tile and a k past K
+    reads the last k < K with its mantissas zeroed (the exponent it keeps is the block's, which
+    the PE takes from the block's last beat). The compute phase takes
+    :func:`golden.systolic.block_fp.block_fp_gemm_cycles` cycles.
+
     Parameters
     ----------
-    rows, cols, element, accumulate
+    rows, cols, accumulate
         As for the arrays.
+    element : {"f32", "f16", "bf16", "int8", "block_fp"}
+        The dense arrays' elements, or block floating point.
     slots : int
         T, output stationary only (must be 1 for weight stationary).
     dataflow : {"output_stationary", "weight_stationary"}
@@ -118,6 +81,9 @@ class TiledGemm(Parameterized, wiring.Component):
         result path are shared; the arrays are not (see docs/systolic.md).
     max_m, max_k, max_n : int
         Buffer capacity: any GEMM with ``M <= max_m``, ``K <= max_k``, ``N <= max_n``.
+    block, mantissa_bits : int
+        ``element="block_fp"`` only (any other element takes the defaults): elements per shared
+        exponent along K and the signed mantissa width, as for the block floating point arrays.
 
     Attributes
     ----------
@@ -125,6 +91,7 @@ class TiledGemm(Parameterized, wiring.Component):
         Accepted while idle. A command with a dimension outside 1 .. its maximum is consumed
         without running and raises ``cmd_error``.
     a, b : In(stream.Signature(operand))
+        The element's raw bits, or ``{mantissa: signed(mantissa_bits), exponent: signed(9)}``.
     d : In(stream.Signature(accumulator))
         Only with ``accumulate``.
     c : Out(stream.Signature(StructLayout(data: ArrayLayout(accumulator, cols), last)))
@@ -141,29 +108,52 @@ class TiledGemm(Parameterized, wiring.Component):
     stationary, the first tile's D lead, see :class:`~.os_array.OutputStationaryArray`).
     """
 
-    PARAMS = tuple(ARRAY_PARAMS + [
+    PARAMS = tuple([replace(param, choices=ELEMENTS + (BLOCK_FP,)) if param.name == "element" else param
+                    for param in ARRAY_PARAMS] + [
         Param("dataflow", str, "output_stationary", "systolic dataflow", choices=DATAFLOWS),
         Param("max_m", int, 64, "buffer capacity: largest M", minimum=1, maximum=1 << 20),
         Param("max_k", int, 64, "buffer capacity: largest K", minimum=1, maximum=1 << 20),
         Param("max_n", int, 64, "buffer capacity: largest N", minimum=1, maximum=1 << 20),
-    ])
+    ] + _BLOCK_FORMAT)
+
+    @classmethod
+    def check_params(cls, values):
+        if values["element"] != BLOCK_FP:
+            for param in _BLOCK_FORMAT:
+                if values[param.name] != param.default:
+                    raise ValueError(f"{param.name} applies to element={BLOCK_FP!r} only, not to "
+                                     f"element={values['element']!r}")
+        elif values["dataflow"] == "weight_stationary":
+            check_block_parameters(rows=values["rows"], block=values["block"],
+                                   mantissa_bits=values["mantissa_bits"])
 
     def __init__(self, *, rows=2, cols=2, element="f16", slots=1, accumulate=False,
-                 dataflow="output_stationary", max_m=64, max_k=64, max_n=64):
+                 dataflow="output_stationary", max_m=64, max_k=64, max_n=64, block=8, mantissa_bits=8):
         self._dataflow = dataflow
+        self._block_fp = element == BLOCK_FP
         self._tiles_m = _ceil_div(max_m, rows * slots)
         self._tiles_n = _ceil_div(max_n, cols)
         self._tiles_k = _ceil_div(max_k, rows)
+        block_format = dict(block=block, mantissa_bits=mantissa_bits)
         if dataflow == "output_stationary":
-            self._array = OutputStationaryArray(rows=rows, cols=cols, element=element, slots=slots,
-                                                accumulate=accumulate, max_k=max_k,
-                                                max_tiles=self._tiles_m * self._tiles_n)
+            if self._block_fp:
+                self._array = BlockFloatArray(rows=rows, cols=cols, **block_format, slots=slots,
+                                              accumulate=accumulate, max_blocks=_ceil_div(max_k, block),
+                                              max_tiles=self._tiles_m * self._tiles_n)
+            else:
+                self._array = OutputStationaryArray(rows=rows, cols=cols, element=element, slots=slots,
+                                                    accumulate=accumulate, max_k=max_k,
+                                                    max_tiles=self._tiles_m * self._tiles_n)
             self.acc_latency = self._array.acc_latency
         else:
             if slots != 1:
                 raise ValueError(f"slots must be 1 for dataflow='weight_stationary', not {slots!r}")
-            self._array = WeightStationaryArray(rows=rows, cols=cols, element=element, accumulate=accumulate,
-                                                max_m=max_m, max_k=max_k, max_tiles=self._tiles_n)
+            geometry = dict(rows=rows, cols=cols, accumulate=accumulate, max_m=max_m, max_k=max_k,
+                            max_tiles=self._tiles_n)
+            if self._block_fp:
+                self._array = BlockFloatWeightStationaryArray(**geometry, **block_format)
+            else:
+                self._array = WeightStationaryArray(**geometry, element=element)
             self.acc_latency = 1
         self._rows, self._cols, self._slots, self._accumulate = rows, cols, slots, accumulate
         array = self._array
@@ -210,13 +200,17 @@ class TiledGemm(Parameterized, wiring.Component):
                          self._size_n.eq(self.cmd.payload.n), filling.eq(1)]
 
         # ---- Fill: one element per transfer into its lane of an array-wide word. ----
-        # Weight stationary reads B in whole k-tiles, so its stride rounds K up to them.
-        self._k_stride = max_k if self._dataflow == "output_stationary" else self._tiles_k * rows
+        # Weight stationary reads B in whole k-tiles, so its stride rounds K up to them; output
+        # stationary block floating point reads whole blocks.
+        if self._dataflow == "output_stationary":
+            self._k_stride = _ceil_div(max_k, self._block) * self._block if self._block_fp else max_k
+        else:
+            self._k_stride = self._tiles_k * rows
         m.submodules.b_buffer = b_memory = Memory(
             shape=data.ArrayLayout(self.operand_shape, cols), depth=self._tiles_n * self._k_stride, init=[])
         b_step = self.b.valid & self.b.ready
-        b_lane, b_tile, b_k, b_last = _row_major(m, "b_fill", b_step, start, self._size_n, self._size_k, cols,
-                                                 self._tiles_n)
+        b_lane, b_tile, b_k, b_last = row_major(m, "b_fill", b_step, start, self._size_n, self._size_k, cols,
+                                                self._tiles_n)
         self._fill(self.b, b_memory, "b_fill", b_tile * self._k_stride + b_k, b_lane, b_last)
         # The n-tile count is where the last element of B's first row lands.
         with m.If(b_step & (b_k == 0)):
@@ -227,8 +221,8 @@ class TiledGemm(Parameterized, wiring.Component):
                 shape=data.ArrayLayout(self.accumulator_shape, cols),
                 depth=self._tiles_m * rows * self._slots * self._tiles_n, init=[])
             d_step = self.d.valid & self.d.ready
-            d_lane, d_tile, d_m, d_last = _row_major(m, "d_fill", d_step, start, self._size_n, self._size_m,
-                                                     cols, self._tiles_n)
+            d_lane, d_tile, d_m, d_last = row_major(m, "d_fill", d_step, start, self._size_n, self._size_m,
+                                                    cols, self._tiles_n)
             self._fill(self.d, d_memory, "d_fill", d_m * self._tiles_n + d_tile, d_lane, d_last)
         output_stationary = self._dataflow == "output_stationary"
         compute = self._output_stationary if output_stationary else self._weight_stationary
@@ -270,42 +264,85 @@ class TiledGemm(Parameterized, wiring.Component):
     def _output_stationary(self, b_memory, d_memory, launch):
         """A's buffer and the readers of the output-stationary array; returns the result-row tracker."""
         m, array = self._m, self._array
-        rows, slots, max_k = self._rows, self._slots, self._max_k
+        rows, slots, max_k, k_stride = self._rows, self._slots, self._max_k, self._k_stride
         tile_m, tiles_m_max = rows * slots, self._tiles_m
         size_m, size_k = self._size_m, self._size_k
         m.submodules.a_buffer = a_memory = Memory(
-            shape=data.ArrayLayout(self.operand_shape, rows), depth=tiles_m_max * slots * max_k, init=[])
+            shape=data.ArrayLayout(self.operand_shape, rows), depth=tiles_m_max * slots * k_stride, init=[])
         # A: k innermost, then the row m as (u, r, m-tile).
         a_step = self.a.valid & self.a.ready
-        (a_k, a_u, a_r, a_tile), _ = _counters(
+        (a_k, a_u, a_r, a_tile), _ = counters(
             m, "a_fill", a_step, [(size_k, max_k), (slots, slots), (rows, rows), (tiles_m_max, tiles_m_max)],
             self._start)
         a_last = (a_k == size_k - 1) & (a_tile * tile_m + a_r * slots + a_u == size_m - 1)
-        self._fill(self.a, a_memory, "a_fill", (a_tile * slots + a_u) * max_k + a_k, a_r, a_last)
+        self._fill(self.a, a_memory, "a_fill", (a_tile * slots + a_u) * k_stride + a_k, a_r, a_last)
         tiles_m = Signal(range(tiles_m_max + 1))
         with m.If(a_step):  # the m-tile count is where A's last element lands
             m.d.sync += tiles_m.eq(a_tile + 1)
-        m.d.comb += [array.cmd.payload.k.eq(size_k), array.cmd.payload.tiles.eq(tiles_m * self._tiles_n_now)]
+        if self._block_fp:
+            blocks, padded_k = self._whole_blocks()
+            k_walk = (padded_k, k_stride)
+            m.d.comb += array.cmd.payload.blocks.eq(blocks)
+        else:
+            k_walk = (size_k, max_k)
+            m.d.comb += array.cmd.payload.k.eq(size_k)
+        m.d.comb += array.cmd.payload.tiles.eq(tiles_m * self._tiles_n_now)
 
         tiles = [(self._tiles_n_now, self._tiles_n), (tiles_m, tiles_m_max)]
 
         def a_address(step):
-            (u, k, _, tile), done = _counters(m, "a_read", step, [(slots, slots), (size_k, max_k)] + tiles)
-            return (tile * slots + u) * max_k + k, done
+            (u, k, _, tile), done = counters(m, "a_read", step, [(slots, slots), k_walk] + tiles)
+            k, pad = self._k_read(k)
+            return (tile * slots + u) * k_stride + k, done, *pad
 
         def b_address(step):
-            (k, tile, _), done = _counters(m, "b_read", step, [(size_k, max_k)] + tiles)
-            return tile * self._k_stride + k, done
+            (k, tile, _), done = counters(m, "b_read", step, [k_walk] + tiles)
+            k, pad = self._k_read(k)
+            return tile * k_stride + k, done, *pad
 
         def d_address(step):
-            (i, tile_n, tile), done = _counters(m, "d_read", step, [(tile_m, tile_m)] + tiles)
+            (i, tile_n, tile), done = counters(m, "d_read", step, [(tile_m, tile_m)] + tiles)
             return (tile * tile_m + i) * self._tiles_n + tile_n, done
 
         self._readers(launch, a=(a_memory, a_address), b=(b_memory, b_address), d=(d_memory, d_address))
         transfer = array.c.valid & array.c.ready
-        (row, tile_n, tile_m_index), finished = _counters(m, "c_out", transfer, [(tile_m, tile_m)] + tiles)
+        (row, tile_n, tile_m_index), finished = counters(m, "c_out", transfer, [(tile_m, tile_m)] + tiles)
         last = (tile_n == self._tiles_n_now - 1) & (tile_m_index == tiles_m - 1)
         return tile_m_index * tile_m + row, tile_n, last, finished
+
+    def _whole_blocks(self):
+        """Output stationary block floating point: ``(ceil(K / block), ceil(K / block) block)``.
+
+        Counted in the K cycles after the command, while A fills (M K transfers at least), so the
+        count is ready before the compute phase and never delays it.
+        """
+        m, block = self._m, self._block
+        blocks = Signal(range(_ceil_div(self._max_k, block) + 1), name="k_blocks")
+        padded = Signal(range(self._k_stride + 1), name="k_padded")
+        k = Signal(range(max(self._max_k, 2)), name="k_count")
+        in_block = Signal(range(max(block, 2)), name="k_in_block")
+        counting = Signal(name="k_counting")
+        with m.If(self._start):
+            m.d.sync += [blocks.eq(0), padded.eq(0), k.eq(0), in_block.eq(0), counting.eq(1)]
+        with m.Elif(counting):
+            m.d.sync += [k.eq(k + 1), in_block.eq(Mux(in_block == block - 1, 0, in_block + 1))]
+            with m.If(in_block == 0):
+                m.d.sync += [blocks.eq(blocks + 1), padded.eq(padded + block)]
+            with m.If(k == self._size_k - 1):
+                m.d.sync += counting.eq(0)
+        self._fills_done.append(~counting)
+        return blocks, padded
+
+    def _k_read(self, k):
+        """The k a reader reads for step ``k`` and its pad flag (block floating point only).
+
+        A k past K (output stationary block floating point pads K to whole blocks) reads the
+        last k < K, in the same block, and is padded: mantissa 0, the block's exponent.
+        """
+        if not self._block_fp:
+            return k, ()
+        past = k >= self._size_k
+        return Mux(past, self._size_k - 1, k), (past,)
 
     def _weight_stationary(self, b_memory, d_memory, launch):
         """A's buffer and the readers of the weight-stationary array; returns the result-row tracker."""
@@ -315,8 +352,8 @@ class TiledGemm(Parameterized, wiring.Component):
         m.submodules.a_buffer = a_memory = Memory(
             shape=data.ArrayLayout(self.operand_shape, rows), depth=max_m * tiles_k_max, init=[])
         a_step = self.a.valid & self.a.ready
-        a_lane, a_tile, a_m, a_last = _row_major(m, "a_fill", a_step, self._start, size_k, size_m, rows,
-                                                 tiles_k_max)
+        a_lane, a_tile, a_m, a_last = row_major(m, "a_fill", a_step, self._start, size_k, size_m, rows,
+                                                tiles_k_max)
         self._fill(self.a, a_memory, "a_fill", a_m * tiles_k_max + a_tile, a_lane, a_last)
         tiles_k = Signal(range(tiles_k_max + 1))
         with m.If(a_step & (a_m == 0)):  # the k-tile count is where A's first row ends
@@ -327,34 +364,35 @@ class TiledGemm(Parameterized, wiring.Component):
 
         def w_address(step):
             # Each k-tile's weight rows go in last row first.
-            (j, k_tile, n_tile), done = _counters(m, "w_read", step,
-                                                  [(rows, rows), (tiles_k, tiles_k_max), n_tiles])
+            (j, k_tile, n_tile), done = counters(m, "w_read", step,
+                                                 [(rows, rows), (tiles_k, tiles_k_max), n_tiles])
             return n_tile * self._k_stride + k_tile * rows + (rows - 1) - j, done
 
         def a_address(step):
-            (row, k_tile, _), done = _counters(m, "a_read", step,
-                                               [(size_m, max_m), (tiles_k, tiles_k_max), n_tiles])
+            (row, k_tile, _), done = counters(m, "a_read", step,
+                                              [(size_m, max_m), (tiles_k, tiles_k_max), n_tiles])
             return row * tiles_k_max + k_tile, done
 
         def d_address(step):
-            (row, n_tile), done = _counters(m, "d_read", step, [(size_m, max_m), n_tiles])
+            (row, n_tile), done = counters(m, "d_read", step, [(size_m, max_m), n_tiles])
             return row * self._tiles_n + n_tile, done
 
         self._readers(launch, w=(b_memory, w_address), a=(a_memory, a_address), d=(d_memory, d_address))
         transfer = array.c.valid & array.c.ready
-        (row, n_tile), finished = _counters(m, "c_out", transfer, [(size_m, max_m), n_tiles])
+        (row, n_tile), finished = counters(m, "c_out", transfer, [(size_m, max_m), n_tiles])
         return row, n_tile, n_tile == self._tiles_n_now - 1, finished
 
     def _readers(self, launch, **streams):
         """Connect a prefetching reader per array input stream: ``name=(memory, address)``."""
         for name, (memory, address) in streams.items():
             if memory is not None:
-                wiring.connect(self._m, _reader(self._m, f"{name}_read", memory, address, launch),
+                wiring.connect(self._m, reader(self._m, f"{name}_read", memory, address, launch),
                                getattr(self._array, name))
 
 
 register_array(
     "tiled_gemm", TiledGemm,
-    summary="Any M x K x N GEMM from on-chip buffers on an OS or WS systolic array (cycle-exact).",
+    summary="Any M x K x N GEMM from on-chip buffers on an OS or WS systolic array, dense or block "
+            "floating point (cycle-exact).",
     golden="golden.systolic.numerics:gemm",
 )

@@ -17,6 +17,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from golden.aggregate import PacketFormat, execute, issue_cycles, live_slots, spawn
+from golden.systolic.block_fp import to_block_fp
 from scripts.sim import channel, knobs
 from scripts.sim.runner import component_from_env, resolved_params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, stream_layout
@@ -136,12 +137,17 @@ class GemmDevice:
     dut, component, clock
         The top level, the component it was built from (for the payload layouts), its clock.
     params : dict
-        Its parameters (``rows``, ``cols``, and ``slots``, ``dataflow``, ``accumulate`` if set).
+        Its parameters (``rows``, ``cols``, and ``slots``, ``dataflow``, ``accumulate`` if set;
+        with ``element="block_fp"``, ``block`` and ``mantissa_bits``: A and B are then binary32
+        bits that the device encodes along K, as the block expects them).
     """
 
     def __init__(self, dut, component, clock, params):
         self.dut, self.component, self.clock = dut, component, clock
         self.rows, self.cols = params["rows"], params["cols"]
+        self.block_format = None
+        if params.get("element") == "block_fp":
+            self.block_format = {"block": params["block"], "mantissa_bits": params["mantissa_bits"]}
         self.tile_m = self.rows * params.get("slots", 1)
         self.dataflow = params.get("dataflow", "output_stationary")
         ports = ("cmd", "a", "b", "d") if params.get("accumulate", False) else ("cmd", "a", "b")
@@ -153,6 +159,18 @@ class GemmDevice:
     def drivers(self):
         """Every driver, for :meth:`scripts.sim.tb.ClockedTB.reset_mid_transfer`."""
         return [*self.sources.values(), self.c]
+
+    def encode(self, bits, axis):
+        """The transfers of ``bits`` (binary32, row-major) on ``a`` (``axis=1``) or ``b``
+        (``axis=0``): the words themselves, or block floating point ``{mantissa, exponent}``, the
+        exponent of an element being its block's shared exponent."""
+        if self.block_format is None:
+            return [int(x) for x in bits.ravel()]
+        exponents, mantissas = to_block_fp(bits, **self.block_format, axis=axis)
+        exponents = np.repeat(exponents, self.block_format["block"], axis=axis)
+        exponents = exponents.take(np.arange(bits.shape[axis]), axis=axis)
+        return [{"mantissa": int(m), "exponent": int(e)}
+                for e, m in zip(exponents.ravel(), mantissas.ravel(), strict=True)]
 
     def order(self, m_size, n_size):
         """``(row, first column)`` of each result row, in the order they leave: output stationary,
@@ -171,8 +189,8 @@ class GemmDevice:
         m_size, k_size = a_bits.shape
         n_size = b_bits.shape[1]
         self.sources["cmd"].send_nowait({"m": m_size, "k": k_size, "n": n_size})
-        self.sources["a"].send_many(int(x) for x in a_bits.ravel())
-        self.sources["b"].send_many(int(x) for x in b_bits.ravel())
+        self.sources["a"].send_many(self.encode(a_bits, 1))
+        self.sources["b"].send_many(self.encode(b_bits, 0))
         if d_bits is not None:
             self.sources["d"].send_many(int(x) for x in d_bits.ravel())
         rows = []
