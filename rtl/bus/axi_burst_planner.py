@@ -41,11 +41,16 @@ class AXIBurstPlanner(Parameterized, wiring.Component):
         Longest burst in beats, 1 to 256 (AXI4 INCR limit).
     length_width : int
         Width of the command's beat count, 1 to 32.
+    back_to_back : bool
+        Also take the next command in the cycle the final burst of the one being cut is
+        taken, so that commands of one burst each are taken one per cycle (False: one per two
+        cycles). ``cmd.ready`` then depends on ``burst.ready`` through a gate or two.
 
     Attributes
     ----------
     cmd : In(stream.Signature(command_layout))
-        Commands; taken one at a time (``ready`` is low while a command is being cut).
+        Commands; taken one at a time (``ready`` is low while a command is being cut, except,
+        with ``back_to_back``, in the cycle its final burst is taken).
     burst : Out(stream.Signature(burst_layout))
         Bursts in address order; ``final`` marks the last burst of a command.
     busy : Out(1)
@@ -54,7 +59,8 @@ class AXIBurstPlanner(Parameterized, wiring.Component):
     Notes
     -----
     Latency: a command taken at one clock edge offers its first burst after that edge.
-    Throughput: one burst per cycle; a command costs one cycle more than its bursts.
+    Throughput: one burst per cycle; a command costs one cycle more than its bursts, or,
+    with ``back_to_back``, none more while the next command waits on ``cmd``.
     The offered burst comes straight from registers, and so does the length limit of the
     burst after it, so a handshake moves each register through one short chain; the page
     arithmetic of a new command is done as it is taken.
@@ -65,9 +71,11 @@ class AXIBurstPlanner(Parameterized, wiring.Component):
         Param("data_width", int, 512, "beat width in bits (power of two)", minimum=8, maximum=1024),
         Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
         Param("length_width", int, 32, "width of the command beat count", minimum=1, maximum=32),
+        Param("back_to_back", bool, False, "take a command as the final burst of the one before leaves"),
     )
 
-    def __init__(self, *, address_width=64, data_width=512, max_burst=64, length_width=32):
+    def __init__(self, *, address_width=64, data_width=512, max_burst=64, length_width=32,
+                 back_to_back=False):
         self._data_width = check_data_width(data_width, 8)
         super().__init__({
             "cmd": In(stream.Signature(command_layout(address_width, length_width))),
@@ -121,7 +129,7 @@ class AXIBurstPlanner(Parameterized, wiring.Component):
         next_start = Signal(index_bits)
 
         m.d.comb += [
-            self.cmd.ready.eq(~active),
+            self.cmd.ready.eq(~active | (final & self.burst.ready) if self._back_to_back else ~active),
             self.busy.eq(active),
             self.burst.valid.eq(active),
             self.burst.payload.address.eq(address),
@@ -151,7 +159,12 @@ class AXIBurstPlanner(Parameterized, wiring.Component):
                 # (the next page's beat 0) or cap beats on.
                 next_start.eq(Mux(near_end_at(start[:index_bits]), 0, start[:index_bits] + cap)),
             ]
-        with m.If(self.burst.valid & self.burst.ready):
+        advance = self.burst.valid & self.burst.ready
+        if self._back_to_back:
+            # A command taken as the final burst leaves loads the registers (above); the advance,
+            # written after it, would override that, and the finished command needs none.
+            advance &= ~(final & self.cmd.valid)
+        with m.If(advance):
             ends = small & (remaining[:low] <= beats + next_limit)
             m.d.sync += [
                 address.eq(address + (beats << beat_bytes_log2)),

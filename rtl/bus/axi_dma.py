@@ -25,6 +25,7 @@ def dma_params(outstanding_help):
         Param("max_burst", int, 64, "longest burst in beats", minimum=1, maximum=256),
         Param("max_outstanding", int, 4, outstanding_help, minimum=2, maximum=64),
         Param("length_width", int, 32, "width of the command beat count", minimum=1, maximum=32),
+        Param("back_to_back", bool, False, "the planner takes one-burst commands one per cycle"),
     ]
 
 
@@ -49,6 +50,9 @@ class AXIDMAEngine(Parameterized, wiring.Component):
         Bursts in flight at most, 2 to 64 (each engine says which it counts).
     length_width : int
         Width of the command's beat count, 1 to 32.
+    back_to_back : bool
+        Passed to :class:`~rtl.bus.axi_burst_planner.AXIBurstPlanner`: commands of one burst
+        are then taken one per cycle, not one per two.
 
     Attributes
     ----------
@@ -71,7 +75,7 @@ class AXIDMAEngine(Parameterized, wiring.Component):
         check_data_width(values["data_width"], 32)
 
     def __init__(self, *, address_width=64, data_width=512, id_width=1, max_burst=64, max_outstanding=4,
-                 length_width=32):
+                 length_width=32, back_to_back=False):
         self._length_width = length_width
         super().__init__({
             "cmd": In(stream.Signature(command_layout(address_width, length_width))),
@@ -98,7 +102,7 @@ class AXIDMAEngine(Parameterized, wiring.Component):
         """
         planner = AXIBurstPlanner(
             address_width=self._address_width, data_width=self._data_width,
-            max_burst=self._max_burst, length_width=self._length_width)
+            max_burst=self._max_burst, length_width=self._length_width, back_to_back=self._back_to_back)
         m.submodules.planner = ResetInserter(stop)(planner)
         m.d.comb += [
             planner.cmd.valid.eq(self.cmd.valid & ~stop),

@@ -194,9 +194,10 @@ class EmbeddingCache(Parameterized, wiring.Component):
         m.submodules.data_ram = rows = Memory(shape=CACHE_LINE_BITS, depth=sets * ways * lines, init=[])
         row_read, row_write = rows.read_port(), rows.write_port()
 
+        # With MSHRs, misses may ask a row read every cycle: the planner takes them back to back.
         m.submodules.reader = reader = AXIBurstReader(
             address_width=self._address_width, data_width=CACHE_LINE_BITS, max_burst=lines,
-            max_outstanding=max(2, self._mshrs), length_width=log2(lines) + 1)
+            max_outstanding=max(2, self._mshrs), length_width=log2(lines) + 1, back_to_back=self._mshrs > 1)
         m.submodules.writer = writer = AXIBurstWriter(
             address_width=self._address_width, data_width=CACHE_LINE_BITS, max_burst=1, max_outstanding=2,
             length_width=1)

@@ -279,10 +279,14 @@ def _converters():
 
 
 def _planners():
+    # A fifth True sets back_to_back (label -B): a command also taken as the final burst leaves.
+    names = ("address_width", "data_width", "max_burst", "length_width", "back_to_back")
     for params, slow in (((13, 256, 16, 9), False), ((12, 1024, 5, 7), False), ((64, 512, 64, 32), False),
-                         ((12, 8, 256, 13), True), ((64, 64, 256, 32), True), ((32, 1024, 1, 16), True)):
-        kwargs = dict(zip(("address_width", "data_width", "max_burst", "length_width"), params, strict=True))
-        label = "A{address_width}-D{data_width}-M{max_burst}-L{length_width}".format(**kwargs)
+                         ((12, 8, 256, 13), True), ((64, 64, 256, 32), True), ((32, 1024, 1, 16), True),
+                         ((12, 1024, 5, 7, True), True), ((64, 512, 64, 32, True), True)):
+        kwargs = dict(zip(names, params, strict=False))  # back_to_back only where given
+        label = "A{address_width}-D{data_width}-M{max_burst}-L{length_width}".format(**kwargs) + (
+            "-B" if kwargs.get("back_to_back") else "")
         claim = ("bursts cover each command once, in order; 1..max_burst beats; no 4 KB crossing; "
                  "final on the last; busy and burst.valid exactly while uncovered")
         yield Proof(f"axi_burst_planner.plan[{label}]", "axi_burst_planner", claim,

@@ -10,7 +10,11 @@ command cover it exactly once, in order, with ``final`` on the last one only).
   each with a spread of lengths around ``max_burst`` and the page size;
 * ``random_commands``: random commands (page ends, the top of the address space, long ones)
   with random valid gaps on ``cmd`` and backpressure on ``burst``;
-* ``reset_mid_transfer``: reset while bursts flow, then a clean run with nothing left over.
+* ``reset_mid_transfer``: reset while bursts flow, then a clean run with nothing left over;
+* ``one_burst_commands_rate``: commands of one burst each, sent without gaps, leave one per
+  cycle with ``back_to_back`` and one per two cycles without it.
+
+Each model runs with ``back_to_back`` set or not (the ``-B`` in a test id marks it set).
 
 The pytest runners are at the bottom of this file.
 """
@@ -40,6 +44,7 @@ class TB(ClockedTB):
         self.data_width = params.get("data_width", 512)
         self.max_burst = params.get("max_burst", 64)
         self.length_width = params.get("length_width", 32)
+        self.back_to_back = params.get("back_to_back", False)
         self.beat_bytes = self.data_width // 8
         self.geometry = {"data_width": self.data_width, "max_burst": self.max_burst,
                          "address_width": self.address_width}
@@ -171,6 +176,38 @@ async def random_commands_under_stalls(dut, idle, backpressure):
 
 
 @cocotb.test()
+async def one_burst_commands_rate(dut):
+    """Commands of one burst each, waiting on cmd, with no backpressure: their bursts leave one per
+    cycle with back_to_back, one per two cycles without (and they equal the golden cutter's)."""
+    tb = TB(dut)
+    await tb.reset()
+    rng = knobs.rng(40)
+    page_beats = PAGE_BYTES // tb.beat_bytes
+    longest = min(tb.max_burst, page_beats, (1 << tb.length_width) - 1)
+    commands = []
+    for _ in range(64):  # a random length that fits in one burst, from a beat that leaves it room
+        length = int(rng.integers(1, longest + 1))
+        page = int(rng.integers(0, (1 << tb.address_width) // PAGE_BYTES, dtype=np.uint64))
+        beat = int(rng.integers(0, page_beats - length + 1))
+        commands.append((page * PAGE_BYTES + beat * tb.beat_bytes, length))
+    expected = cut_commands(commands, **tb.geometry)
+    assert len(expected) == len(commands), "the commands must be of one burst each"
+    scoreboard = Scoreboard("axi_burst_planner burst (one-burst commands)")
+    scoreboard.expect_many([{"address": a, "beats": b, "final": int(f)} for a, b, f in expected])
+    tb.send(commands)
+    arrived = []
+    for _ in expected:
+        burst = await tb.bounded(tb.sink.recv(), cycles=4 * len(commands) + 20, what="one-burst bursts")
+        scoreboard.check(burst)
+        arrived.append(tb.cycle)
+    scoreboard.check_complete()
+    cycles = arrived[-1] - arrived[0] + 1
+    want = len(commands) if tb.back_to_back else 2 * len(commands) - 1
+    assert cycles == want, (f"{len(commands)} one-burst commands took {cycles} cycles, not {want} "
+                            f"(back_to_back={tb.back_to_back}); {knobs.describe()}")
+
+
+@cocotb.test()
 async def reset_mid_transfer(dut):
     """Reset at a random cycle while bursts flow under stalls; then a clean run equals the golden."""
     tb = TB(dut, idle=True, backpressure=True, salt=30)
@@ -190,33 +227,41 @@ async def reset_mid_transfer(dut):
 MODULE = __name__
 
 
-def planner(address_width, data_width, max_burst, length_width):
+def planner(address_width, data_width, max_burst, length_width, back_to_back=False):
     return {"address_width": address_width, "data_width": data_width, "max_burst": max_burst,
-            "length_width": length_width}
+            "length_width": length_width, "back_to_back": back_to_back}
 
 
 def _id(params):
-    return "A{address_width}-D{data_width}-M{max_burst}-L{length_width}".format(**params)
+    return "A{address_width}-D{data_width}-M{max_burst}-L{length_width}".format(**params) + (
+        "-B" if params["back_to_back"] else "")
 
 
 # Small address spaces: every start alignment, exhaustively. The second has a max_burst that is
 # not a power of two and a page of only 32 beats; the slow one a page of 4096 one-byte beats.
+# back_to_back is set on one fast model and left off on the other (no more models in the fast
+# suite); the slow ones add the other setting of each.
 EXHAUSTIVE = [
     planner(13, 256, 16, 9),
-    planner(12, 1024, 5, 7),
+    planner(12, 1024, 5, 7, back_to_back=True),
     pytest.param(planner(12, 8, 256, 13), marks=pytest.mark.slow),
+    pytest.param(planner(13, 256, 16, 9, back_to_back=True), marks=pytest.mark.slow),
+    pytest.param(planner(12, 1024, 5, 7), marks=pytest.mark.slow),
+    pytest.param(planner(12, 8, 256, 13, back_to_back=True), marks=pytest.mark.slow),
 ]
 
 
 @pytest.mark.parametrize("params", EXHAUSTIVE, ids=_id)
 def test_axi_burst_planner_every_alignment(params):
     run_cocotb("axi_burst_planner", MODULE, params=params,
-               testcase=["every_start_alignment", "random_commands_under_stalls", "reset_mid_transfer"])
+               testcase=["every_start_alignment", "random_commands_under_stalls", "reset_mid_transfer",
+                         "one_burst_commands_rate"])
 
 
-def test_axi_burst_planner_full_width():
-    run_cocotb("axi_burst_planner", MODULE, params=planner(64, 512, 64, 32),
-               testcase=["random_commands_under_stalls", "reset_mid_transfer"])
+@pytest.mark.parametrize("back_to_back", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_axi_burst_planner_full_width(back_to_back):
+    run_cocotb("axi_burst_planner", MODULE, params=planner(64, 512, 64, 32, back_to_back),
+               testcase=["random_commands_under_stalls", "reset_mid_transfer", "one_burst_commands_rate"])
 
 
 @pytest.mark.slow
@@ -224,6 +269,8 @@ def test_axi_burst_planner_full_width():
     pytest.param(planner(64, 512, 64, 32), 20000, id="A64-D512-M64-L32"),
     pytest.param(planner(64, 64, 256, 32), 8000, id="A64-D64-M256-L32"),
     pytest.param(planner(32, 1024, 1, 16), 4000, id="A32-D1024-M1-L16"),
+    pytest.param(planner(64, 512, 64, 32, True), 20000, id="A64-D512-M64-L32-B"),
+    pytest.param(planner(32, 1024, 1, 16, True), 4000, id="A32-D1024-M1-L16-B"),
 ])
 def test_axi_burst_planner_long_random(params, commands):
     run_cocotb("axi_burst_planner", MODULE, params=params,
