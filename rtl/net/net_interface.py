@@ -1,6 +1,6 @@
 """The node's network interface: receive queues per virtual channel, send queues, credit flow control."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -104,31 +104,46 @@ class NetInterface(Parameterized, wiring.Component):
             m.d.comb += overflow.eq(1)
         m.d.sync += self.overflow.eq(overflow)
 
-        # Send: one flit per cycle, data before RDMA before tasks, only with a credit.
+        # Send: one flit per cycle, data before RDMA before tasks, only with a credit. Each channel
+        # keeps a registered "credit available" flag beside its count, and the send decisions are
+        # written flat (a channel goes when the link is free, it can send and no higher channel
+        # can), so that a decision is few LUTs from registers before it fans out to the 512
+        # enables of its queue's output register. The flit register loads whenever it is free, from
+        # the highest channel that can send: only its valid waits for a decision.
         with m.If(self.net_out.ready):
             m.d.sync += self.net_out.valid.eq(0)
-        free = ~self.net_out.valid | self.net_out.ready
+        free = Signal()
+        m.d.comb += free.eq(~self.net_out.valid | self.net_out.ready)
         sent = Signal(3)
-        chosen = None
+        higher = None  # a higher-priority channel can send
+        chosen = None  # the flit of the highest channel that can send, as (packet, vc)
         for index in (2, 1, 0):
             name = CHANNELS[index]
             tx = Queue(m, f"tx_{name}", Packet, self._tx_depth)
             wiring.connect(m, wiring.flipped(getattr(self, f"tx_{name}")), tx.w)
             credits = Signal(range(self._tx_credits + 1), init=self._tx_credits, name=f"credits_{name}")
+            credited = Signal(init=1, name=f"credited_{name}")  # credits != 0, registered
+            can = Signal(name=f"can_{name}")
+            m.d.comb += can.eq(tx.r.valid & credited)
             go = Signal(name=f"send_{name}")
-            m.d.comb += go.eq(free & tx.r.valid & (credits != 0) & (~chosen if chosen is not None else 1))
+            m.d.comb += go.eq(free & can & (~higher if higher is not None else 1))
             m.d.comb += tx.r.ready.eq(go)
+            flit_packet, flit_vc = tx.r.payload, VC(index)
+            if chosen is not None:  # a lower channel only where no higher one is picked
+                flit_packet, flit_vc = Mux(higher, chosen[0], flit_packet), Mux(higher, chosen[1], flit_vc)
+            chosen = (flit_packet, flit_vc)
             with m.If(go):
-                m.d.sync += [self.net_out.valid.eq(1), self.net_out.payload.packet.eq(tx.r.payload),
-                             self.net_out.payload.vc.eq(VC(index))]
+                m.d.sync += self.net_out.valid.eq(1)
             m.d.comb += sent[index].eq(go)
             returned = self.net_out_credit[index]
             with m.If(go & ~returned):
-                m.d.sync += credits.eq(credits - 1)
+                m.d.sync += [credits.eq(credits - 1), credited.eq(credits != 1)]
             with m.Elif(returned & ~go):
-                m.d.sync += credits.eq(credits + 1)
+                m.d.sync += [credits.eq(credits + 1), credited.eq((credits + 1)[:len(credits)] != 0)]
             idle_terms += [tx.level == 0, credits == self._tx_credits]
-            chosen = go if chosen is None else (chosen | go)
+            higher = can if higher is None else (higher | can)
+        with m.If(free):
+            m.d.sync += [self.net_out.payload.packet.eq(chosen[0]), self.net_out.payload.vc.eq(chosen[1])]
         m.d.sync += self.sent.eq(sent)
         idle = ~self.net_out.valid
         for term in idle_terms:

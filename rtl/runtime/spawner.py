@@ -5,7 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..net.packet import PACKET_BITS, Packet, PacketType, SpawnWrite, TaskId, range_owner
+from ..net.packet import NODE_BITS, PACKET_BITS, RANGE_BITS, Packet, PacketType, SpawnWrite, TaskId
 from ..registration import Param, Parameterized, register_block
 from .classifier import DEFAULT_KERNELS, check_kernels
 from .common import ConfigSignature
@@ -112,9 +112,18 @@ class TaskSpawner(Parameterized, wiring.Component):
             m.d.sync += [address.eq(address + 1), remaining.eq(remaining - 1)]
 
         # The configuration is sampled at the start and held for the run (see the class docstring).
+        # ``remote`` is ``((range >> range_shift) & node_mask) != node``. The run's registers hold it
+        # already spread over the range's bits (which bits are compared, against what, and whether
+        # a bit above the range's top already differs), so that after the memory read it is one
+        # XOR-AND-OR, not a shifter then a compare.
         node = Signal.like(self.config.node, name="run_node")
-        node_mask = Signal.like(self.config.node_mask, name="run_node_mask")
-        range_shift = Signal.like(self.config.range_shift, name="run_range_shift")
+        compared = Signal(RANGE_BITS, name="run_compared")
+        expected = Signal(RANGE_BITS, name="run_expected")
+        differs = Signal(name="run_differs")
+        config = self.config
+
+        def spread(value):  # bit j of a node id at range bit range_shift + j; bits past the range drop
+            return (value << config.range_shift)[:RANGE_BITS]
 
         entry = Packet(read.data)
         packet = Packet(Signal(PACKET_BITS, name="spawned"))
@@ -124,7 +133,7 @@ class TaskSpawner(Parameterized, wiring.Component):
             packet.header.task_id.eq(task_id),
             packet.header.dst.eq(node),
             packet.header.src.eq(node),
-            packet.header.remote.eq(range_owner(entry.header.range, range_shift, node_mask) != node),
+            packet.header.remote.eq(differs | ((entry.header.range ^ expected) & compared).any()),
             packet.header.check.eq(0),
             self.o.valid.eq(fetched),
             self.o.payload.eq(packet),
@@ -141,7 +150,9 @@ class TaskSpawner(Parameterized, wiring.Component):
             with m.If(known & (command.count != 0)):
                 m.d.sync += [task_id.eq(command.task_id), address.eq(command.first),
                              remaining.eq(command.count), node.eq(self.config.node),
-                             node_mask.eq(self.config.node_mask), range_shift.eq(self.config.range_shift)]
+                             compared.eq(spread(config.node_mask)), expected.eq(spread(config.node)),
+                             differs.eq((config.node & ~(spread(config.node_mask) >> config.range_shift)
+                                         [:NODE_BITS]) != 0)]
             with m.Else():
                 m.d.comb += [done.eq(1), error.eq(~known)]
         with m.If(fetched & self.o.ready & (remaining == 0)):

@@ -1,6 +1,9 @@
 """The task splitter: the local slots of a task go to the RDMA detector, the others to their owners."""
 
-from amaranth.hdl import Module, Mux, Signal
+import functools
+import operator
+
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -73,14 +76,25 @@ class TaskSplitter(Parameterized, wiring.Component):
             pending.eq(Mux(started, remaining, packet.task().mask & ~incoming.local)),
             self.busy.eq(started),
         ]
-        # The lowest pending slot names the owner of this cycle's group.
-        owner = Signal(NODE_BITS)
-        for slot in reversed(range(ITEMS)):
-            with m.If(pending[slot]):
-                m.d.comb += owner.eq(incoming.owners[slot])
+        # The lowest pending slot names the owner of this cycle's group. It is picked one-hot, and
+        # the slots' owners are compared pairwise straight from the input, so that the path from
+        # ``started`` to the payload registers is a few LUTs, not a priority mux then a compare.
+        lowest = Signal(ITEMS)
+        m.d.comb += lowest.eq(Cat(pending[slot] & ~pending[:slot].any() for slot in range(ITEMS)))
+        data_owner = range_owner(header.range, config.range_shift, config.node_mask)
         group = Signal(ITEMS)
         for slot in range(ITEMS):
-            m.d.comb += group[slot].eq(pending[slot] & (incoming.owners[slot] == owner))
+            same = Cat(*(incoming.owners[other] == incoming.owners[slot] for other in range(ITEMS)))
+            m.d.comb += group[slot].eq(pending[slot] & (lowest & same).any())
+        # One-hot selects: an AND-OR, not a priority chain.
+        owner = Signal(NODE_BITS)
+        owner_remote = Signal()  # the range is not the group owner's
+        m.d.comb += [
+            owner.eq(functools.reduce(operator.or_, (Mux(lowest[slot], incoming.owners[slot], 0)
+                                                     for slot in range(ITEMS)))),
+            owner_remote.eq(Cat(*(lowest[slot] & (data_owner != incoming.owners[slot])
+                                  for slot in range(ITEMS))).any()),
+        ]
 
         local_wanted = Signal()
         remote_wanted = Signal()
@@ -90,7 +104,6 @@ class TaskSplitter(Parameterized, wiring.Component):
         step = Signal()
         m.d.comb += step.eq(self.i.valid & (~local_wanted | local_free) & (~remote_wanted | remote_free))
 
-        data_owner = range_owner(header.range, config.range_shift, config.node_mask)
         local_packet = Packet(Signal(Packet.as_shape().size, name="local_packet"))
         _masked(m, packet, local_packet, incoming.local)
         m.d.comb += [
@@ -103,7 +116,7 @@ class TaskSplitter(Parameterized, wiring.Component):
         m.d.comb += [
             remote_packet.header.dst.eq(owner),
             remote_packet.header.src.eq(config.node),
-            remote_packet.header.remote.eq(data_owner != owner),
+            remote_packet.header.remote.eq(owner_remote),
             remote_packet.header.check.eq(0),
         ]
 
