@@ -413,7 +413,7 @@ def test_collective_counter_ports_in_table_order():
     from rtl.registry import get_block
 
     for block, table in (("gcu", model.UNIT_COUNTERS), ("gcu_cluster", model.UNIT_COUNTERS),
-                         ("region_unit", model.REGION_COUNTERS)):
+                         ("sliced_gcu_cluster", model.UNIT_COUNTERS), ("region_unit", model.REGION_COUNTERS)):
         ports = _counter_ports(get_block(block).build())
         assert tuple(port for port in ports if port in table) == table, block
 

@@ -17,5 +17,6 @@ from . import (  # noqa: F401
     region_unit,
     ring_cluster,
     ring_node,
+    sliced_gcu_cluster,
     tiered_cluster,
 )

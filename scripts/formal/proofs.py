@@ -140,6 +140,8 @@ NOT_PROVED.update({
                     "within 60 s (the ring node's port is proved: ring_node.streams)",
     "tiered_cluster": "not run: it holds three or more runtime switches, whose own proof did not finish "
                       "depth 8 within 60 s",
+    "sliced_gcu_cluster": "not run: it holds the runtime switch, whose own proof did not finish depth 8 "
+                          "within 60 s (each slice is an unchanged GCU, whose port is proved: gcu.streams)",
     "dedupe_unit": "the solver did not finish depth 8 within 200 s (its CAM compares every entry)",
     "topk_axi_decompressor": "its o is the o of the topk_chunk_decompressor inside it, whose input is the "
                              "axi_burst_reader's data stream: topk_chunk_decompressor.streams and "

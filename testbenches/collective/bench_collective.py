@@ -13,7 +13,10 @@ Parts (each writes its table there):
   regional control units under the GCU) for several region shapes: packets at both levels and
   packet-hops beside the seed's formula with ``S`` sub-region switches, and cycles;
 * ``compare``: the GCU's and the ring's figures at ``Z = 1M`` side by side, from the two tables'
-  data (``traffic`` here, ``testbenches.collective.bench_ring`` for the ring), with a plot.
+  data (``traffic`` here, ``testbenches.collective.bench_ring`` for the ring), with a plot;
+* ``sliced``: one all-reduce on ``sliced_gcu_cluster`` (a GCU slice per leaf, session
+  ``collective.sliced_traffic``) for several leaf counts: cycles, the spacing per line on a link,
+  the projection to ``Z = 1M`` against ``Z/P``, the single-port GCU's and the ring's.
 
 Run as ``.venv/bin/python -m testbenches.collective.bench_collective <part>``.
 """
@@ -44,6 +47,11 @@ TRAFFIC_SHAPE = {"partitions": 32, "chunks": 32, "slots": 4, "queue_depth": 8, "
 # Two levels: (regions, leaves per region), the same partitions as one level.
 TIERED_SHAPES = ((2, 2), (2, 4), (4, 2), (2, 8), (4, 4))
 PROJECTED_ELEMENTS = 1_000_000
+# The sliced all-reduce: 2N ports (N leaves, N slices), each slice with 16 partitions of 32 lines.
+SLICED_LEAVES = (2, 4, 8)
+SLICED_SHAPE = {"partitions": 16, "chunks": 32, "slots": 8, "queue_depth": 8, "switch_depth": 4}
+# Leaf counts projected from the largest measured one: 2N ports do not fit the 16-port switch.
+SLICED_PROJECTED = (15,)
 COMPARE_PLOT = "collective_allreduce_cycles.png"
 # A BRAM36 of UltraScale+ is 512 x 72 bits at its widest: a 448-bit line spans 7 of them.
 BRAM36_WIDTH, BRAM36_DEPTH = 72, 512
@@ -187,6 +195,44 @@ def compare(args):
             axis.plot([n for n, _ in points], [c for _, c in points], marker="o", label=label)
 
 
+def sliced(args):
+    from scripts.sim.devices.collective import switch_size
+
+    gcu = {row["leaves N"]: row for row in _rows("collective-gcu-traffic")}
+    ring = {row["N"]: row for row in _rows("collective-ring")}
+    bound = math.ceil(PROJECTED_ELEMENTS / 14)  # Z/P: one pass of the lines over a link
+    rows, last = [], None
+    for leaves in args.leaves:
+        params = dict(SLICED_SHAPE, nodes=switch_size(2 * leaves), leaves=leaves,
+                      switch_depth=args.switch_depth)
+        t = _simulated("sliced_gcu_cluster", params)
+        last = t
+        per_line = t["cycles_per_partition"] / params["chunks"]  # a partition is `chunks` lines per link
+        whole = t["cycles"] / (t["elements"] // 14)  # every link carries all Z/P lines of the run
+        rows.append(_sliced_row(leaves, params["nodes"], t["elements"], t["data_packets"], t["cycles"],
+                                f"{whole:.2f}", f"{per_line:.3f}", t["projected_cycles"], "measured", bound,
+                                gcu, ring))
+        print(rows[-1], flush=True)
+    # The largest measured N's first partition and spacing, from N = 8 only: the cost per line
+    # still grows with N below that (docs/collective.md, section 9).
+    for leaves in SLICED_PROJECTED if args.leaves[-1] >= 8 else ():
+        rows.append(_sliced_row(leaves, "", "", "", "", "", "", last["projected_cycles"],
+                                f"projected from N = {args.leaves[-1]}", bound, gcu, ring))
+    headers = ["leaves N", "switch ports", "Z (simulated)", "data packets", "cycles (simulated)",
+               "cycles per line, whole run", "cycles per line, second half", "cycles, Z = 1M", "how",
+               "x Z/P (71,429)",
+               "GCU one port, Z = 1M (projected)", "ring, Z = 1M (fit)"]
+    write_table(DOC, "collective-sliced", headers, rows,
+                f"{COMMAND} sliced --switch-depth {args.switch_depth}", disable_numparse=True)
+
+
+def _sliced_row(leaves, ports, elements, packets, cycles, whole, per_line, projected, how, bound, gcu, ring):
+    return [leaves, ports, elements, packets, cycles, whole, per_line, projected, how,
+            f"{projected / bound:.2f}",
+            gcu[leaves]["cycles, Z = 1M (projected)"] if leaves in gcu else "",
+            ring[leaves]["cycles, Z = 1M (fit)"] if leaves in ring else ""]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="bench_collective", description=__doc__.splitlines()[0])
     parts = parser.add_subparsers(dest="part", required=True)
@@ -198,10 +244,13 @@ def main(argv=None):
     part.add_argument("--shapes", type=lambda text: tuple(map(int, text.split("x"))), nargs="+",
                       default=TIERED_SHAPES, help="regions x leaves per region, e.g. 2x8")
     parts.add_parser("compare")
+    part = parts.add_parser("sliced")
+    part.add_argument("--leaves", type=int, nargs="+", default=SLICED_LEAVES)
+    part.add_argument("--switch-depth", type=int, default=SLICED_SHAPE["switch_depth"])
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
     {"buffering": buffering, "area": area, "traffic": traffic, "tiered": tiered,
-     "compare": compare}[args.part](args)
+     "compare": compare, "sliced": sliced}[args.part](args)
 
 
 if __name__ == "__main__":

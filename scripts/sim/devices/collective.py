@@ -4,10 +4,11 @@
 control unit (GCU) through a :class:`scripts.sim.devices.runtime.SwitchPort`, and sorts the
 replies (sums or new parameters by partition, barrier acknowledgements), checking each reply's
 check byte and line order. The collective tests (``gcu_cluster``, the tiered and ring clusters)
-drive their leaves with it, in :class:`AllReduceTB` (one switch level) and :class:`TieredTB` (two),
-which check every leaf's sums (or new parameters) against the golden; the sessions
-``collective.gcu_traffic`` and ``collective.tiered_traffic`` count one all-reduce's packets and
-cycles, which :func:`measure_traffic` runs for ``bench_collective``.
+drive their leaves with it, in :class:`AllReduceTB` (one switch level), :class:`TieredTB` (two)
+and :class:`SlicedTB` (a GCU slice per leaf, ``sliced_gcu_cluster``), which check every leaf's
+sums (or new parameters) against the golden; the sessions ``collective.gcu_traffic``,
+``collective.tiered_traffic`` and ``collective.sliced_traffic`` count one all-reduce's packets
+and cycles, which :func:`measure_traffic` runs for ``bench_collective``.
 
 :class:`RingTB` drives ``ring_cluster`` (loads, starts, reads back and counts the flits on the
 switch ports); :func:`ring_session` (session ``collective.ring``) times all-reduces of given
@@ -41,8 +42,8 @@ from scripts.sim.stream import StreamSource, stream_layout
 from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
 
 __all__ = ["VC", "Leaf", "gradient_line", "HYPER", "ZERO_COUNTERS", "random_words", "AllReduceTB", "TieredTB",
-           "gcu_traffic_session", "tiered_traffic_session", "COUNTERS", "RingTB", "ring_session", "SESSIONS",
-           "measure_traffic", "measure_ring"]
+           "SlicedTB", "gcu_traffic_session", "tiered_traffic_session", "sliced_traffic_session", "COUNTERS",
+           "RingTB", "ring_session", "SESSIONS", "measure_traffic", "measure_ring"]
 
 # Virtual channel of each packet type on the switch.
 VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
@@ -54,19 +55,30 @@ def gradient_line(chunk, version):
 
 
 
+class ChannelPort(SwitchPort):
+    """A :class:`SwitchPort` whose channels never block each other, as the RTL's network interface
+    (a send queue per channel): the first queued flit whose channel has a credit goes, so a fetch
+    request waiting for an RDMA credit does not hold up the gradient lines queued behind it. Each
+    channel's flits keep their order."""
+
+    def pick(self):
+        return next((index for index, (vc, _) in enumerate(self.outbound) if self.may_send(vc)), None)
+
+
 class Leaf:
     """One leaf's SmartNIC: packets out through its switch port, replies sorted by type."""
 
     def __init__(self, tb, leaf, rng, *, gaps, slow, node, dst):
         self.tb, self.leaf, self.rng = tb, leaf, rng
         self.node, self.dst = node, dst  # its id and the control unit's, on its own switch
-        self.port = SwitchPort(tb, leaf, rng, gaps, slow, depth=tb.params["switch_depth"],
+        self.port = tb.port_class(tb, leaf, rng, gaps, slow, depth=tb.params["switch_depth"],
                                rx_credits=tb.params["queue_depth"])
         self.seen = 0
         self.sums = {}  # (version, partition) -> {chunk: line}
         self.acks = []
         self.completed = {}  # (version, partition) -> the cycle its last line arrived
         self.sent, self.got = Counter(), Counter()  # packets by type
+        self.asked, self.held_back = Counter(), {}  # fetches out, and those waiting, per control unit
 
     def send(self, packet, *, broken=False):
         self.sent[packet.ptype] += 1
@@ -85,12 +97,26 @@ class Leaf:
             if packet.ptype == gp.TASK:
                 self.acks.append(packet.range)
             else:
-                lines = self.sums.setdefault((self.version, packet.range), {})
+                partition = self.tb.partition_of(packet.src, packet.range)
+                lines = self.sums.setdefault((self.version, partition), {})
                 assert packet.line not in lines and packet.last == int(packet.line == self.tb.chunks - 1), (
-                    f"leaf {self.leaf}: line {packet.line} (last {packet.last}) of partition {packet.range}")
+                    f"leaf {self.leaf}: line {packet.line} (last {packet.last}) of partition {partition}")
                 lines[packet.line] = packet.data
                 if len(lines) == self.tb.chunks:
-                    self.completed[self.version, packet.range] = self.tb.cycle
+                    self.completed[self.version, partition] = self.tb.cycle
+                    self.asked[packet.src] -= 1
+                    if self.held_back.get(packet.src):
+                        self.fetch(self.held_back[packet.src].pop(0))
+
+    def fetch(self, packet):
+        """Send the fetch ``packet``, or hold it back while ``tb.fetches_ahead`` of this leaf's
+        fetches to its control unit are unanswered (sent, in order, as each is answered)."""
+        limit = self.tb.fetches_ahead
+        if limit is not None and self.asked[packet.dst] >= limit:
+            self.held_back.setdefault(packet.dst, []).append(packet)
+            return
+        self.asked[packet.dst] += 1
+        self.send(packet)
 
     async def wait_for(self, condition, what):
         async def poll():
@@ -108,16 +134,18 @@ class Leaf:
         """Send this iteration's gradients, fetch every partition's sums, pass the barrier."""
         tb = self.tb
         self.version = (iteration + 1) % 256
-        for partition in range(tb.partitions):
-            if partition >= tb.slots:
-                older = partition - tb.slots
+        order = tb.send_order(self.leaf)
+        for step, partition in enumerate(order):
+            if step >= tb.window:  # the partition this one's slot held before must be done
+                older = order[step - tb.window]
                 await self.wait_for(lambda p=older: self.has_sums(p), f"sums of {older}")
+            dst, local = tb.route(self, partition)
             for chunk in self.rng.permutation(tb.chunks):
-                self.send(gp.Packet(gp.DATA, dst=self.dst, src=self.node, range=partition,
+                self.send(gp.Packet(gp.DATA, dst=dst, src=self.node, range=local,
                                     line=gradient_line(int(chunk), self.version),
                                     data=line_value(gradients[self.leaf, partition, chunk])))
-            self.send(gp.Packet(gp.RDMA, dst=self.dst, src=self.node, range=partition, first=self.version))
-        for partition in range(tb.partitions):
+            self.fetch(gp.Packet(gp.RDMA, dst=dst, src=self.node, range=local, first=self.version))
+        for partition in order:
             await self.wait_for(lambda p=partition: self.has_sums(p), f"sums of {partition}")
         self.send(gp.Packet(gp.TASK, dst=self.dst, src=self.node, mask=1))
         await self.wait_for(lambda: self.acks and self.acks[-1] == self.version, f"barrier {iteration}")
@@ -151,10 +179,16 @@ class AllReduceTB(ClockedTB):
     they expect (:meth:`reduce`).
     """
 
+    # The leaves' port driver: one queue in send order (a flit waits for the one ahead of it).
+    port_class = SwitchPort
+    # Fetches a leaf keeps unanswered per control unit (None: no limit, each sent with its lines).
+    fetches_ahead = None
+
     def __init__(self, dut, *, gaps=True, slow=True, salt=0):
         super().__init__(dut)
         self.params = resolved_params_from_env()
-        self.partitions, self.chunks, self.slots = (self.params[k] for k in ("partitions", "chunks", "slots"))
+        self.chunks, self.slots = self.params["chunks"], self.params["slots"]
+        self.partitions = self.partition_count()
         self.patience = 400 * self.leaf_count() * self.partitions * self.chunks + 2000
         self.leaves = [Leaf(self, leaf, knobs.rng(salt + leaf), gaps=gaps, slow=slow, **self.placed(leaf))
                        for leaf in range(self.leaf_count())]
@@ -171,6 +205,29 @@ class AllReduceTB(ClockedTB):
     def leaf_count(self):
         """Leaves on the cluster's ports."""
         return self.params["leaves"]
+
+    def partition_count(self):
+        """Partitions of the gradient."""
+        return self.params["partitions"]
+
+    @property
+    def window(self):
+        """Partitions a leaf keeps open: it sends the ``k``-th of :meth:`send_order` once it holds the
+        sums of the ``(k - window)``-th, which held the same reduction (and request) slot."""
+        return self.slots
+
+    def send_order(self, leaf):
+        """The partitions in the order leaf ``leaf`` sends them."""
+        return range(self.partitions)
+
+    def route(self, leaf, partition):
+        """Where ``leaf`` (a :class:`Leaf`) sends ``partition``'s lines and fetch: the control unit's
+        node id and the partition's id there."""
+        return leaf.dst, partition
+
+    def partition_of(self, src, local):
+        """The partition whose sums a reply from node ``src`` with ``range`` = ``local`` carries."""
+        return local
 
     def placed(self, leaf):
         """Leaf ``leaf``'s node id and its control unit's, on its switch."""
@@ -236,7 +293,7 @@ class AllReduceTB(ClockedTB):
             task.cancel()
         await self.reset_mid_transfer(rng, after=(0, 0), drivers=[leaf.port for leaf in self.leaves])
         for leaf in self.leaves:
-            leaf.seen, leaf.sums, leaf.acks = 0, {}, []
+            leaf.seen, leaf.sums, leaf.acks, leaf.asked, leaf.held_back = 0, {}, [], Counter(), {}
 
     def counters(self, names=ZERO_COUNTERS):
         """The DUT's counters of ``names``."""
@@ -266,6 +323,52 @@ class TieredTB(AllReduceTB):
         return switch_size(self.params["regions"] + 1) - 1
 
 
+class SlicedTB(AllReduceTB):
+    """The leaves of ``sliced_gcu_cluster``: partition ``p`` goes to slice ``p mod N`` (node
+    ``N + p mod N``) as its partition ``p // N``.
+
+    The leaves send round after round (round ``r``: partitions ``r N .. r N + N - 1``, one per
+    slice), leaf ``i`` starting each round at slice ``i``, so leaves in step never target one
+    slice at once; a leaf keeps ``slots`` rounds open (a slice's reduction slots). The barrier is
+    slice 0's, which :attr:`gcu` names. The leaves' channels are independent (:class:`ChannelPort`):
+    a slice's port is busy with gradient lines most of the time, the switch serves data before
+    RDMA, and a leaf whose fetch request waited for an RDMA credit at the head of one queue would
+    stop sending lines until that slice's input had a gap.
+    """
+
+    port_class = ChannelPort
+    # A slice serves its lowest waiting fetch entry first, and entries go by leaf id: with every
+    # fetch sent at once, leaf 0's newer partitions went before leaf N - 1's older ones (at N = 4,
+    # partition 0 reached leaf 3 about 3,000 cycles after leaf 0) and the last leaves' windows
+    # stalled. Two fetches out per slice make the service take the leaves nearly in turn (one left
+    # each slice idle for a fetch's round trip: 1.72 cycles per line at N = 2 against 1.07 with two,
+    # bench_collective sliced).
+    fetches_ahead = 2
+
+    def partition_count(self):
+        return self.params["partitions"] * self.params["leaves"]
+
+    @property
+    def gcu(self):
+        return self.params["leaves"]
+
+    @property
+    def window(self):
+        return self.slots * self.params["leaves"]
+
+    def send_order(self, leaf):
+        n = self.params["leaves"]
+        return [r * n + (leaf + k) % n for r in range(self.params["partitions"]) for k in range(n)]
+
+    def route(self, leaf, partition):
+        n = self.params["leaves"]
+        return n + partition % n, partition // n
+
+    def partition_of(self, src, local):
+        n = self.params["leaves"]
+        return local * n + src - n
+
+
 async def gcu_traffic_session(dut, job):
     """The packets of one all-reduce, counted at the leaves' ports, against the seed's formula.
 
@@ -275,10 +378,24 @@ async def gcu_traffic_session(dut, job):
     and its acknowledgement. Returns the counts and the cycle at which each partition's last line
     reached its last leaf (``bench_collective traffic``); ``job`` is unused.
     """
-    tb = AllReduceTB(dut, gaps=False, slow=False, salt=4)
+    return await _one_level_traffic(AllReduceTB(dut, gaps=False, slow=False, salt=4))
+
+
+async def sliced_traffic_session(dut, job):
+    """:func:`gcu_traffic_session` on ``sliced_gcu_cluster``: the same packets (``Z/P * 2N`` data
+    packets, each crossing two links, leaf to switch and switch to slice), spread over the ``N``
+    slices' ports; every leaf sends and receives ``Z/P`` lines (``bench_collective sliced``)."""
+    return await _one_level_traffic(SlicedTB(dut, gaps=False, slow=False, salt=4))
+
+
+async def _one_level_traffic(tb):
+    """One all-reduce by ``tb``'s leaves without gaps (credits back within 2 cycles): its packets
+    at the leaves' ports, checked against the seed's formula, and each partition's completion."""
     await tb.reset()
     await tb.run(knobs.rng(8), 1)
     leaves, lines = len(tb.leaves), tb.partitions * tb.chunks
+    for leaf in tb.leaves:  # Z/P lines each way on every leaf's link
+        assert leaf.sent[gp.DATA] == leaf.got[gp.DATA] == lines, (leaf.leaf, leaf.sent, leaf.got)
     sent = sum((leaf.sent for leaf in tb.leaves), Counter())
     got = sum((leaf.got for leaf in tb.leaves), Counter())
     assert sent[gp.DATA] == got[gp.DATA] == leaves * lines, (sent, got, knobs.describe())
@@ -464,7 +581,7 @@ async def ring_session(dut, job):
 
 
 SESSIONS = {"gcu_traffic": gcu_traffic_session, "tiered_traffic": tiered_traffic_session,
-            "ring": ring_session}
+            "sliced_traffic": sliced_traffic_session, "ring": ring_session}
 
 
 def measure_ring(params, points):
@@ -476,10 +593,12 @@ def measure_ring(params, points):
 
 
 def measure_traffic(block, params):
-    """One all-reduce on ``gcu_cluster`` (:func:`gcu_traffic_session`) or ``tiered_cluster``
-    (:func:`tiered_traffic_session`) built with ``params``: the session's counts and cycles."""
+    """One all-reduce on ``gcu_cluster`` (:func:`gcu_traffic_session`), ``tiered_cluster``
+    (:func:`tiered_traffic_session`) or ``sliced_gcu_cluster`` (:func:`sliced_traffic_session`) built
+    with ``params``: the session's counts and cycles."""
     from scripts.sim.devices import run_session
 
-    session = {"gcu_cluster": "collective.gcu_traffic", "tiered_cluster": "collective.tiered_traffic"}[block]
+    session = {"gcu_cluster": "collective.gcu_traffic", "tiered_cluster": "collective.tiered_traffic",
+               "sliced_gcu_cluster": "collective.sliced_traffic"}[block]
     # The tiered session counts at the GCU's root port, inside the cluster: the whole design public.
     return run_session(block, session, None, params=params, internals=block == "tiered_cluster")
