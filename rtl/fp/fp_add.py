@@ -5,12 +5,21 @@ from amaranth.hdl import Cat, Const, Mux
 from ..registration import Param, Parameterized
 from .classify import SpecialResult, UnpackedFloat, infinity
 from .pipeline import FLUSH_PARAM, FORMAT_PARAM, TAG_PARAM, FloatUnit, register_unit
-from .shift import add_or_subtract, count_leading_zeros, normalise_left, one_hot_from_top, shift_right_sticky
+from .shift import (
+    add_or_subtract,
+    block_leading_zeros,
+    combine_block_leading_zeros,
+    normalise_left,
+    one_hot_from_top,
+    shift_right_sticky,
+)
 
 __all__ = ["FloatAdder"]
 
 # Guard, round and sticky positions below the significand during alignment.
 _GUARD_BITS = 3
+# Stage 3 counts leading zeros in blocks of 2**_COUNT_BLOCK_BITS bits, stage 4 combines them.
+_COUNT_BLOCK_BITS = 2
 
 
 class FloatAdder(Parameterized, FloatUnit):
@@ -41,7 +50,8 @@ class FloatAdder(Parameterized, FloatUnit):
         Result and exception flags (inexact, underflow, overflow, invalid). NaN results
         are the canonical quiet NaN; ``inf - inf`` and signaling NaNs raise invalid.
     latency : int
-        6 cycles: swap, align, add, count leading zeros, normalise, round.
+        6 cycles: swap, align, add (and count the leading zeros of each 4-bit block of the
+        sum), combine the block counts, normalise, round.
 
     Throughput is one operation per cycle (II = 1) while ``o.ready`` is high; a low
     ``o.ready`` with a valid output holds the whole pipeline.
@@ -71,6 +81,10 @@ class FloatAdder(Parameterized, FloatUnit):
 
         # Stage 1: order the operands by magnitude, so the sum is never negative.
         swap = b.magnitude > a.magnitude
+        # Both exponent differences are formed beside the compare, so that the swap only
+        # chooses one: no subtraction behind the compare's carry chain.
+        a_minus_b = (a.exponent - b.exponent)[:e]
+        b_minus_a = (b.exponent - a.exponent)[:e]
         big_exponent = Mux(swap, b.exponent, a.exponent)
         big_sign = Mux(swap, b.sign, a.sign)
         effective_subtract = a.sign ^ b.sign
@@ -83,7 +97,7 @@ class FloatAdder(Parameterized, FloatUnit):
             big_sign=big_sign, big_exponent=big_exponent, effective_subtract=effective_subtract,
             big_significand=Mux(swap, b.significand, a.significand),
             small_significand=Mux(swap, a.significand, b.significand),
-            distance=(big_exponent - Mux(swap, a.exponent, b.exponent))[:e],
+            distance=Mux(swap, b_minus_a, a_minus_b),
             # An exact zero sum is -0 only when both addends are -0 (round to nearest).
             zero_sign=a.sign & b.sign, special=special)
 
@@ -92,17 +106,23 @@ class FloatAdder(Parameterized, FloatUnit):
         s = pipe.stage(s, "big_sign", "big_exponent", "effective_subtract", "zero_sign", "special",
                        big=Cat(Const(0, _GUARD_BITS), s.big_significand), small=shifted | sticky)
 
-        # Stage 3: add or subtract.
+        # Stage 3: add or subtract, and count the leading zeros of each 4-bit block of the sum.
         width = p + _GUARD_BITS
         total, _ = add_or_subtract(s.big, s.small, s.effective_subtract)
         # The leading-zero count is capped so that the exponent stops at the subnormal scale:
         # the top bit of ``total`` (the carry) has biased exponent big_exponent + 1. The cap is
-        # decoded here, off the critical path of stage 4.
+        # decoded beside the adder. Counting in 4-bit blocks behind the adder leaves stage 4
+        # only the choice of the first non-zero block (the full count there was the
+        # critical path).
+        cap = one_hot_from_top(width + 1, s.big_exponent)
         s = pipe.stage(s, "big_sign", "big_exponent", "zero_sign", "special", total=total,
-                       cap=one_hot_from_top(width + 1, s.big_exponent))
+                       **block_leading_zeros(total | cap, _COUNT_BLOCK_BITS))
 
-        # Stage 4: count leading zeros.
-        s = pipe.stage(s, "total", "big_exponent", "special", shift=count_leading_zeros(s.total | s.cap),
+        # Stage 4: combine the block counts into the leading-zero count. It is meaningless only
+        # when ``total`` is zero, which normalises to zero whatever the shift (the exponent of a
+        # zero significand is ignored by rounding).
+        shift, _ = combine_block_leading_zeros(s, width + 1, _COUNT_BLOCK_BITS)
+        s = pipe.stage(s, "total", "big_exponent", "special", shift=shift,
                        sign=Mux(s.total == 0, s.zero_sign, s.big_sign))
 
         # Stage 5: normalise.
