@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..optim._float32 import canonical_nan
-from .reduction import WORDS, reduce_gradients
+from .reduction import WORDS, add_words, reduce_gradients
 
 __all__ = ["JaggedBatch", "shards", "interleaved_lookups", "pool", "pool_bound", "row_gradients",
            "row_gradient_bound", "sgd_rows", "rowwise_adagrad_rows", "update_bound",
@@ -99,6 +99,12 @@ class JaggedBatch:
         """Samples in the batch (bags per table)."""
         return (self.offsets.size - 1) // self.tables
 
+    def table(self, table):
+        """One table's ``(values, offsets)``: its bags as a 1-D ``EmbeddingBag`` input, offsets from 0."""
+        lo, hi = table * self.batch, (table + 1) * self.batch
+        return (self.values[self.offsets[lo]:self.offsets[hi]],
+                self.offsets[lo:hi + 1] - self.offsets[lo])
+
     def bag(self, table, sample):
         """The row ids of one bag, in lookup order."""
         slot = table * self.batch + sample
@@ -153,8 +159,8 @@ def _bits(values):
 
 
 def _add(a, b):
-    with np.errstate(all="ignore"):
-        return np.asarray(canonical_nan(np.float32(a) + np.float32(b)), np.float32)
+    # The reductions' word-wise add (canonical NaN), on float32 views.
+    return add_words(_bits(a), _bits(b)).view(np.float32)
 
 
 def _check_weights(weights, tables):

@@ -102,9 +102,7 @@ def test_pool_matches_torch_embedding_bag():
         for t in range(tables):
             bag = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(weights[t]), mode="sum",
                                                         include_last_offset=True)
-            lo, hi = t * batch_size, (t + 1) * batch_size
-            offsets = batch.offsets[lo:hi + 1] - batch.offsets[lo]
-            values = batch.values[batch.offsets[lo]:batch.offsets[hi]]
+            values, offsets = batch.table(t)
             theirs = bag(torch.from_numpy(values), torch.from_numpy(offsets)).numpy()
             gap = np.abs(pooled[t].astype(np.float64) - theirs)
             assert np.all(gap <= bound[t]), f"table {t}: largest gap {gap.max()}; {knobs.describe()}"
@@ -121,9 +119,8 @@ def _torch_step(torch, weights, batch, grad_pooled, make_optimizer):
     for t, w in enumerate(weights):
         bag = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(w.copy()), mode="sum", freeze=False,
                                                     sparse=True, include_last_offset=True)
-        lo, hi = t * batch.batch, (t + 1) * batch.batch
-        values = batch.values[batch.offsets[lo]:batch.offsets[hi]]
-        pooled = bag(torch.from_numpy(values), torch.from_numpy(batch.offsets[lo:hi + 1] - batch.offsets[lo]))
+        values, offsets = batch.table(t)
+        pooled = bag(torch.from_numpy(values), torch.from_numpy(offsets))
         (pooled * torch.from_numpy(grad_pooled[t])).sum().backward()
         bag.weight.grad = bag.weight.grad.coalesce()
         optimizer = make_optimizer([bag.weight])
