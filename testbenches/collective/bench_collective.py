@@ -14,6 +14,9 @@ Parts (each writes its table there):
   packet-hops beside the seed's formula with ``S`` sub-region switches, and cycles;
 * ``compare``: the GCU's and the ring's figures at ``Z = 1M`` side by side, from the two tables'
   data (``traffic`` here, ``testbenches.collective.bench_ring`` for the ring), with a plot;
+* ``accounting``: the seed's "order of magnitude" (Section 7.5) beside the same gradient counted
+  the standard way for ring and GCU on two switch levels: packets, packet-hops and each one's
+  cycle bound, at ``Z = 1M``; the GCU's counts checked against ``tiered``'s simulated ones;
 * ``sliced``: one all-reduce on ``sliced_gcu_cluster`` (a GCU slice per leaf, session
   ``collective.sliced_traffic``) for several leaf counts: cycles, the spacing per line on a link,
   the projection to ``Z = 1M`` against ``Z/P``, the single-port GCU's and the ring's.
@@ -53,6 +56,9 @@ SLICED_SHAPE = {"partitions": 16, "chunks": 32, "slots": 8, "queue_depth": 8, "s
 # Leaf counts projected from the largest measured one: 2N ports do not fit the 16-port switch.
 SLICED_PROJECTED = (15,)
 COMPARE_PLOT = "collective_allreduce_cycles.png"
+# Two-level shapes (regions S, leaves per region) for the accounting: the simulated ones, then
+# larger ones of the 15 x 15 that 4-bit node ids allow (formulas only).
+ACCOUNTING_SHAPES = TIERED_SHAPES + ((8, 8), (15, 15))
 # A BRAM36 of UltraScale+ is 512 x 72 bits at its widest: a 448-bit line spans 7 of them.
 BRAM36_WIDTH, BRAM36_DEPTH = 72, 512
 
@@ -233,6 +239,41 @@ def _sliced_row(leaves, ports, elements, packets, cycles, whole, per_line, proje
             ring[leaves]["cycles, Z = 1M (fit)"] if leaves in ring else ""]
 
 
+def accounting(args):
+    """The seed's ring-against-GCU ratio beside packets, packet-hops and cycle bounds, Z = 1M."""
+    simulated = {row["regions S x leaves"]: row for row in _rows("collective-tiered-traffic")}
+    lines = math.ceil(PROJECTED_ELEMENTS / 14)  # Z/P
+    rows = []
+    for regions, per_region in ACCOUNTING_SHAPES:
+        n, s = regions * per_region, regions
+        seed_ring, seed_gcu = 4 * (n * n + s) * lines, 2 * (n + s) * lines  # Section 7.5.1, H = 1
+        # The ring's message is one segment, Z/(NP) packets: 2(N - 1) of them per node.
+        ring_packets = 2 * (n - 1) * lines
+        gcu_packets = 2 * (n + s) * lines
+        # Links crossed: 2 inside a region (leaf, switch, leaf or unit), 4 for the S ring edges
+        # that cross the root switch; every GCU-side packet crosses 2 at its own level.
+        ring_hops = 2 * (n - 1) * lines * (2 * (n - s) + 4 * s) // n
+        gcu_hops = 2 * gcu_packets
+        # A link carries a line per cycle: the ring's links work in parallel; the GCU side is
+        # held by its busiest port, a region's unit (N/S leaves) or the GCU (S regions).
+        ring_cycles, gcu_cycles = 2 * (n - 1) * lines / n, max(per_region, regions) * lines
+        row = simulated.get(f"{regions} x {per_region}")
+        if row is not None:
+            z_lines = int(row["Z"]) // 14
+            measured = int(row["data packets, leaf level"]) + int(row["data packets, root level"])
+            if measured != 2 * (n + s) * z_lines:
+                raise SystemExit(f"{regions} x {per_region}: simulated data packets {measured} != "
+                                 f"2(N + S) Z/P = {2 * (n + s) * z_lines}")
+        rows.append([n, f"{regions} x {per_region}", "yes" if row is not None else "no",
+                     f"{seed_ring / seed_gcu:.1f}", f"{ring_packets / gcu_packets:.2f}",
+                     f"{ring_hops / gcu_hops:.2f}", f"{ring_cycles:,.0f}", f"{gcu_cycles:,}",
+                     f"{ring_cycles / gcu_cycles:.2f}"])
+    headers = ["leaves N", "regions S x leaves", "GCU counts simulated", "seed: ring / GCU volume",
+               "ring / GCU packets", "ring / GCU packet-hops", "ring cycles (bound)", "GCU cycles (bound)",
+               "ring / GCU cycles"]
+    write_table(DOC, "collective-accounting", headers, rows, f"{COMMAND} accounting", disable_numparse=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="bench_collective", description=__doc__.splitlines()[0])
     parts = parser.add_subparsers(dest="part", required=True)
@@ -244,13 +285,14 @@ def main(argv=None):
     part.add_argument("--shapes", type=lambda text: tuple(map(int, text.split("x"))), nargs="+",
                       default=TIERED_SHAPES, help="regions x leaves per region, e.g. 2x8")
     parts.add_parser("compare")
+    parts.add_parser("accounting")
     part = parts.add_parser("sliced")
     part.add_argument("--leaves", type=int, nargs="+", default=SLICED_LEAVES)
     part.add_argument("--switch-depth", type=int, default=SLICED_SHAPE["switch_depth"])
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
     {"buffering": buffering, "area": area, "traffic": traffic, "tiered": tiered,
-     "compare": compare, "sliced": sliced}[args.part](args)
+     "compare": compare, "accounting": accounting, "sliced": sliced}[args.part](args)
 
 
 if __name__ == "__main__":
