@@ -19,9 +19,11 @@ import sys
 
 __all__ = ["CONFIGURATIONS", "KERNELS", "ROUTER2_BLOCKS", "kernel_table", "measure_block", "block_table",
            "critical_path_table",
-           "setup_table", "budget_table", "write_results", "too_large"]
+           "setup_table", "budget_table", "timing_summary_table", "write_summary", "write_results",
+           "too_large"]
 
 RESULTS_DOC = "results.md"
+SUMMARY_COMMAND = ".venv/bin/python -m scripts.flow.results_table"
 _PENDING = "not measured yet"
 
 # Extra rows beyond the defaults, by block name.
@@ -170,6 +172,51 @@ def critical_path_table(measured):
                          f"`{path.get('to', '?')}`", path.get("levels", ""), path.get("logic_ns", ""),
                          path.get("routing_ns", "")])
     return headers, rows, ("left", "left", "right", "left", "left", "right", "right", "right")
+
+
+def timing_summary_table(block_rows, *, frequency_mhz):
+    """``(headers, rows, colalign)``: how many rows of ``results-blocks`` meet the clock (issue 37's counts).
+
+    A row "places and routes" when its Fmax cell holds a figure (a row that is too large, does
+    not place or does not route holds the reason instead); it meets the clock when no figure in
+    it says "(fails)" (the cell holds the lower of the seeds run).
+    """
+    figures = []
+    for row in block_rows:
+        cell = str(row[-1])
+        head = cell.split(" (")[0]
+        try:
+            values = [float(part) for part in head.split("; ")]
+        except ValueError:
+            continue
+        figures.append((min(values), "(fails)" not in cell))
+    routed = len(figures)
+    meeting = sum(passes for _, passes in figures)
+    below = sum(value < 100 for value, _ in figures)  # issue 37: no routed row below 100 MHz
+    share = f"{100 * meeting / routed:.1f} %" if routed else ""
+    rows = [["rows in the table", len(block_rows)],
+            ["rows that place and route (an Fmax)", routed],
+            [f"of those, meeting {frequency_mhz:g} MHz", f"{meeting} ({share})"],
+            ["of those, below 100 MHz", below],
+            ["rows too large, not placed or not routed", len(block_rows) - routed]]
+    return ["ECP5 rows of results-blocks", "count"], rows, ("left", "right")
+
+
+def write_summary(block_rows=None, *, frequency_mhz=None):
+    """Write ``results-timing-summary`` from ``results-blocks`` (the documented rows by default)."""
+    import json
+    import re
+
+    from scripts.flow import docs
+
+    stored = json.loads((docs.DATA / "results-blocks.json").read_text())
+    if block_rows is None:
+        block_rows = stored["rows"]
+    if frequency_mhz is None:
+        frequency_mhz = float(re.search(r"--freq (\S+)", stored["command"]).group(1))
+    headers, rows, colalign = timing_summary_table(block_rows, frequency_mhz=frequency_mhz)
+    docs.write_table(RESULTS_DOC, "results-timing-summary", headers, rows, SUMMARY_COMMAND, colalign=colalign,
+                     disable_numparse=True)
 
 
 def _use_cell(use):
@@ -336,7 +383,12 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
         for name, (headers, rows, colalign) in tables.items():
             docs.write_table(RESULTS_DOC, name, headers, rows, command, colalign=colalign,
                              disable_numparse=True)
+        write_summary(tables["results-blocks"][1], frequency_mhz=frequency_mhz)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(_standalone_page(tables, command))
     return path
+
+
+if __name__ == "__main__":
+    write_summary()  # the summary again from the documented rows (after a merge of partial runs)

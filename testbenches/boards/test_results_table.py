@@ -5,7 +5,8 @@ import json
 from rtl.registry import blocks
 from scripts.flow import docs, results_table
 
-TABLES = ("results-blocks", "results-critical-paths", "results-kernel", "results-setup", "board-budgets")
+TABLES = ("results-blocks", "results-critical-paths", "results-kernel", "results-setup", "board-budgets",
+          "results-timing-summary")
 
 
 def test_a_partial_run_keeps_the_other_blocks_rows_in_registry_order(tmp_path, monkeypatch):
@@ -73,3 +74,21 @@ def test_results_json_prints_the_tables_it_writes(tmp_path, monkeypatch, capsys)
     assert report["page"] == str(page) and page.exists()
     rows = report["tables"]["results-blocks"]["rows"]
     assert [row[0] for row in rows] == ["skid_buffer"] and "failed: fake" in rows[0]
+
+
+def test_the_timing_summary_counts_the_documented_rows():
+    """The pass count in docs/results.md is the one the documented Fmax column gives (not stale)."""
+    stored = json.loads((docs.DATA / "results-blocks.json").read_text())
+    headers, rows, _ = results_table.timing_summary_table(stored["rows"], frequency_mhz=125)
+    summary = json.loads((docs.DATA / "results-timing-summary.json").read_text())
+    assert summary["rows"] == rows, f"stale: run {results_table.SUMMARY_COMMAND}"
+
+
+def test_the_timing_summary_reads_fails_and_stops():
+    rows = [["a", "defaults", "130.00"], ["b", "defaults", "99.00 (fails)"],
+            ["c", "defaults", "120.00 (fails) (classic ABC)"], ["d", "defaults", "does not route (...)"],
+            ["e", "defaults", "140.00; 110.00 (fails)"]]
+    _, summary, _ = results_table.timing_summary_table(rows, frequency_mhz=125)
+    assert dict(summary) == {"rows in the table": 5, "rows that place and route (an Fmax)": 4,
+                             "of those, meeting 125 MHz": "1 (25.0 %)", "of those, below 100 MHz": 1,
+                             "rows too large, not placed or not routed": 1}
