@@ -22,7 +22,8 @@ SIZING_SWEEPS = [
     *[("block FP", "k16 m8", "block_fp_array", varied, {"block": 16, "mantissa_bits": 8, "slots": 1}, folder)
       for varied, folder in (({"rows": [1, 2], "cols": [1, 2]}, "systolic_bfp"),
                              ({"rows": [4], "cols": [4]}, "systolic_bfp_4x4"),
-                             ({"rows": [1], "cols": [16]}, "systolic_bfp_1x16"))],
+                             ({"rows": [1], "cols": [16]}, "systolic_bfp_1x16"),
+                             ({"rows": [16], "cols": [16]}, "systolic_bfp_16x16"))],
     *[("tensor t=2", e, "tensor_array", {"rows": [1, 2], "cols": [1, 2]},
        {"element": e, "tensor": 2, "slots": t}, f"systolic_tensor_{e}")
       for e, t in (("int8", 1), ("f16", 6))],
