@@ -52,7 +52,7 @@ class BagTB(StalledTB):
         self.bad = self.lookups = 0
 
     def _table(self, rng):
-        """Random float32 rows of every magnitude; one word in 100 raw bits (NaNs, infinities, subnormals)."""
+        """Random float32 rows of every magnitude; one word in 100 raw bits (NaNs, infinities)."""
         shape = ((1 << self.row_bits), self.dim)
         w = (rng.standard_normal(shape) * np.exp2(rng.integers(-20, 20, shape))).astype(np.float32)
         raw = rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32).view(np.float32)
@@ -155,7 +155,8 @@ async def reset_in_the_middle_of_a_batch(dut):
 @cocotb.test()
 async def zipf_batch_throughput(dut):
     """Lookups per cycle on one Zipf batch, no stalls, no bad lookups: from the first lookup queued to
-    the last pooled line (printed; the floor is loose, a hang or a serialised kernel fails it)."""
+    the last pooled line (printed). The floors are loose, well under the 0.21 (``small``) and 0.079
+    (``dim32_blocking``) measured at seed 1: a kernel that stops overlapping misses fails them."""
     tb = BagTB(dut, salt=60)
     await tb.reset()
     rng = knobs.rng(160)
@@ -168,7 +169,8 @@ async def zipf_batch_throughput(dut):
     cocotb.log.info(f"embedding bag: {count} lookups in {cycles} cycles, {rate:.3f} lookups/cycle; hits "
                     f"{int(dut.hits.value)}, misses {int(dut.misses.value)}, "
                     f"duplicates {int(dut.duplicates.value)}")
-    assert rate > 0.1, f"{rate:.3f} lookups per cycle; {knobs.describe()}"
+    floor = (0.12 if tb.params["mshrs"] > 1 else 0.04) / tb.lines
+    assert rate > floor, f"{rate:.3f} lookups per cycle < {floor:.3f}; {knobs.describe()}"
 
 
 FAST_TESTS = ["random_batches_match_the_golden", "reset_in_the_middle_of_a_batch", "zipf_batch_throughput"]
@@ -182,11 +184,19 @@ SHAPES = {
                        "mshrs": 1, "capacity": 16, "positions": 64, "group": 4},
 }
 SLOW_SHAPES = {"dim32_blocking"}
+# The throughput figure at a cache of the bench's size: four tables of 1,018 rows, 64 samples.
+BENCH = {"tables": 4, "row_bits": 10, "bag_bits": 6, "dim": 16, "sets": 64, "ways": 4, "mshrs": 8,
+         "capacity": 16, "positions": 64, "group": 16}
 
 
 @parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_embedding_bag(shape):
     run_cocotb("embedding_bag", __name__, params=SHAPES[shape], testcase=FAST_TESTS)
+
+
+@pytest.mark.slow
+def test_embedding_bag_zipf_throughput_at_bench_size():
+    run_cocotb("embedding_bag", __name__, params=BENCH, testcase="zipf_batch_throughput")
 
 
 @pytest.mark.parametrize("params, message", [
@@ -196,3 +206,17 @@ def test_embedding_bag(shape):
 ])
 def test_parameters_outside_the_pooling_table_are_elaboration_errors(params, message):
     rejects_at_elaboration("embedding_bag", params, message)
+
+
+def test_the_host_stream_marks_each_group_and_the_batch_end():
+    # Two tables of three samples, groups of two bags: slots (0, 1), (2, 3), (4, 5); slot 1 is empty.
+    batch = JaggedBatch.from_bags([[[5, 6], [], [7]], [[1], [2, 3, 4], [9]]])
+    items = kjt_lookups(batch, group=2, row_bits=4, bag_bits=2)
+    assert [(i["table"], i["bag"], i["row"], i["group_end"], i["last"]) for i in items] == [
+        (0, 0, 5, 0, 0), (0, 0, 6, 1, 0),                  # group (0, 1): bag 1 of table 0 is empty
+        (0, 2, 7, 0, 0), (1, 0, 1, 1, 0),                  # group (2, 3)
+        (1, 1, 2, 0, 0), (1, 2, 9, 0, 0), (1, 1, 3, 0, 0), (1, 1, 4, 1, 1)]  # group (4, 5), interleaved
+    with pytest.raises(ValueError, match="does not fit a 4-bit row field"):
+        kjt_lookups(JaggedBatch.from_bags([[[16]]]), group=2, row_bits=4, bag_bits=2)
+    with pytest.raises(ValueError, match="do not fit a 1-bit bag number"):
+        kjt_lookups(batch, group=2, row_bits=4, bag_bits=1)
