@@ -143,6 +143,9 @@ NOT_PROVED.update({
     "sliced_gcu_cluster": "not run: it holds the runtime switch, whose own proof did not finish depth 8 "
                           "within 60 s (each slice is an unchanged GCU, whose port is proved: gcu.streams)",
     "dedupe_unit": "the solver did not finish depth 8 within 200 s (its CAM compares every entry)",
+    "embedding_bag": "not run: it holds the dedupe unit, whose own proof did not finish depth 8 within "
+                     "200 s, and its o is valid only after the cache's sweep, an HBM read, the fan-out and a "
+                     "flush (loss_reduction.streams and embedding_cache.streams stand in for it)",
     "topk_axi_decompressor": "its o is the o of the topk_chunk_decompressor inside it, whose input is the "
                              "axi_burst_reader's data stream: topk_chunk_decompressor.streams and "
                              "axi_burst_reader.streams stand in for it (at 32-element chunks its own o did "

@@ -16,6 +16,7 @@ from scripts.sim.devices import (
     compress,
     compress_dram,
     dlrm,
+    dlrm_bag,
     fp,
     runtime,
     runtime_gcn,
@@ -29,7 +30,7 @@ from scripts.sim.devices import (
 __all__ = ["SESSIONS"]
 
 SESSIONS = {f"{module.__name__.rsplit('.', 1)[-1]}.{name}": function
-            for module in (aggregate, bus, collective, compress, compress_dram, dlrm, fp, runtime,
+            for module in (aggregate, bus, collective, compress, compress_dram, dlrm, dlrm_bag, fp, runtime,
                            runtime_gcn, runtime_sessions, smartssd, stream, topk, updater)
             for name, function in module.SESSIONS.items()}
 

@@ -11,6 +11,8 @@ Parts (each writes its tables there):
   for after dedupe and after dedupe and the cache, and the longest wait (golden models);
 * ``throughput``: lookups per cycle of the RTL cache at hit and on Zipf traces of three miss
   rates, with the MSHR count swept (cocotb);
+* ``bag``: lookups per cycle of the RTL embedding-bag kernel on one Zipf batch, against the cache's
+  MSHRs and the dedupe unit's segment size (cocotb);
 * ``area``: Yosys resources on ``xcup`` and ``ecp5`` of each block at its defaults and the
   ECP5 Fmax of its bitstream (nextpnr, ULX3S 85F).
 
@@ -26,6 +28,8 @@ from golden.dlrm import DATASETS, LruCache, graph_batches, hit_rate, lookup_trac
 from scripts.flow.docs import write_table
 from scripts.flow.figures import docs_plot
 from scripts.sim.devices.dlrm import run_throughput
+from scripts.sim.devices.dlrm_bag import BENCH_SHAPE
+from scripts.sim.devices.dlrm_bag import run_throughput as run_bag_throughput
 
 DOC = "dlrm.md"
 COMMAND = ".venv/bin/python -m testbenches.dlrm.bench_dlrm"
@@ -46,6 +50,8 @@ AREA_POINTS = ("embedding_cache", "dedupe_unit", "loss_reduction")
 THROUGHPUT_SHAPE = {"sets": 16, "ways": 4}  # dim 16: one line per row
 THROUGHPUT_ZIPF_ROWS = (3900, 520, 130)  # Zipf traces of about 8, 18 and 52 % hits on that cache
 MSHR_SWEEP = (1, 2, 4, 8, 16)
+# The embedding-bag kernel's points: (mshrs, dedupe capacity, dedupe positions) on BENCH_SHAPE.
+BAG_POINTS = ((1, 16, 64), (8, 16, 64), (8, 64, 256))
 
 
 def _trace(name):
@@ -155,6 +161,21 @@ def throughput(args):
     write_table(DOC, "dlrm-throughput", headers, rows, command, disable_numparse=True)
 
 
+def bag(args):
+    rows = []
+    for mshrs, capacity, positions in BAG_POINTS:
+        shape = BENCH_SHAPE | {"mshrs": mshrs, "capacity": capacity, "positions": positions}
+        point = run_bag_throughput(shape)
+        asked = point["hits"] + point["misses"]
+        rows.append([mshrs, capacity, positions, point["lookups"], point["cycles"],
+                     f"{point['lookups'] / point['cycles']:.3f}", f"{100 * point['hits'] / asked:.1f}",
+                     f"{100 * point['duplicates'] / point['lookups']:.1f}"])
+        print(rows[-1], flush=True)
+    headers = ["mshrs", "dedupe capacity", "dedupe positions", "lookups", "cycles", "lookups per cycle",
+               "cache hit %", "deduped %"]
+    write_table(DOC, "dlrm-bag-throughput", headers, rows, f"{COMMAND} bag", disable_numparse=True)
+
+
 def area(args):
     from boards import reference_board
     from boards.targets import RESOURCE_COLUMNS
@@ -204,6 +225,7 @@ def main(argv=None):
     p_throughput.add_argument("--lookups", type=int, default=4000)
     p_throughput.add_argument("--mshrs", type=int, nargs="+", default=list(MSHR_SWEEP),
                               help="MSHR counts to measure (1, the blocking cache, first)")
+    parts.add_parser("bag")
     p_area = parts.add_parser("area")
     p_area.add_argument("--no-fmax", action="store_true")
     p_area.add_argument("--blocks", nargs="+", choices=AREA_POINTS, metavar="BLOCK",
@@ -213,7 +235,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)
     {"hitrate": hitrate, "savings": savings, "batching": batching, "throughput": throughput,
-     "area": area}[args.part](args)
+     "bag": bag, "area": area}[args.part](args)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ that the CLI, the simulation tests and the hardware tests all drive):
 :mod:`.compress_dram`      ``topk_dram_scatter``: :class:`~.compress_dram.DramScatterTB`,
                            ``run_dram_scatter_traffic``
 :mod:`.dlrm`               ``embedding_cache``: :class:`~.dlrm.CacheTB`, ``run_throughput``
+:mod:`.dlrm_bag`           ``embedding_bag``: :class:`~.dlrm_bag.BagTB`, ``run_throughput``
 :mod:`.bus`                the AXI DMA engines: :class:`~.bus.DmaTB`, :class:`~.bus.ReaderTB`,
                            :class:`~.bus.WriterTB`, ``run_throughput``
 :mod:`.stream`             stream blocks: :class:`~.stream.StreamTB`, ``run_stream_check``

@@ -1,9 +1,10 @@
 """Host device of the DLRM blocks: the embedding cache's bench (HBM model, drivers, golden LRU).
 
 :class:`CacheTB` drives ``embedding_cache`` against an ``AxiRam`` of random rows and predicts
-every line with :class:`golden.dlrm.LruCache`; :func:`throughput_session` (session
-``dlrm.throughput``) measures lookups per cycle at hit and on a Zipf trace, and
-:func:`run_throughput` runs it in a simulation (``bench_dlrm throughput``; the cache's test
+every line with :class:`golden.dlrm.LruCache`; :func:`kjt_lookups` turns a batch in
+``KeyedJaggedTensor`` layout into the ``embedding_bag`` kernel's lookup stream;
+:func:`throughput_session` (session ``dlrm.throughput``) measures lookups per cycle at hit and on
+a Zipf trace, and :func:`run_throughput` runs it in a simulation (``bench_dlrm throughput``; the cache's test
 ``throughput_at_hit`` awaits the same session).
 """
 
@@ -11,6 +12,7 @@ import logging
 from collections import deque
 
 from golden.dlrm import LruCache, lookup_trace
+from golden.dlrm.embedding_bag import interleaved_lookups
 from scripts.sim import knobs
 from scripts.sim.axi import RAM_SIZE, FaultyAxiRam, random_pauses_all
 from scripts.sim.runner import component_from_env, params_from_env
@@ -18,7 +20,7 @@ from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses, s
 from scripts.sim.tb import ClockedTB, Scoreboard, hex_of
 
 __all__ = ["CacheTB", "RowScoreboard", "zipf_rows", "LINE_BYTES", "BASE", "SESSIONS", "throughput_session",
-           "run_throughput"]
+           "run_throughput", "kjt_lookups"]
 
 LINE_BYTES = 64
 BASE = 0x40000
@@ -30,6 +32,29 @@ def zipf_rows(count, *, rows, alpha=1.05, salt=0):
     trace = lookup_trace("criteo-kaggle", samples=samples, alpha=alpha, seed=knobs.seed() * 1000 + salt,
                          rows=rows)
     return [int(row) for row in trace.ravel()[:count]]
+
+
+def kjt_lookups(batch, *, group, row_bits, bag_bits):
+    """The ``embedding_bag`` kernel's lookups of ``batch`` (a :class:`golden.dlrm.JaggedBatch`).
+
+    In :func:`golden.dlrm.embedding_bag.interleaved_lookups` order, bags ``group`` at a time; each
+    lookup a dict of the kernel's input fields: ``table`` and ``bag`` (the sample) of its bag,
+    ``row``, ``group_end`` on the final lookup of each group, ``last`` on the batch's final one.
+    A row the ``row_bits``-bit field cannot hold (negative, or too large) is a ValueError: out of
+    range is what the kernel counts, rows from the table's ``rows`` up to ``2**row_bits - 1``.
+    """
+    if batch.batch > 1 << bag_bits:
+        raise ValueError(f"{batch.batch} samples do not fit a {bag_bits}-bit bag number")
+    pairs = list(interleaved_lookups(batch, group=group))
+    items = []
+    for position, (slot, row) in enumerate(pairs):
+        if not 0 <= row < 1 << row_bits:
+            raise ValueError(f"row {row} does not fit a {row_bits}-bit row field")
+        final = position + 1 == len(pairs)
+        items.append({"row": row, "bag": slot % batch.batch, "table": slot // batch.batch,
+                      "group_end": int(final or pairs[position + 1][0] // group != slot // group),
+                      "last": int(final)})
+    return items
 
 
 class RowScoreboard(Scoreboard):
