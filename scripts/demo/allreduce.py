@@ -265,3 +265,41 @@ def format_report(result):
                  f"against torch's {result.loss_torch[-1]:.6f}; {np.mean(result.cycles):.0f} cycles per "
                  f"step; wall time {result.seconds:.0f} s")
     return "\n".join(lines)
+
+
+COMMAND = ".venv/bin/python -m scripts.demo.allreduce"
+# The runs docs/collective.md shows: the default demo, and 2 leaves for twice the steps.
+DOC_RUNS = ({"leaves": 4, "steps": DEFAULT_STEPS}, {"leaves": 2, "steps": 2 * DEFAULT_STEPS})
+
+
+def write_docs():
+    """Run the demo (:data:`DOC_RUNS`) and write its tables into docs/collective.md."""
+    from scripts.flow.docs import write_table
+
+    results = [run_demo(**run) for run in DOC_RUNS]
+    failed = [result.leaves for result in results if not result.ok]
+    if failed:
+        raise SystemExit(f"demo allreduce failed at {failed} leaves; tables not written")
+    rows = [[r.leaves, r.steps, r.size, r.params["nodes"], r.params["partitions"] * r.params["chunks"],
+             f"{np.mean(r.cycles):.0f}", f"{r.loss[0]:.4f}", f"{r.loss[-1]:.4f}", f"{r.loss_torch[-1]:.4f}",
+             f"{max(abs(a - b) for a, b in zip(r.loss, r.loss_torch, strict=True)):.1e}",
+             f"{r.loss_ratio:.1e}", f"{max(r.param_deviation):.1e}",
+             f"{sum(all(step) for step in r.bit_exact)} of {r.steps}", f"{r.seconds:.0f}"]
+            for r in results]
+    write_table("collective.md", "collective-demo-allreduce",
+                ["leaves", "steps", "parameters", "switch ports", "lines", "cycles per step", "loss, first",
+                 "loss, final", "torch loss, final", "max |loss - torch|", "of the bound",
+                 "max |p - p_torch|", "steps bit-exact", "wall time s (build included if not cached)"],
+                rows, COMMAND, disable_numparse=True)
+    first = results[0]
+    steps = [[step + 1 if step < first.steps else "final", f"{first.loss[step]:.6f}",
+              f"{first.loss_torch[step]:.6f}", f"{abs(first.loss[step] - first.loss_torch[step]):.1e}",
+              f"{first.param_deviation[step]:.1e}" if step < first.steps else ""]
+             for step in range(first.steps + 1)]
+    write_table("collective.md", "collective-demo-allreduce-steps",
+                ["step", f"loss, {first.leaves} leaves through the GCU", "loss, torch.optim.Adam",
+                 "|difference|", "max |p - p_torch| after the step"], steps, COMMAND, disable_numparse=True)
+
+
+if __name__ == "__main__":
+    write_docs()
