@@ -298,7 +298,8 @@ def write_docs():
              for step in range(first.steps + 1)]
     write_table("collective.md", "collective-demo-allreduce-steps",
                 ["step", f"loss, {first.leaves} leaves through the GCU", "loss, torch.optim.Adam",
-                 "loss difference", "max parameter deviation after the step"], steps, COMMAND, disable_numparse=True)
+                 "loss difference", "max parameter deviation after the step"], steps, COMMAND,
+                disable_numparse=True)
 
 
 if __name__ == "__main__":
