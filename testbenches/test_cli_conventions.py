@@ -25,6 +25,7 @@ def _bad_inputs(tmp_path):
         "demo cluster": ["demo", "cluster", "--nodes", "3"],
         "demo smartssd": ["demo", "smartssd", "--devices", "0"],
         "demo dpt": ["demo", "dpt", "--devices", "3"],
+        "demo allreduce": ["demo", "allreduce", "--leaves", "9"],
         "run": ["run", "--unknown-option"],
         "verilog": ["verilog", "-o", str(not_a_folder / "sub")],
         "boards": ["boards", "--unknown-option"],

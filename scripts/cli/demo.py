@@ -106,6 +106,12 @@ def _load_dpt():
     return dpt
 
 
+def _load_allreduce():
+    from scripts.demo import allreduce
+
+    return allreduce
+
+
 def _same_names(*names):
     return {name: name for name in names}
 
@@ -160,6 +166,14 @@ _DPT = _demo_command(
     lambda result: result.ok)
 
 
+_ALLREDUCE = _demo_command(
+    _load_allreduce, _same_names("leaves", "steps", "hidden", "seed"),
+    lambda args: f"neartrain demo allreduce: data-parallel training on {args.leaves} leaves through the "
+                 "simulated switch and the GCU with Adam (the first run builds gcu_cluster with Verilator, "
+                 "minutes)",
+    lambda result: result.ok)
+
+
 def register(commands):
     """Add ``demo`` and its sub-commands."""
     from scripts.demo.train import DEFAULT_STEPS, MAX_STEPS, OPTIMIZERS
@@ -184,6 +198,7 @@ def register(commands):
     _register_cluster(demos)
     _register_smartssd(demos)
     _register_dpt(demos)
+    _register_allreduce(demos)
     for parser in demos.choices.values():
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -265,3 +280,28 @@ def _register_dpt(demos):
                           "golden (default); golden: the golden models only")
     dpt.add_argument("--seed", type=int, default=1, help="data and initial weights (default 1)")
     dpt.set_defaults(handler=_DPT)
+
+
+def _register_allreduce(demos):
+    from scripts.demo.allreduce import (
+        DEFAULT_HIDDEN,
+        DEFAULT_LEAVES,
+        DEFAULT_STEPS,
+        HIDDEN_RANGE,
+        LEAF_CHOICES,
+        MAX_STEPS,
+    )
+
+    allreduce = demos.add_parser("allreduce", help="data-parallel training of a NumPy MLP: the leaves' "
+                                                   "gradients all-reduced through the simulated switch, Adam "
+                                                   "in the GCU, beside torch.optim.Adam (needs torch)")
+    # Values are checked by scripts.demo.allreduce.check_arguments, whose errors name the allowed range.
+    allreduce.add_argument("--leaves", type=int, default=DEFAULT_LEAVES,
+                           help=f"{LEAF_CHOICES[0]} to {LEAF_CHOICES[-1]} (default {DEFAULT_LEAVES})")
+    allreduce.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                           help=f"1 to {MAX_STEPS} (default {DEFAULT_STEPS})")
+    allreduce.add_argument("--hidden", type=int, default=DEFAULT_HIDDEN,
+                           help=f"hidden width, {HIDDEN_RANGE[0]} to {HIDDEN_RANGE[-1]} "
+                                f"(default {DEFAULT_HIDDEN})")
+    allreduce.add_argument("--seed", type=int, default=1, help="data and initial parameters (default 1)")
+    allreduce.set_defaults(handler=_ALLREDUCE)

@@ -32,8 +32,8 @@ that the CLI, the simulation tests and the hardware tests all drive):
                            golden protocol; ``measure_node``, ``measure_flood``
 :mod:`.collective`         an all-reduce leaf on a switch port, :class:`~.collective.Leaf`, in
                            :class:`~.collective.AllReduceTB` and :class:`~.collective.TieredTB`,
-                           ``measure_traffic``; ``ring_cluster``: :class:`~.collective.RingTB`,
-                           ``measure_ring``
+                           ``measure_traffic``, ``run_program`` (a training loop through the GCU);
+                           ``ring_cluster``: :class:`~.collective.RingTB`, ``measure_ring``
 :mod:`.fp`                 FP units: :func:`~.fp.golden_binding`, :class:`~.fp.UnitTB`,
                            ``measure_issue_rate``
 :mod:`.compress`           compress blocks: :class:`~.compress.CompressTB`,

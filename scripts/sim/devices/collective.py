@@ -8,7 +8,9 @@ drive their leaves with it, in :class:`AllReduceTB` (one switch level), :class:`
 and :class:`SlicedTB` (a GCU slice per leaf, ``sliced_gcu_cluster``), which check every leaf's
 sums (or new parameters) against the golden; the sessions ``collective.gcu_traffic``,
 ``collective.tiered_traffic`` and ``collective.sliced_traffic`` count one all-reduce's packets
-and cycles, which :func:`measure_traffic` runs for ``bench_collective``.
+and cycles, which :func:`measure_traffic` runs for ``bench_collective``. :func:`run_program` runs a
+host program that alternates with all-reduces through the GCU with its Adam step (session
+``collective.program``: ``neartrain demo allreduce`` trains through it).
 
 :class:`RingTB` drives ``ring_cluster`` (loads, starts, reads back and counts the flits on the
 switch ports); :func:`ring_session` (session ``collective.ring``) times all-reduces of given
@@ -43,7 +45,8 @@ from scripts.sim.tb import CLOCK_PERIOD_NS, ClockedTB
 
 __all__ = ["VC", "Leaf", "gradient_line", "HYPER", "ZERO_COUNTERS", "random_words", "AllReduceTB", "TieredTB",
            "SlicedTB", "gcu_traffic_session", "tiered_traffic_session", "sliced_traffic_session", "COUNTERS",
-           "RingTB", "ring_session", "SESSIONS", "measure_traffic", "measure_ring"]
+           "RingTB", "ring_session", "SESSIONS", "measure_traffic", "measure_ring", "line_words",
+           "program_session", "run_program"]
 
 # Virtual channel of each packet type on the switch.
 VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
@@ -52,6 +55,12 @@ VC = {gp.TASK: 0, gp.RDMA: 1, gp.DATA: 2}
 def gradient_line(chunk, version):
     """The ``line`` field of a gradient line: ``chunk``, tagged with the ``version`` it reduces towards."""
     return chunk | version << TAG_SHIFT
+
+
+def line_words(value):
+    """The 14 binary32 words (uint32) of a 448-bit line, word 0 from the low bits (the inverse of
+    :func:`golden.collective.line_value`)."""
+    return [value >> (32 * word) & 0xFFFFFFFF for word in range(LINE_WORDS)]
 
 
 
@@ -183,6 +192,8 @@ class AllReduceTB(ClockedTB):
     port_class = SwitchPort
     # Fetches a leaf keeps unanswered per control unit (None: no limit, each sent with its lines).
     fetches_ahead = None
+    # Adam's hyper-parameters with ``update="adam"`` (golden.optim.adam's keywords, but the step's).
+    hyper = HYPER
 
     def __init__(self, dut, *, gaps=True, slow=True, salt=0):
         super().__init__(dut)
@@ -240,19 +251,25 @@ class AllReduceTB(ClockedTB):
     async def load_state(self, rng):
         """The host loads random parameters, first moments and non-negative second moments."""
         shape = (self.partitions, self.chunks, LINE_WORDS)
-        self.state = [random_words(rng, shape, specials=0), random_words(rng, shape, specials=0),
-                      random_words(rng, shape, specials=0) & 0x7FFFFFFF]
+        await self.load([random_words(rng, shape, specials=0), random_words(rng, shape, specials=0),
+                         random_words(rng, shape, specials=0) & 0x7FFFFFFF])
+
+    async def load(self, state):
+        """The host loads ``state``: parameters, first and second moments, uint32 bits of shape
+        ``(partitions, chunks, 14)`` each, which the golden then steps from."""
+        self.state = [np.asarray(tensor, np.uint32) for tensor in state]
         for tensor, lines in enumerate(self.state):
-            for partition, chunk in np.ndindex(shape[:2]):
+            for partition, chunk in np.ndindex(lines.shape[:2]):
                 self.loads.send_nowait({"tensor": tensor, "address": partition * self.chunks + chunk,
                                         "data": line_value(lines[partition, chunk])})
-        await self.bounded(self.loads.wait_idle(), cycles=30 * shape[0] * shape[1] + 100, what="state load")
+        lines = self.partitions * self.chunks
+        await self.bounded(self.loads.wait_idle(), cycles=30 * lines + 100, what="state load")
 
     def expected(self, gradients, step):
         """Every partition's lines a fetch returns after this iteration: sums, or new parameters."""
         if not self.adam:
             return self.reduce(gradients)
-        self.state = list(delayed_update_step(gradients, *self.state, step=step, **HYPER))
+        self.state = list(delayed_update_step(gradients, *self.state, step=step, **self.hyper))
         self.nonfinite |= nonfinite_gradient(reduce_leaf_order(gradients).view(np.float32))
         return self.state[0]
 
@@ -267,21 +284,29 @@ class AllReduceTB(ClockedTB):
         self.started = self.cycle
         for iteration in range(first, first + iterations):
             gradients = self.gradients(rng)
-            if self.adam:  # the step's scalars are stable while its partitions are reduced
-                hyper = dict(HYPER, step=iteration + 1, grad_scale=mean_scale(len(self.leaves)))
-                for name, bits in scalar_bits("adam", hyper).items():
-                    getattr(self.dut, f"scalars__{name}").value = bits
-            tasks = [cocotb.start_soon(leaf.iterate(iteration, gradients)) for leaf in self.leaves]
-            for task in tasks:
-                await task
-            expected = self.expected(gradients, iteration + 1)  # (partitions, chunks, 14)
+            got, expected = await self.all_reduce(iteration, gradients)
             for leaf in self.leaves:
                 for partition in range(self.partitions):
-                    got = leaf.sums[(iteration + 1) % 256, partition]
-                    want = [line_value(expected[partition, chunk]) for chunk in range(self.chunks)]
-                    assert [got[chunk] for chunk in range(self.chunks)] == want, (
+                    assert np.array_equal(got[leaf.leaf, partition], expected[partition]), (
                         f"leaf {leaf.leaf}, iteration {iteration}, partition {partition}: "
                         f"{'parameters' if self.adam else 'sums'} differ; {knobs.describe()}")
+
+    async def all_reduce(self, iteration, gradients):
+        """Iteration ``iteration`` of the all-reduce of ``gradients`` (uint32 bits, shape ``(leaves,
+        partitions, chunks, 14)``): every leaf sends its lines, fetches every partition and passes the
+        barrier. Returns what each leaf fetched, shape ``(leaves, partitions, chunks, 14)``, and the
+        golden's lines (:meth:`expected`), shape ``(partitions, chunks, 14)``."""
+        if self.adam:  # the step's scalars are stable while its partitions are reduced
+            hyper = dict(self.hyper, step=iteration + 1, grad_scale=mean_scale(len(self.leaves)))
+            for name, bits in scalar_bits("adam", hyper).items():
+                getattr(self.dut, f"scalars__{name}").value = bits
+        tasks = [cocotb.start_soon(leaf.iterate(iteration, gradients)) for leaf in self.leaves]
+        for task in tasks:
+            await task
+        version = (iteration + 1) % 256
+        got = np.array([[[line_words(leaf.sums[version, partition][chunk]) for chunk in range(self.chunks)]
+                         for partition in range(self.partitions)] for leaf in self.leaves], np.uint32)
+        return got, self.expected(gradients, iteration + 1)
 
     async def reset_mid_iteration(self, rng, cycles):
         """Start an iteration, reset the DUT after a random number of ``cycles`` (a pair, low and high),
@@ -456,6 +481,33 @@ async def tiered_traffic_session(dut, job):
             "partition_done": sorted(done)}
 
 
+async def program_session(dut, job):
+    """``await job["program"](tb, job["payload"])``, ``tb`` an :class:`AllReduceTB` on ``gcu_cluster``
+    after reset (leaves without gaps, credits back within 2 cycles): host work that alternates with
+    all-reduces, as a training loop does (the leaves' next gradients depend on the parameters they
+    fetched). The program loads the GCU's state (:meth:`AllReduceTB.load`), sets ``tb.hyper`` and
+    calls :meth:`AllReduceTB.all_reduce` once per step; returns what it returns."""
+    tb = AllReduceTB(dut, gaps=False, slow=False, salt=job["salt"])
+    await tb.reset()
+    return await job["program"](tb, job["payload"])
+
+
+def run_program(params, program, payload, *, salt=0):
+    """Run ``await program(tb, payload)`` (:func:`program_session`) on ``gcu_cluster`` built with
+    ``params``; its result. ``program`` is a module-level coroutine function (pickled by reference
+    into the simulation), ``payload`` anything picklable, ``salt`` the leaves' random line orders.
+
+    Raises
+    ------
+    scripts.sim.runner.SimulationError
+        If the program raises or an assertion fails in the simulation.
+    """
+    from scripts.sim.devices import run_session
+
+    return run_session("gcu_cluster", "collective.program", {"program": program, "payload": payload,
+                                                              "salt": salt}, params=params)
+
+
 # ---- the ring all-reduce ----
 
 COUNTERS = ("sent", "malformed", "unexpected")
@@ -581,7 +633,7 @@ async def ring_session(dut, job):
 
 
 SESSIONS = {"gcu_traffic": gcu_traffic_session, "tiered_traffic": tiered_traffic_session,
-            "sliced_traffic": sliced_traffic_session, "ring": ring_session}
+            "sliced_traffic": sliced_traffic_session, "ring": ring_session, "program": program_session}
 
 
 def measure_ring(params, points):
