@@ -28,6 +28,14 @@ def update_item_layout(tables, row_bits, line_bits):
                               "line": max(line_bits, 1), "last": 1, "data": CACHE_LINE_BITS})
 
 
+def _lines(name, lines):
+    """A row's ``lines`` 512-bit registers and a chooser by line number (no index with one line: a
+    one-bit index into one register would leave a case uncovered)."""
+    registers = [Signal(CACHE_LINE_BITS, name=f"{name}{k}") for k in range(lines)]
+    array = Array(registers)
+    return lambda index: registers[0] if lines == 1 else array[index[:log2(lines)]]
+
+
 class EmbeddingBagUpdate(Parameterized, wiring.Component):
     """The embedding-bag backward and SGD row update on one node, bit for bit
     :func:`golden.dlrm.embedding_bag.row_gradients` (``nodes=1``, ``capacity``) then
@@ -157,7 +165,7 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
         back so that a table's ``last`` (which may come on a dropped lookup or a gradient line) lands
         on the table's final contribution."""
         lines, item = self.lines, self.i.payload
-        gradient = Array(Signal(CACHE_LINE_BITS, name=f"gradient{k}") for k in range(lines))
+        gradient = _lines("gradient", lines)
         held = Signal.like(reduce.i.payload)
         held_valid, flush = Signal(), Signal()
         step = Signal(range(lines))  # the line of the current lookup sent next
@@ -177,10 +185,10 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
                          events["bad_index"].eq(advance & ~item.gradient & ~good)]
             with m.If(advance & good):
                 m.d.sync += [held.index.eq(Cat(item.row, item.table)), held.line.eq(step),
-                             held.data.eq(gradient[step]), held_valid.eq(1),
+                             held.data.eq(gradient(step)), held_valid.eq(1),
                              step.eq(0 if lines == 1 else step + 1)]
             with m.If(advance & item.gradient & (item.line < lines)):
-                m.d.sync += gradient[item.line[:max(log2(lines), 1)]].eq(item.data)
+                m.d.sync += gradient(item.line).eq(item.data)
             with m.If(advance & final & item.last):
                 m.d.sync += flush.eq(1)
 
@@ -190,8 +198,7 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
         lines, line_bits = self.lines, max(log2(self.lines), 1)
         GATHER, LOOKUP, READ, SETTLE, WRITE = range(len(_STATES))
         state = Signal(range(len(_STATES)))
-        products = Array(Signal(CACHE_LINE_BITS, name=f"product{k}") for k in range(lines))
-        results = Array(Signal(CACHE_LINE_BITS, name=f"result{k}") for k in range(lines))
+        products, results = _lines("product", lines), _lines("result", lines)
         row = Signal.like(reduce.o.payload.index)
         nonfinite = Signal()  # some word of the row's gradient so far is a NaN or an infinity
         in_flight = Signal(range(2 * lines + 1))  # products and differences in the lanes
@@ -208,11 +215,11 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
             m.d.comb += [mul.o.ready.eq(1), sub.o.ready.eq(1),
                          mul.i.payload.a.eq(self.lr), mul.i.payload.b.eq(reduce.o.payload.data[bits]),
                          sub.i.payload.a.eq(cache.o.payload.data[bits]),
-                         sub.i.payload.b.eq(products[cache.o.payload.line[:line_bits]][bits])]
+                         sub.i.payload.b.eq(products(cache.o.payload.line)[bits])]
             with m.If(mul.o.valid):
-                m.d.sync += products[multipliers[0].o.payload.tag][bits].eq(mul.o.payload.result)
+                m.d.sync += products(multipliers[0].o.payload.tag)[bits].eq(mul.o.payload.result)
             with m.If(sub.o.valid):
-                m.d.sync += results[subtractors[0].o.payload.tag][bits].eq(sub.o.payload.result)
+                m.d.sync += results(subtractors[0].o.payload.tag)[bits].eq(sub.o.payload.result)
         mul_head, sub_head = multipliers[0], subtractors[0]  # every lane moves on the same condition
         m.d.comb += [mul_head.i.payload.tag.eq(reduce.o.payload.line),
                      sub_head.i.payload.tag.eq(cache.o.payload.line)]
@@ -223,38 +230,37 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
         word_nonfinite = Cat(summed.data[32 * w + 23:32 * w + 31].all()
                              for w in range(CACHE_LINE_WORDS)).any()
         final_line = (summed.line == lines - 1) if lines > 1 else Const(1)
-        with m.Switch(state):
-            with m.Case(GATHER):
-                m.d.comb += [reduce.o.ready.eq(1)] + [mul.i.valid.eq(reduce.o.valid) for mul in multipliers]
-                with m.If(reduce.o.valid):
-                    m.d.sync += [row.eq(summed.index), nonfinite.eq(nonfinite | word_nonfinite)]
-                    with m.If(final_line):
-                        m.d.sync += nonfinite.eq(0)
-                        with m.If(nonfinite | word_nonfinite):
-                            m.d.comb += events["bad_gradient"].eq(1)
-                        with m.Else():
-                            m.d.sync += state.eq(LOOKUP)
-            with m.Case(LOOKUP):
-                m.d.comb += [cache.i.valid.eq(1), cache.i.payload.index.eq(row)]
-                with m.If(cache.i.ready):
-                    m.d.sync += state.eq(READ)
-            with m.Case(READ):
-                # The products are done before a row line is taken (its lane reads them).
-                ready = in_flight == 0
-                m.d.comb += [cache.o.ready.eq(ready)]
-                m.d.comb += [sub.i.valid.eq(cache.o.valid & ready) for sub in subtractors]
-                with m.If(cache.o.valid & ready & cache.o.payload.last):
-                    m.d.sync += state.eq(SETTLE)
-            with m.Case(SETTLE):
-                with m.If(in_flight == 0):
-                    m.d.sync += [state.eq(WRITE), line.eq(0)]
-            with m.Case(WRITE):
-                m.d.comb += [cache.u.valid.eq(1), cache.u.payload.index.eq(row),
-                             cache.u.payload.line.eq(line), cache.u.payload.data.eq(results[line])]
-                with m.If(cache.u.ready):
-                    m.d.sync += line.eq(line + 1)
-                    with m.If(line == lines - 1):
-                        m.d.sync += state.eq(GATHER)
+        with m.If(state == GATHER):
+            m.d.comb += [reduce.o.ready.eq(1)] + [mul.i.valid.eq(reduce.o.valid) for mul in multipliers]
+            with m.If(reduce.o.valid):
+                m.d.sync += [row.eq(summed.index), nonfinite.eq(nonfinite | word_nonfinite)]
+                with m.If(final_line):
+                    m.d.sync += nonfinite.eq(0)
+                    with m.If(nonfinite | word_nonfinite):
+                        m.d.comb += events["bad_gradient"].eq(1)
+                    with m.Else():
+                        m.d.sync += state.eq(LOOKUP)
+        with m.Elif(state == LOOKUP):
+            m.d.comb += [cache.i.valid.eq(1), cache.i.payload.index.eq(row), cache.i.payload.tag.eq(0)]
+            with m.If(cache.i.ready):
+                m.d.sync += state.eq(READ)
+        with m.Elif(state == READ):
+            # The products are done before a row line is taken (its lane reads them).
+            ready = in_flight == 0
+            m.d.comb += [cache.o.ready.eq(ready)]
+            m.d.comb += [sub.i.valid.eq(cache.o.valid & ready) for sub in subtractors]
+            with m.If(cache.o.valid & ready & cache.o.payload.last):
+                m.d.sync += state.eq(SETTLE)
+        with m.Elif(state == SETTLE):
+            with m.If(in_flight == 0):
+                m.d.sync += [state.eq(WRITE), line.eq(0)]
+        with m.Else():  # WRITE
+            m.d.comb += [cache.u.valid.eq(1), cache.u.payload.index.eq(row),
+                         cache.u.payload.line.eq(line), cache.u.payload.data.eq(results(line))]
+            with m.If(cache.u.ready):
+                m.d.sync += line.eq(line + 1)
+                with m.If(line == lines - 1):
+                    m.d.sync += state.eq(GATHER)
 
 
 register_block(
