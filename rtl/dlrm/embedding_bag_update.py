@@ -105,8 +105,8 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
     -----
     Throughput: the fan-out takes a gradient line or a lookup's line per cycle; the reduction one
     contribution per cycle (a key's next addition waits for its previous one, 6 cycles). The row
-    update is sequential: about ``3 * dim / 16 + 20`` cycles per row when it hits, plus an HBM
-    read when it misses; the reduction's flush waits on it.
+    update is sequential, one row at a time (gather its sums, read it through the cache, the
+    multipliers' and subtractors' latencies, write it); the reduction's flush waits on it.
     """
 
     PARAMS = (

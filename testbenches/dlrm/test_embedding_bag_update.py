@@ -119,15 +119,17 @@ class UpdateTB(ClockedTB):
             self.expected["bad_index"] += bad_tables
         self.expected["bad_index"] += int(np.sum(batch.values >= self.rows))
         self.dut.lr.value = int(np.float32(lr).view(np.uint32))
-        golden = []
+        golden, self.step_rows = [], 0
         for t in range(self.tables):
             rows = row_gradients(batch, grad, t, rows=self.rows, capacity=self.capacity)
             new, bad = sgd_rows(self.table(t), rows, lr=lr)
             golden.append(new)
             self.expected["bad_gradient"] += bad
             self.expected["updates"] += (len(rows) - bad) * self.lines
+            self.step_rows += len(rows) - bad
         for item in items:
             self.source.send_nowait(item)
+        self.started = self.cycle
         return golden
 
     async def check(self, golden, *, cycles):
@@ -141,6 +143,8 @@ class UpdateTB(ClockedTB):
             quiet = quiet + 1 if done and not busy else 0
             if quiet > 100:
                 break
+        cycles = self.cycle - self.started - 101  # less the quiet cycles waited
+        cocotb.log.info(f"step: {self.step_rows} rows updated in {cycles} cycles from the first item queued")
         names = (*self.expected, "overflows", "hbm_error")
         counters = {name: int(getattr(dut, name).value) for name in names}
         assert counters == {**self.expected, "overflows": 0, "hbm_error": 0}, \
