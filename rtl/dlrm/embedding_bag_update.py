@@ -28,12 +28,24 @@ def update_item_layout(tables, row_bits, line_bits):
                               "line": max(line_bits, 1), "last": 1, "data": CACHE_LINE_BITS})
 
 
-def _lines(name, lines):
-    """A row's ``lines`` 512-bit registers and a chooser by line number (no index with one line: a
-    one-bit index into one register would leave a case uncovered)."""
-    registers = [Signal(CACHE_LINE_BITS, name=f"{name}{k}") for k in range(lines)]
-    array = Array(registers)
-    return lambda index: registers[0] if lines == 1 else array[index[:log2(lines)]]
+class _Lines:
+    """A row's ``lines`` 512-bit registers, read through a chooser by line number and written one
+    register per condition (an ``Array`` target, or a one-bit index into one register, would
+    leave a case uncovered)."""
+
+    def __init__(self, name, lines):
+        self.registers = [Signal(CACHE_LINE_BITS, name=f"{name}{k}") for k in range(lines)]
+        self._array = Array(self.registers)
+
+    def __call__(self, index):
+        lines = len(self.registers)
+        return self.registers[0] if lines == 1 else self._array[index[:log2(lines)]]
+
+    def write(self, m, index, value, bits=slice(None)):
+        """``value`` into ``bits`` of register ``index`` at the next edge."""
+        for k, register in enumerate(self.registers):
+            with m.If((index == k) if len(self.registers) > 1 else Const(1)):
+                m.d.sync += register[bits].eq(value)
 
 
 class EmbeddingBagUpdate(Parameterized, wiring.Component):
@@ -165,7 +177,7 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
         back so that a table's ``last`` (which may come on a dropped lookup or a gradient line) lands
         on the table's final contribution."""
         lines, item = self.lines, self.i.payload
-        gradient = _lines("gradient", lines)
+        gradient = _Lines("gradient", lines)
         held = Signal.like(reduce.i.payload)
         held_valid, flush = Signal(), Signal()
         step = Signal(range(lines))  # the line of the current lookup sent next
@@ -188,7 +200,7 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
                              held.data.eq(gradient(step)), held_valid.eq(1),
                              step.eq(0 if lines == 1 else step + 1)]
             with m.If(advance & item.gradient & (item.line < lines)):
-                m.d.sync += gradient(item.line).eq(item.data)
+                gradient.write(m, item.line, item.data)
             with m.If(advance & final & item.last):
                 m.d.sync += flush.eq(1)
 
@@ -198,7 +210,7 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
         lines, line_bits = self.lines, max(log2(self.lines), 1)
         GATHER, LOOKUP, READ, SETTLE, WRITE = range(len(_STATES))
         state = Signal(range(len(_STATES)))
-        products, results = _lines("product", lines), _lines("result", lines)
+        products, results = _Lines("product", lines), _Lines("result", lines)
         row = Signal.like(reduce.o.payload.index)
         nonfinite = Signal()  # some word of the row's gradient so far is a NaN or an infinity
         in_flight = Signal(range(2 * lines + 1))  # products and differences in the lanes
@@ -217,9 +229,9 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
                          sub.i.payload.a.eq(cache.o.payload.data[bits]),
                          sub.i.payload.b.eq(products(cache.o.payload.line)[bits])]
             with m.If(mul.o.valid):
-                m.d.sync += products(multipliers[0].o.payload.tag)[bits].eq(mul.o.payload.result)
+                products.write(m, multipliers[0].o.payload.tag, mul.o.payload.result, bits)
             with m.If(sub.o.valid):
-                m.d.sync += results(subtractors[0].o.payload.tag)[bits].eq(sub.o.payload.result)
+                results.write(m, subtractors[0].o.payload.tag, sub.o.payload.result, bits)
         mul_head, sub_head = multipliers[0], subtractors[0]  # every lane moves on the same condition
         m.d.comb += [mul_head.i.payload.tag.eq(reduce.o.payload.line),
                      sub_head.i.payload.tag.eq(cache.o.payload.line)]

@@ -183,12 +183,14 @@ async def reset_in_the_middle_of_a_step(dut):
     tb = UpdateTB(dut, stall=0.2, salt=40)
     await tb.reset()
     rng = knobs.rng(240)
-    tb.step(tb.random_batch(rng, 8), rng, lr=0.25)
+    tb.step(tb.random_batch(rng, 16), rng, lr=0.25)
 
     def writing():
         return int(tb.dut.m_axi__awvalid.value) or int(tb.dut.m_axi__wvalid.value)
 
-    await tb.reset_mid_transfer(rng, after=(10, 400), drivers=[tb.source], until=writing)
+    # Cut the step among its HBM writes: after the first, while one is open.
+    await tb.wait_until(lambda: int(tb.dut.updates.value) > 0, cycles=4000, what="the step's first update")
+    await tb.reset_mid_transfer(rng, after=(0, 40), drivers=[tb.source], until=writing)
     await tb.cycles(50)
     tb.expected = {"bad_index": 0, "bad_gradient": 0, "updates": 0}
     batch = tb.random_batch(rng, 8)
@@ -199,6 +201,8 @@ async def reset_in_the_middle_of_a_step(dut):
 SHAPES = {
     # Three tables (the table field's fourth value is out of range), one-line rows, a cache of 8 rows.
     "small": {"tables": 3, "row_bits": 5, "dim": 16, "sets": 4, "ways": 2, "capacity": 16},
+    # Two-line rows (gradient lines, products and results indexed by line), two tables.
+    "dim32": {"tables": 2, "row_bits": 5, "dim": 32, "sets": 4, "ways": 2, "capacity": 16},
 }
 
 
