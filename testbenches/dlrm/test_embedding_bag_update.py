@@ -77,13 +77,15 @@ class UpdateTB(ClockedTB):
 
     def random_batch(self, rng, samples, *, bad=0.05):
         """Bags of 0 to 6 rows drawn from ``capacity / (dim / 16)`` rows of each table (so the
-        reduction never overflows), a ``bad`` fraction out of range."""
+        reduction never overflows), a ``bad`` fraction out of range (at least one if ``bad``)."""
         touched = [rng.choice(self.rows, self.capacity // self.lines, replace=False)
                    for _ in range(self.tables)]
         lengths = rng.integers(0, 7, self.tables * samples)
         values = np.concatenate([rng.choice(touched[slot // samples], n) for slot, n in enumerate(lengths)]
                                 + [np.zeros(0, np.int64)]).astype(np.int64)
         wrong = rng.random(values.size) < bad
+        if bad and values.size:
+            wrong[rng.integers(values.size)] = True  # at least one, whatever the draw
         values[wrong] = rng.integers(self.rows, 1 << self.row_bits, int(wrong.sum()))
         return JaggedBatch(values, np.concatenate([[0], np.cumsum(lengths)]), self.tables)
 
@@ -185,12 +187,10 @@ async def reset_in_the_middle_of_a_step(dut):
     rng = knobs.rng(240)
     tb.step(tb.random_batch(rng, 16), rng, lr=0.25)
 
-    def writing():
-        return int(tb.dut.m_axi__awvalid.value) or int(tb.dut.m_axi__wvalid.value)
-
-    # Cut the step among its HBM writes: after the first, while one is open.
-    await tb.wait_until(lambda: int(tb.dut.updates.value) > 0, cycles=4000, what="the step's first update")
-    await tb.reset_mid_transfer(rng, after=(0, 40), drivers=[tb.source], until=writing)
+    # Cut the step among its HBM writes: 0 to 2 cycles after a random one of them was taken.
+    cut = int(rng.integers(1, max(tb.expected["updates"], 2)))
+    await tb.wait_until(lambda: int(tb.dut.updates.value) >= cut, cycles=4000, what=f"update {cut}")
+    await tb.reset_mid_transfer(rng, after=(0, 2), drivers=[tb.source])
     await tb.cycles(50)
     tb.expected = {"bad_index": 0, "bad_gradient": 0, "updates": 0}
     batch = tb.random_batch(rng, 8)
