@@ -4,4 +4,4 @@ A family of its own: these blocks stand between the network and the GPU's HBM of
 node; they speak the runtime's 512-bit lines but share none of its handlers.
 """
 
-from . import dedupe_unit, embedding_bag, embedding_cache, loss_reduction  # noqa: F401  (registers the blocks)
+from . import dedupe_unit, embedding_bag, embedding_bag_update, embedding_cache, loss_reduction  # noqa: F401  (registers the blocks)

@@ -146,6 +146,9 @@ NOT_PROVED.update({
     "embedding_bag": "not run: it holds the dedupe unit, whose own proof did not finish depth 8 within "
                      "200 s, and its o is valid only after the cache's sweep, an HBM read, the fan-out and a "
                      "flush (loss_reduction.streams and embedding_cache.streams stand in for it)",
+    "embedding_bag_update": "not run: its one stream, i, goes into the loss reduction, whose o waits on a "
+                            "row read from HBM through the cache and written back before its next sum "
+                            "(loss_reduction.streams and embedding_cache.streams stand in for it)",
     "topk_axi_decompressor": "its o is the o of the topk_chunk_decompressor inside it, whose input is the "
                              "axi_burst_reader's data stream: topk_chunk_decompressor.streams and "
                              "axi_burst_reader.streams stand in for it (at 32-element chunks its own o did "
