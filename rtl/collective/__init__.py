@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     barrier_table,
     gcu,
     gcu_cluster,
+    parameter_store,
     parameter_update,
     reduction_engine,
     reduction_unit,

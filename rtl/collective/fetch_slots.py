@@ -17,7 +17,7 @@ from ..lib.counters import add_saturating, pulse_count, saturating_count
 from ..net.packet import LINE_BITS, NODE_BITS, Packet, PacketType, checksum, sealed
 
 __all__ = ["VERSION_BITS", "FETCH_COUNTERS", "CHUNK_FIELD_BITS", "ReadPort", "Intact", "lookup", "line_store",
-           "serve_fetches", "feed_reduction"]
+           "serve_fetches", "feed_reduction", "round_robin"]
 
 VERSION_BITS = 8
 FETCH_COUNTERS = (
@@ -115,12 +115,14 @@ def serve_fetches(m, *, requests, ok, version, read, tx, leaves, partitions, chu
 
     A fetch of partition ``range`` at version ``first`` (mod 256) from leaf ``src`` waits in entry
     ``(src, range mod slots)`` until ``version[range]`` equals it, then the partition's lines go
-    out on ``tx`` as data packets (``src`` = ``node``), one per cycle; the lowest servable entry
-    goes first. Counted in ``counters`` (signals by :data:`FETCH_COUNTERS` name): a leaf or
-    partition id out of range (``bad_requests``), a second fetch in a waiting entry
-    (``duplicate_requests``), a version already passed (``stale_requests``: its lines are gone),
-    and fetches that had to wait (``early_requests``). A fetch equal to the one its entry holds
-    (a requester asking again) changes nothing and is counted in ``repeated_requests``: it is
+    out on ``tx`` as data packets (``src`` = ``node``), one per cycle; servable entries are
+    served in round robin (the first after the one served last), so a servable fetch is answered
+    after at most one service of each other entry, whatever the other leaves ask. Counted in
+    ``counters`` (signals by :data:`FETCH_COUNTERS` name): a leaf or partition id out of range
+    (``bad_requests``), a second fetch in a waiting entry (``duplicate_requests``), a version
+    already passed (``stale_requests``: its lines are gone), and fetches that had to wait
+    (``early_requests``). A fetch equal to the one its entry holds (a requester asking again)
+    changes nothing and is counted in ``repeated_requests``: it is
     answered once, with the first. ``ok`` is the request's integrity.
     """
     request = requests.payload
@@ -151,18 +153,20 @@ def serve_fetches(m, *, requests, ok, version, read, tx, leaves, partitions, chu
     for name, event in events.items():
         saturating_count(m, counters[name], event)
 
-    # Serve the lowest waiting entry whose partition has reached its version: one read per
-    # cycle; the read port's data register is the output register (its enable stalls it).
+    # Serve the waiting entries whose partitions have reached their versions in round robin: the
+    # first servable entry after the one last served, wrapping. Lowest id first let a leaf that keeps
+    # fetching starve every leaf above it; round robin answers a servable fetch within one service
+    # of every other entry, without the timestamps oldest-first needs. ``after`` (the entries past
+    # the one served, decoded from the ``serving`` register into a register) is ready by the next
+    # grant, at least two cycles on; the grant itself stays registered (``serving``). One read
+    # per cycle; the read port's data register is the output register (its enable stalls it).
     active = Signal()
-    serving = Signal(range(entries))
+    serving = Signal(range(entries), init=entries - 1)  # so the first grant goes to the lowest
     chunk = Signal(range(chunks))
     servable = Signal(entries)
     for e in range(entries):
         m.d.comb += servable[e].eq(waiting[e] & (lookup(version, slot_partition[e]) == slot_version[e]))
-    chosen = Signal(range(entries))
-    for e in reversed(range(entries)):
-        with m.If(servable[e]):
-            m.d.comb += chosen.eq(e)
+    chosen = round_robin(m, servable, serving)
     served = Signal(entries)
     partition = lookup(slot_partition, serving)
     out_valid, out_leaf = Signal(), Signal(NODE_BITS)
@@ -192,3 +196,21 @@ def serve_fetches(m, *, requests, ok, version, read, tx, leaves, partitions, chu
             with m.If(entry == e):
                 m.d.sync += [slot_partition[e].eq(request.header.range), slot_version[e].eq(wanted_of)]
     m.d.sync += waiting.eq((waiting & ~served) | taken)
+
+
+def round_robin(m, requests, last):
+    """The index of the first set bit of ``requests`` after ``last`` (a register), wrapping round.
+
+    Which bits come after ``last`` is itself a register, decoded from ``last``: a grant must come
+    at least two cycles after ``last`` changed (one to decode it), which a grant that starts a
+    service of one or more cycles guarantees. The index is combinational; register it as the grant.
+    """
+    after = Signal(len(requests))
+    m.d.sync += [after[e].eq(last < e) for e in range(1, len(requests))]  # none is before bit 0
+    index = Signal(range(len(requests)))
+    for bits in (requests, requests & after):  # the later assignment wins: after ``last`` first
+        with m.If(bits.any()):
+            for e in reversed(range(len(requests))):
+                with m.If(bits[e]):
+                    m.d.comb += index.eq(e)
+    return index

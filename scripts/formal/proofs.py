@@ -161,6 +161,9 @@ NOT_PROVED.update({
                                "joins the topk_chunk_decompressor's o with the state stream, and a join "
                                "of two streams that keep the rules keeps them): credited_pipeline.credits"
                                "[...] and topk_chunk_decompressor.streams stand in for it",
+    "parameter_store": "not run: its o is the data stream of the axi_burst_reader inside it "
+                       "(axi_burst_reader.streams stands in for it) beside the read's leaf mask, partition "
+                       "and chunk, which change only between reads or at a handshake",
     "parameter_update": "no output stream (`updated` is a valid-only pulse; the parameters leave "
                         "through a read port)",
 })

@@ -13,9 +13,11 @@ scalars, and what every leaf fetches must be the new parameters of
 """
 
 
+import itertools
+
 import cocotb
 import pytest
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, RisingEdge
 
 from golden.runtime import packet as gp
 from scripts.sim import knobs
@@ -80,6 +82,56 @@ async def reset_mid_iteration(dut):
     tb = TB(dut, salt=3)
     await tb.reset()
     await tb.clean_after_reset(knobs.rng(7), (20, 200))
+
+
+async def _fetch(tb, leaf, partition):
+    """``leaf`` fetches ``partition`` at version 1; the cycles until its last line, and its lines."""
+    start, seen, lines = tb.cycle, len(leaf.port.received), {}
+    leaf.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=leaf.node, range=partition, first=1))
+    while len(lines) < tb.chunks:
+        leaf.port.arrived.clear()
+        await leaf.port.arrived.wait()
+        for _, word in leaf.port.received[seen:]:
+            packet = gp.decode(word)
+            if packet.ptype == gp.DATA and packet.range == partition:
+                lines[packet.line] = packet.data
+        seen = len(leaf.port.received)
+    return tb.cycle - start, lines
+
+
+@cocotb.test()
+async def a_leaf_that_keeps_fetching_starves_no_other(dut):
+    """Fair fetch service: leaf 0 asks for its partitions again and again (a fetch is queued at its
+    port at every cycle), and the last leaf's fetch of each partition is still answered, in at
+    most its latency on an idle GCU plus one service (``chunks`` lines and the grant's cycle) of
+    every request entry (``leaves * slots``): round robin. Served lowest leaf first, it starved."""
+    tb = TB(dut, gaps=False, slow=False, salt=4)
+    await tb.reset()
+    await tb.run(knobs.rng(8), 1)  # every partition reduced (or updated) once: version 1
+    flooder, last = tb.leaves[0], tb.leaves[-1]
+    idle, _ = await _fetch(tb, last, 0)
+    bound = idle + tb.params["leaves"] * tb.slots * (tb.chunks + 1)
+
+    async def flood():
+        for k in itertools.count():
+            flooder.send(gp.Packet(gp.RDMA, dst=tb.gcu, src=flooder.node, range=k % tb.slots, first=1))
+            while len(flooder.port.outbound) > 1:
+                await RisingEdge(tb.clock)
+
+    flooding = cocotb.start_soon(flood())
+    await ClockCycles(tb.clock, 50)
+    before = len(flooder.port.received)
+    waits = []
+    for partition in range(tb.partitions):
+        cycles, lines = await tb.bounded(_fetch(tb, last, partition), cycles=20 * bound,
+                                         what=f"the last leaf's fetch of {partition} (starved)")
+        waits.append(cycles)
+        assert lines == last.sums[1, partition], knobs.describe()
+    flooding.cancel()
+    served = len(flooder.port.received) - before
+    assert served >= len(waits) * tb.chunks, f"no flood: leaf 0 got {served} lines"  # it was contended
+    dut._log.info(f"fetch waits under flood {waits}, bound {bound} (idle {idle}); leaf 0 got {served} lines")
+    assert max(waits) <= bound, f"waits {waits}, bound {bound} (idle {idle}); {knobs.describe()}"
 
 
 @cocotb.test()
