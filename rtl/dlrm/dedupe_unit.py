@@ -61,8 +61,9 @@ class DedupeUnit(Parameterized, wiring.Component):
     -----
     Throughput: one lookup per cycle while collecting (``req`` ready), one line per cycle of
     fan-out while ``o`` is ready; a segment's fan-out starts once its last reply is in.
-    Latency: a lookup is matched against the table as it is taken from ``i`` and goes to ``req``
-    (or takes its position) a cycle later.
+    Latency: a lookup is matched against the table as it is taken from ``i``, the match is
+    reduced to a hit and its entry a cycle later, and the lookup goes to ``req`` (or takes its
+    position) a cycle after that.
     """
 
     PARAMS = (
@@ -118,11 +119,12 @@ class DedupeUnit(Parameterized, wiring.Component):
         with m.If(row_write.en):
             m.d.sync += [got.eq(got | (Const(1, len(got)) << reply_slot)), received.eq(received + 1)]
 
-        # A lookup stage (ECP5: the table's compare ran on into the position list's write port,
-        # 82 MHz, without it).
+        # Two lookup stages (ECP5: the table's compare ran on into the position list's write port,
+        # 82 MHz, without a lookup stage; with one, from the input through the compares and their OR
+        # into the hit, 115 MHz).
         take, inserting, leaving = Signal(), Signal(), Signal()  # leaving: an overflow or a batch's last
         table = KeyLookup(m, i=self.i, keys=keys, key_of=lambda entry: entry.index, count=count, take=take,
-                          inserting=inserting)
+                          inserting=inserting, stages=2)
         held, held_found = table.held, table.found
         full = (taken == positions) | (~held_found & (count == capacity))
 
