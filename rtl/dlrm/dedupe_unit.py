@@ -126,7 +126,10 @@ class DedupeUnit(Parameterized, wiring.Component):
         table = KeyLookup(m, i=self.i, keys=keys, key_of=lambda entry: entry.index, count=count, take=take,
                           inserting=inserting, stages=2)
         held, held_found = table.held, table.found
-        full = (taken == positions) | (~held_found & (count == capacity))
+        # taken == positions and count == capacity, kept as flags beside the counts (with the
+        # lookup in two stages, the compares ran on through `full` into the table's write, 122.9 MHz).
+        positions_full, table_full = Signal(), Signal()
+        full = positions_full | (~held_found & table_full)
 
         # Collect: the held lookup takes a position, and a new row an entry (below ``count``).
         m.d.comb += [self.req.payload.index.eq(held.index), self.req.payload.tag.eq(count[:tag_bits]),
@@ -138,10 +141,10 @@ class DedupeUnit(Parameterized, wiring.Component):
             m.d.comb += [plist_write.en.eq(take),
                          plist_write.data.tag.eq(Mux(held_found, table.tag, count[:tag_bits]))]
             with m.If(take):
-                m.d.sync += taken.eq(taken + 1)
+                m.d.sync += [taken.eq(taken + 1), positions_full.eq(taken == positions - 1)]
                 m.d.comb += [events["duplicates"].eq(held_found), events["issued"].eq(~held_found)]
             with m.If(inserting):
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += [count.eq(count + 1), table_full.eq(count == capacity - 1)]
                 table.insert()
             cut = table.valid & full
             m.d.comb += [events["overflows"].eq(cut), leaving.eq(cut | (take & held.last))]
@@ -168,7 +171,7 @@ class DedupeUnit(Parameterized, wiring.Component):
                 m.d.sync += [line.eq(0), position.eq(position + 1)]
             with m.If(final):
                 m.d.sync += [position.eq(0), count.eq(0), taken.eq(0), got.eq(0), received.eq(0),
-                             state.eq(COLLECT)]
+                             positions_full.eq(0), table_full.eq(0), state.eq(COLLECT)]
                 table.clear()
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
