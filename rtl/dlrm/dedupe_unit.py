@@ -61,8 +61,9 @@ class DedupeUnit(Parameterized, wiring.Component):
     -----
     Throughput: one lookup per cycle while collecting (``req`` ready), one line per cycle of
     fan-out while ``o`` is ready; a segment's fan-out starts once its last reply is in.
-    Latency: a lookup is matched against the table as it is taken from ``i`` and goes to ``req``
-    (or takes its position) a cycle later.
+    Latency: a lookup is matched against the table as it is taken from ``i``, the match is
+    reduced to a hit and its entry a cycle later, and the lookup goes to ``req`` (or takes its
+    position) a cycle after that.
     """
 
     PARAMS = (
@@ -118,13 +119,17 @@ class DedupeUnit(Parameterized, wiring.Component):
         with m.If(row_write.en):
             m.d.sync += [got.eq(got | (Const(1, len(got)) << reply_slot)), received.eq(received + 1)]
 
-        # A lookup stage (ECP5: the table's compare ran on into the position list's write port,
-        # 82 MHz, without it).
+        # Two lookup stages (ECP5: the table's compare ran on into the position list's write port,
+        # 82 MHz, without a lookup stage; with one, from the input through the compares and their OR
+        # into the hit, 115 MHz).
         take, inserting, leaving = Signal(), Signal(), Signal()  # leaving: an overflow or a batch's last
         table = KeyLookup(m, i=self.i, keys=keys, key_of=lambda entry: entry.index, count=count, take=take,
-                          inserting=inserting)
+                          inserting=inserting, stages=2)
         held, held_found = table.held, table.found
-        full = (taken == positions) | (~held_found & (count == capacity))
+        # taken == positions and count == capacity, kept as flags beside the counts (with the
+        # lookup in two stages, the compares ran on through `full` into the table's write, 122.9 MHz).
+        positions_full, table_full = Signal(), Signal()
+        full = positions_full | (~held_found & table_full)
 
         # Collect: the held lookup takes a position, and a new row an entry (below ``count``).
         m.d.comb += [self.req.payload.index.eq(held.index), self.req.payload.tag.eq(count[:tag_bits]),
@@ -136,10 +141,10 @@ class DedupeUnit(Parameterized, wiring.Component):
             m.d.comb += [plist_write.en.eq(take),
                          plist_write.data.tag.eq(Mux(held_found, table.tag, count[:tag_bits]))]
             with m.If(take):
-                m.d.sync += taken.eq(taken + 1)
+                m.d.sync += [taken.eq(taken + 1), positions_full.eq(taken == positions - 1)]
                 m.d.comb += [events["duplicates"].eq(held_found), events["issued"].eq(~held_found)]
             with m.If(inserting):
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += [count.eq(count + 1), table_full.eq(count == capacity - 1)]
                 table.insert()
             cut = table.valid & full
             m.d.comb += [events["overflows"].eq(cut), leaving.eq(cut | (take & held.last))]
@@ -166,7 +171,7 @@ class DedupeUnit(Parameterized, wiring.Component):
                 m.d.sync += [line.eq(0), position.eq(position + 1)]
             with m.If(final):
                 m.d.sync += [position.eq(0), count.eq(0), taken.eq(0), got.eq(0), received.eq(0),
-                             state.eq(COLLECT)]
+                             positions_full.eq(0), table_full.eq(0), state.eq(COLLECT)]
                 table.clear()
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)

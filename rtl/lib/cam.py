@@ -25,6 +25,13 @@ class KeyLookup:
     where the table is emptied: the clear voids a match made in its own cycle, as its
     assignment comes later.
 
+    With ``stages=2`` a front register comes first: the keys are compared as a lookup enters
+    it and the registered match vector is reduced to ``found`` and ``tag`` as it moves on to
+    the held register, a cycle more of latency, the same throughput. Between the two a key can
+    be inserted only in the cycle the lookup enters the front register and in the cycle it
+    leaves it (an insertion takes the held lookup, which is what moves the front on), so a
+    compare with the held key in each of those two cycles forwards what the vector misses.
+
     Parameters
     ----------
     i : stream interface
@@ -33,6 +40,8 @@ class KeyLookup:
         The table's entries; ``key_of(keys[k])`` and ``key_of(payload)`` are the compared values.
     count : Signal
         Entries in use.
+    stages : {1, 2}
+        Register stages from ``i`` to ``held``.
 
     Attributes
     ----------
@@ -40,7 +49,9 @@ class KeyLookup:
         The held lookup, whether there is one, whether its key is in the table, and its entry.
     """
 
-    def __init__(self, m, *, i, keys, key_of, count, take, inserting):
+    def __init__(self, m, *, i, keys, key_of, count, take, inserting, stages=1):
+        if stages not in (1, 2):
+            raise ValueError(f"stages must be 1 or 2, not {stages!r}")
         self._m, self._keys, self._key_of, self._count = m, keys, key_of, count
         capacity = len(keys)
         incoming = i.payload
@@ -50,12 +61,36 @@ class KeyLookup:
         self._used = used = Signal(capacity)
         match = Cat(*[used[k] & (key_of(keys[k]) == key_of(incoming)) for k in range(capacity)])
         forwarded = inserting & (key_of(self.held) == key_of(incoming))
+        self._front = None
+        if stages == 2:
+            self._two_stages(m, i, match, forwarded, take, inserting)
+            return
         m.d.comb += i.ready.eq(~self.valid | take)
         with m.If(i.valid & i.ready):
             m.d.sync += [self.held.eq(incoming), self.valid.eq(1), self.found.eq(match.any() | forwarded),
                          self.tag.eq(Mux(forwarded, count[:len(self.tag)], one_hot_index(match)))]
         with m.Elif(take):
             m.d.sync += self.valid.eq(0)
+
+    def _two_stages(self, m, i, match, forwarded, take, inserting):
+        count, key_of = self._count, self._key_of
+        front, front_valid = Signal.like(i.payload, name="front"), Signal(name="front_valid")
+        front_match, front_forwarded = Signal(len(match), name="front_match"), Signal(name="front_forwarded")
+        front_tag = Signal.like(self.tag, name="front_tag")
+        self._front = (front_match, front_forwarded)
+        held_free = ~self.valid | take
+        front_ready = ~front_valid | held_free
+        m.d.comb += i.ready.eq(front_ready)
+        with m.If(front_ready):  # forwarded: the held key, inserted in this cycle at entry ``count``
+            m.d.sync += [front.eq(i.payload), front_valid.eq(i.valid), front_match.eq(match),
+                         front_forwarded.eq(forwarded), front_tag.eq(count[:len(self.tag)])]
+        # The held key inserted as the front lookup moves on.
+        late = inserting & (key_of(self.held) == key_of(front))
+        with m.If(held_free):
+            m.d.sync += [self.held.eq(front), self.valid.eq(front_valid),
+                         self.found.eq(front_match.any() | front_forwarded | late),
+                         self.tag.eq(Mux(late, count[:len(self.tag)],
+                                         Mux(front_forwarded, front_tag, one_hot_index(front_match))))]
 
     def insert(self):
         """The held lookup's key goes into entry ``count`` (the block increments ``count``)."""
@@ -67,3 +102,5 @@ class KeyLookup:
     def clear(self):
         """Empty the table (the block resets ``count``)."""
         self._m.d.sync += [self.found.eq(0), self._used.eq(0)]
+        if self._front is not None:  # the front lookup's match was against the old keys too
+            self._m.d.sync += [signal.eq(0) for signal in self._front]

@@ -14,21 +14,33 @@ _BIAS = 127
 _MAX_GROUP = 8
 
 
-def _largest(m, values):
-    """The largest of the unsigned ``values``: each group of up to ``_MAX_GROUP`` compares all its
-    pairs at once and ORs the winners (equal winners OR to their common value), then the
-    groups' results the same way: one compare level at the default block of 8, two at 64."""
+def _groups(values):
+    return [values[start:start + _MAX_GROUP] for start in range(0, len(values), _MAX_GROUP)]
+
+
+def _wins(values):
+    """Per value, whether it is at least every other value of its group of up to ``_MAX_GROUP``
+    (all pairs compared at once): the first level of :func:`_largest`, to be registered."""
+    return Cat(*[Cat(*[value >= other for other in group[:index] + group[index + 1:]]).all()
+                 for group in _groups(values) for index, value in enumerate(group)])
+
+
+def _largest(m, values, wins):
+    """The largest of the unsigned ``values``, given their :func:`_wins`: each group ORs its
+    winners (equal winners OR to their common value), then the groups' results are compared
+    and ORed the same way: one compare level at the default block of 8 (before the register
+    that holds ``wins``), two at 64."""
     while len(values) > 1:
-        groups = [values[start:start + _MAX_GROUP] for start in range(0, len(values), _MAX_GROUP)]
-        values = []
-        for group in groups:
+        largest_of_groups = []
+        for group, group_wins in zip(_groups(values), _groups(list(wins)), strict=True):
             largest = Signal(len(group[0]))
             winners = Const(0, len(group[0]))
-            for index, value in enumerate(group):
-                wins = Cat(*[value >= other for other in group[:index] + group[index + 1:]]).all()
-                winners = winners | Mux(wins, value, 0)
+            for value, value_wins in zip(group, group_wins, strict=True):
+                winners = winners | Mux(value_wins, value, 0)
             m.d.comb += largest.eq(winners)
-            values.append(largest)
+            largest_of_groups.append(largest)
+        values = largest_of_groups
+        wins = _wins(values)
     return values[0]
 
 
@@ -82,7 +94,8 @@ class BlockFloatEncoder(BlockFloatCodec):
 
     Notes
     -----
-    Latency 4 (the exponent maximum; the shift amounts; the shift; round, clamp and negate),
+    Latency 5 (the exponent compares; the exponent maximum; the shift amounts; the shift; round,
+    clamp and negate),
     one block per cycle (II = 1). An elastic pipeline: a stage loads whenever it is empty or its
     content moves on, so ``i.ready`` follows ``o.ready`` combinationally and ``o.valid`` never
     waits for ``o.ready``.
@@ -96,27 +109,36 @@ class BlockFloatEncoder(BlockFloatCodec):
     def elaborate(self, platform):
         m = Module()
         block, bits = self._block, self._mantissa_bits
-        # An elastic pipeline of four stages: each loads when it is empty or its content moves on.
+        # An elastic pipeline of five stages: each loads when it is empty or its content moves on.
         # What every stage carries along: its valid bit, the block's exponent field, its error bit.
         block_layout = data.StructLayout({"valid": 1, "top": 8, "invalid": 1})
         head1, head2, head3 = (Signal(block_layout, name=f"head{stage}") for stage in (1, 2, 3))
         load4 = ~self.o.valid | self.o.ready
         load3 = ~head3.valid | load4
         load2 = ~head2.valid | load3
-        m.d.comb += self.i.ready.eq(~head1.valid | load2)
+        load1 = ~head1.valid | load2
+        valid0 = Signal()
+        m.d.comb += self.i.ready.eq(~valid0 | load1)
 
-        # Stage 1: hold the block with its largest exponent field (at least 1) and the error bit.
+        # Stage 0: hold the block, which exponent fields win all their compares, and the error bit.
         # The maximum compares all pairs at once (in groups of `_MAX_GROUP`): a chain of `block`
         # compare-and-select steps was the block's ECP5 critical path (42.8 MHz at the
-        # defaults), and a balanced tree of them still 76.9 MHz.
+        # defaults), a balanced tree of them still 76.9 MHz, and the compares and the choice of
+        # the winner in one cycle 97.7 MHz.
         fields = [self.i.payload[index][23:31] for index in range(block)]
-        # The floor of 1 applies after the maximum, so that 8 fields stay one compare group.
-        largest = _largest(m, fields)
-        largest = Mux(largest == 0, 1, largest)
-        values = Signal.like(self.i.payload)
+        values, wins, invalid = Signal.like(self.i.payload), Signal(block), Signal()
         with m.If(self.i.ready):
-            invalid = Cat(*[field == 0xFF for field in fields]).any()
-            m.d.sync += [head1.eq(Cat(self.i.valid, largest, invalid)), values.eq(self.i.payload)]
+            m.d.sync += [valid0.eq(self.i.valid), values.eq(self.i.payload), wins.eq(_wins(fields)),
+                         invalid.eq(Cat(*[field == 0xFF for field in fields]).any())]
+
+        # Stage 1: the largest exponent field (at least 1; the floor applies after the maximum,
+        # so that 8 fields stay one compare group).
+        held_fields = [values[index][23:31] for index in range(block)]
+        largest = _largest(m, held_fields, wins)
+        largest = Mux(largest == 0, 1, largest)
+        values1 = Signal.like(self.i.payload)
+        with m.If(load1):
+            m.d.sync += [head1.eq(Cat(valid0, largest, invalid)), values1.eq(values)]
 
         # Stage 2: each element's shift onto the block's grid, `top - field + 25 - bits` (computed
         # in the shift's cycle, the subtraction and the shifter were the ECP5 path, 81.2 MHz).
@@ -125,7 +147,7 @@ class BlockFloatEncoder(BlockFloatCodec):
         with m.If(load2):
             m.d.sync += head2.eq(head1)
         for index in range(block):
-            value = values[index]
+            value = values1[index]
             field = value[23:31]
             effective = Mux(field == 0, 1, field)
             with m.If(load2):  # top >= effective, so the amount is never negative
