@@ -9,7 +9,7 @@ from ..bus.axi import AXI4Signature
 from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, register_block
 from .cache_mshr import MSHR_CHOICES
-from .common import CACHE_LINE_BITS, DIM_PARAM, POW2_WAYS, log2
+from .common import CACHE_LINE_BITS, DIM_PARAM, POW2_WAYS, check_table_cache, log2, table_bits
 from .dedupe_unit import CAPACITY_CHOICES, DedupeUnit
 from .embedding_cache import EmbeddingCache
 from .loss_reduction import LossReduction
@@ -19,22 +19,17 @@ __all__ = ["EmbeddingBag", "COUNTERS", "bag_lookup_layout", "pooled_layout"]
 COUNTERS = ("bad_index", "hits", "misses", "duplicates", "overflows")
 
 
-def _bits(count):
-    """Bits of a field that holds 0 to ``count - 1`` (at least one)."""
-    return max(1, (count - 1).bit_length())
-
-
 def bag_lookup_layout(tables, row_bits, bag_bits):
     """A lookup: ``row`` of ``table`` for bag ``bag`` (the sample); ``group_end`` ends a group of bags,
     ``last`` the batch (and its final group)."""
-    return data.StructLayout({"row": row_bits, "bag": bag_bits, "table": _bits(tables), "group_end": 1,
+    return data.StructLayout({"row": row_bits, "bag": bag_bits, "table": table_bits(tables), "group_end": 1,
                               "last": 1})
 
 
 def pooled_layout(tables, bag_bits, line_bits):
     """A line of a pooled vector: ``line`` of bag ``bag`` of ``table``; ``last`` ends a group's vectors."""
-    return data.StructLayout({"bag": bag_bits, "table": _bits(tables), "line": max(line_bits, 1), "last": 1,
-                              "data": CACHE_LINE_BITS})
+    return data.StructLayout({"bag": bag_bits, "table": table_bits(tables), "line": max(line_bits, 1),
+                              "last": 1, "data": CACHE_LINE_BITS})
 
 
 class EmbeddingBag(Parameterized, wiring.Component):
@@ -137,11 +132,7 @@ class EmbeddingBag(Parameterized, wiring.Component):
         if keys not in CAPACITY_CHOICES:
             raise ValueError(f"group * dim / 16 must be one of {', '.join(map(str, CAPACITY_CHOICES))}, "
                              f"not {keys}")
-        if values["sets"] & (values["sets"] - 1):
-            raise ValueError(f"sets must be a power of two, not {values['sets']}")
-        index_bits = values["row_bits"] + _bits(values["tables"])
-        if index_bits <= log2(values["sets"]):
-            raise ValueError(f"row_bits + table bits ({index_bits}) must exceed log2(sets)")
+        check_table_cache(values)
 
     def __init__(self, *, tables=4, row_bits=16, bag_bits=8, dim=16, sets=64, ways=4, mshrs=4, capacity=16,
                  positions=64, group=8, address_width=48):
@@ -159,9 +150,9 @@ class EmbeddingBag(Parameterized, wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        lines, table_bits = self.lines, _bits(self._tables)
-        index_bits = self._row_bits + table_bits
-        key_bits = self._bag_bits + table_bits
+        lines, table_width = self.lines, table_bits(self._tables)
+        index_bits = self._row_bits + table_width
+        key_bits = self._bag_bits + table_width
         m.submodules.dedupe = dedupe = DedupeUnit(capacity=self._capacity, positions=self._positions,
                                                   dim=self._dim, index_bits=index_bits)
         m.submodules.cache = cache = EmbeddingCache(
@@ -171,7 +162,7 @@ class EmbeddingBag(Parameterized, wiring.Component):
                                                  index_bits=max(key_bits, 4))
         # Each lookup's bag and group end, from the dedupe unit's input to its fan-out: it holds at
         # most ``positions`` lookups, one more that cuts the segment, and one in its output register.
-        side_layout = data.StructLayout({"bag": self._bag_bits, "table": table_bits, "group_end": 1})
+        side_layout = data.StructLayout({"bag": self._bag_bits, "table": table_width, "group_end": 1})
         m.submodules.side = side = SyncFIFO(width=side_layout.size, depth=self._positions + 4)
         events = {"bad_index": Signal(name="bad_index_event")}
 

@@ -9,9 +9,16 @@ from ..fp.fp_add import FloatAdder
 from ..fp.fp_mul import FloatMultiplier
 from ..lib.counters import COUNTER_BITS, count_events
 from ..registration import Param, Parameterized, register_block
-from .common import CACHE_LINE_BITS, CACHE_LINE_WORDS, DIM_PARAM, POW2_WAYS, log2
+from .common import (
+    CACHE_LINE_BITS,
+    CACHE_LINE_WORDS,
+    DIM_PARAM,
+    POW2_WAYS,
+    check_table_cache,
+    log2,
+    table_bits,
+)
 from .dedupe_unit import CAPACITY_CHOICES
-from .embedding_bag import _bits
 from .embedding_cache import EmbeddingCache
 from .loss_reduction import LossReduction
 
@@ -24,7 +31,7 @@ _STATES = ("GATHER", "LOOKUP", "READ", "SETTLE", "WRITE")
 def update_item_layout(tables, row_bits, line_bits):
     """An item of the step's stream: a line of a bag's pooled gradient (``gradient`` high: ``line``
     and ``data``) or one of the bag's lookups (``table`` and ``row``); ``last`` ends a table."""
-    return data.StructLayout({"gradient": 1, "row": row_bits, "table": _bits(tables),
+    return data.StructLayout({"gradient": 1, "row": row_bits, "table": table_bits(tables),
                               "line": max(line_bits, 1), "last": 1, "data": CACHE_LINE_BITS})
 
 
@@ -136,10 +143,7 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
         if values["capacity"] < values["dim"] // 16:
             raise ValueError(f"capacity must hold a row's {values['dim'] // 16} lines, "
                              f"not {values['capacity']}")
-        if values["sets"] & (values["sets"] - 1):
-            raise ValueError(f"sets must be a power of two, not {values['sets']}")
-        if values["row_bits"] + _bits(values["tables"]) <= log2(values["sets"]):
-            raise ValueError("row_bits + table bits must exceed log2(sets)")
+        check_table_cache(values)
 
     def __init__(self, *, tables=4, row_bits=16, dim=16, sets=64, ways=4, capacity=16, address_width=48):
         self.lines = dim // 16
@@ -156,7 +160,7 @@ class EmbeddingBagUpdate(Parameterized, wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        index_bits = self._row_bits + _bits(self._tables)
+        index_bits = self._row_bits + table_bits(self._tables)
         m.submodules.reduce = reduce = LossReduction(capacity=self._capacity, dim=self._dim,
                                                      index_bits=max(index_bits, 4))
         m.submodules.cache = cache = EmbeddingCache(

@@ -12,7 +12,6 @@ middle of a step leaves a block that applies the next step exactly to whatever H
 under ``@pytest.mark.slow`` (the fast suite is at its time limit).
 """
 
-import logging
 
 import cocotb
 import numpy as np
@@ -22,8 +21,8 @@ from cocotb.triggers import RisingEdge
 from golden.dlrm import JaggedBatch
 from golden.dlrm.embedding_bag import row_gradients, sgd_rows
 from scripts.sim import knobs
-from scripts.sim.axi import FaultyAxiRam, random_pauses_all
 from scripts.sim.devices.dlrm import BASE
+from scripts.sim.devices.dlrm_bag import hbm
 from scripts.sim.runner import component_from_env, params_from_env, run_cocotb
 from scripts.sim.stream import StreamSource, never, random_pauses, stream_layout
 from scripts.sim.tb import ClockedTB
@@ -54,11 +53,7 @@ class UpdateTB(ClockedTB):
         self.capacity = p["capacity"]
         self.lines, self.stall = self.dim // 16, stall
         self.rows = (1 << self.row_bits) - SPARE_ROWS
-        self.ram = FaultyAxiRam(dut, "m_axi_", self.clock, dut.rst, in_flight=4)
-        for interface in (self.ram.read_if, self.ram.write_if):
-            interface.log.setLevel(logging.WARNING)
-        if stall:
-            self.ram.set_pause_generators(random_pauses_all(knobs.rng(salt + 2), stall))
+        self.ram = hbm(self, stall=stall, salt=salt)
         for t in range(self.tables):
             self.ram.write(self._address(t), _random_floats(knobs.rng(salt + 10 + t),
                                                             (1 << self.row_bits, self.dim)).tobytes())

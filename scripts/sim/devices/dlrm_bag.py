@@ -21,12 +21,23 @@ from scripts.sim.tb import ClockedTB, Scoreboard
 
 from .dlrm import BASE, kjt_lookups, zipf_rows
 
-__all__ = ["BagTB", "SPARE_ROWS", "BENCH_SHAPE", "SESSIONS", "throughput_session", "run_throughput"]
+__all__ = ["BagTB", "hbm", "SPARE_ROWS", "BENCH_SHAPE", "SESSIONS", "throughput_session", "run_throughput"]
 
 SPARE_ROWS = 6  # rows from `rows` up to 2**row_bits - 1: out of range, yet the row field holds them
 # The bench's kernel: four tables of 1,018 rows, 64 samples, a cache of 256 rows with 8 MSHRs.
 BENCH_SHAPE = {"tables": 4, "row_bits": 10, "bag_bits": 6, "dim": 16, "sets": 64, "ways": 4, "mshrs": 8,
                "capacity": 16, "positions": 64, "group": 16}
+
+
+def hbm(tb, *, stall, salt):
+    """The HBM of an embedding-bag block's ``m_axi`` port: an ``AxiRam`` (errors injectable), quiet,
+    pausing every channel with probability ``stall`` (seeded from ``salt + 2``)."""
+    ram = FaultyAxiRam(tb.dut, "m_axi_", tb.clock, tb.dut.rst, in_flight=4)
+    for interface in (ram.read_if, ram.write_if):
+        interface.log.setLevel(logging.WARNING)
+    if stall:
+        ram.set_pause_generators(random_pauses_all(knobs.rng(salt + 2), stall))
+    return ram
 
 
 class BagTB(ClockedTB):
@@ -47,11 +58,7 @@ class BagTB(ClockedTB):
         self.tables, self.row_bits, self.bag_bits = p["tables"], p["row_bits"], p["bag_bits"]
         self.group, self.dim = p["group"], p["dim"]
         self.rows = (1 << self.row_bits) - SPARE_ROWS
-        self.ram = FaultyAxiRam(dut, "m_axi_", self.clock, dut.rst, in_flight=4)
-        for interface in (self.ram.read_if, self.ram.write_if):
-            interface.log.setLevel(logging.WARNING)
-        if stall:
-            self.ram.set_pause_generators(random_pauses_all(knobs.rng(salt + 2), stall))
+        self.ram = hbm(self, stall=stall, salt=salt)
         self.weights = [self._table(knobs.rng(salt + 10 + t)) for t in range(self.tables)]
         for t, w in enumerate(self.weights):
             self.ram.write(BASE + (t << self.row_bits) * self.dim * 4, w.tobytes())
