@@ -29,9 +29,12 @@ test: $(STAMP)
 test-full: $(STAMP)
 	$(BIN)/pytest -n auto -q
 
-# `make prove`: every formal proof (SymbiYosys on the yices solver, both from PyPI), fast and slow.
+# `make prove`: every formal proof (SymbiYosys on the yices solver, both from PyPI), fast and slow;
+# PROVE_JOBS proofs side by side (each SBY runs its own tasks one at a time).
+PROVE_JOBS ?= 1
+
 prove: $(STAMP)
-	$(BIN)/neartrain prove --deep
+	$(BIN)/neartrain prove --deep --jobs $(PROVE_JOBS)
 
 verilog: $(STAMP)
 	$(BIN)/neartrain verilog -o build/verilog

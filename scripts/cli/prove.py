@@ -20,9 +20,51 @@ def _seconds(text):
     return value
 
 
-def command_prove(args):
+def _jobs(text):
+    """``--jobs``: a whole number of proofs run at once, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
+def _run_named(name, timeout):
+    """Run the proof called ``name`` in a worker process (proofs hold elaboration closures, so
+    the worker looks its proof up by name rather than receiving it)."""
     from scripts.formal import record
     from scripts.formal.flow import FormalError
+    from scripts.formal.proofs import proofs_of
+
+    (proof,) = [proof for proof in proofs_of({name}) if proof.name == name]
+    try:
+        return record.run(proof, timeout=timeout), None
+    except FormalError as error:
+        return None, str(error)
+
+
+def _results(chosen, jobs, timeout):
+    """Yield ``(proof, result, error)`` in the order of ``chosen``, running ``jobs`` proofs at once.
+
+    Each proof's SBY runs one task at a time whatever ``jobs`` is; ``jobs`` only runs several
+    proofs side by side (one per core is the useful most).
+    """
+    if jobs == 1:
+        for proof in chosen:
+            yield proof, *_run_named(proof.name, timeout)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_run_named, proof.name, timeout) for proof in chosen]
+        for proof, future in zip(chosen, futures, strict=True):
+            yield proof, *future.result()
+
+
+def command_prove(args):
+    from scripts.formal import record
     from scripts.formal.proofs import proofs_of
 
     chosen = record.selected(args.names, args.deep or args.record)
@@ -44,12 +86,10 @@ def command_prove(args):
                          f"add --deep for the slow ones)")
     rows, failed, reports = [], [], []
     with elapsed(f"prove: {len(chosen)} proof(s)") as step:
-        for index, proof in enumerate(chosen, 1):
-            step(f"prove: {proof.name} ({index} of {len(chosen)})")
-            try:
-                result = record.run(proof, timeout=args.timeout)
-            except FormalError as error:
-                raise UsageError(f"{proof.name}: {error}") from None
+        for index, (proof, result, error) in enumerate(_results(chosen, args.jobs, args.timeout), 1):
+            step(f"prove: {proof.name} done ({index} of {len(chosen)})")
+            if error is not None:
+                raise UsageError(f"{proof.name}: {error}")
             bound = f"{proof.mode}, depth {proof.depth}, {result.seconds:.1f} s"
             if result.covers and result.status == "pass":
                 bound += f"; covered at step: {record.covered(result)}"
@@ -87,6 +127,9 @@ def register(commands):
                        help="rewrite the rows of the proofs run in docs/formal.md's table, keep the others "
                             "(implies --deep: every proof of the names given, or all)")
     prove.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    prove.add_argument("--jobs", "-j", type=_jobs, default=1, metavar="N",
+                       help="proofs run at once, one per process (default 1; each proof's SBY runs its "
+                            "tasks one at a time)")
     prove.add_argument("--timeout", type=_seconds, default=1200, metavar="SECONDS",
                        help="give up a proof after this long (status timeout; default 1200)")
     prove.set_defaults(handler=command_prove)

@@ -29,6 +29,13 @@ def test_prove_refuses_a_timeout_below_one_second(capsys):
         assert "\n" not in err and "--timeout" in err and repr(value) in err
 
 
+def test_prove_refuses_fewer_than_one_job(capsys):
+    for value in ("0", "-1", "two"):
+        assert main(["prove", "--jobs", value, "skid_buffer"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "--jobs" in err and repr(value) in err
+
+
 def test_a_block_with_only_slow_proofs_is_proved_when_named():
     """``neartrain prove runtime_spawner`` runs its slow proofs rather than finding none; a block
     with fast proofs keeps to them without ``--deep``."""
