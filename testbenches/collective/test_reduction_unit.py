@@ -132,6 +132,30 @@ async def bad_contributions_are_counted_and_dropped(dut):
 
 
 @cocotb.test()
+async def slots_complete_on_consecutive_cycles(dut):
+    """Two partitions, in different slots, take their last lines back to back with no gap, so both
+    slots complete on consecutive cycles: the queue of complete slots must keep both (it lost the
+    second, and the unit hung, at ``NEARTRAIN_VECTORS=18`` before it got an entry more)."""
+    tb = TB(dut, salt=17)
+    await tb.reset()
+    rng = knobs.rng(71)
+    open_at_once = min(2, tb.shape["slots"])
+    sequence = []
+    for _ in range(knobs.vectors(2, limit=20)):
+        start = sequence[-1].partition + 1 if sequence else 0
+        lines = traffic(tb, rng, open_at_once, first=start)
+        ids = list(dict.fromkeys(c.partition for c in lines))
+        of = [[c for c in lines if c.partition == p] for p in ids]
+        # Every line but the last of each partition, then the last ones back to back.
+        sequence += [c for part in of for c in part[:-1]] + [part[-1] for part in of]
+    table = tb.golden()
+    board = tb.expect(table, sequence)
+    assert table.counters == dict.fromkeys(COUNTERS, 0), "the sequence must be clean"
+    tb.send(sequence)
+    await tb.check(board, table, len(sequence))
+
+
+@cocotb.test()
 async def reset_mid_partition(dut):
     tb = TB(dut, idle=True, backpressure=True, salt=11)
     await tb.reset()
