@@ -41,7 +41,6 @@ def pytest_runtest_call(item):
 # missing from it still runs, just in its collected place. test_demo_allreduce is left where it is:
 # it shares test_gcu's 3-leaf build, and two workers on one build folder wait for each other.
 LONGEST_FIRST = (
-    "testbenches/collective/test_tiered.py::test_tiered[",
     "testbenches/runtime/test_cluster.py::test_cluster[",
     "testbenches/runtime/test_cluster.py::test_deadlock_flood[",
     "testbenches/collective/test_ring.py::test_ring[",
