@@ -67,7 +67,9 @@ class NetTB(RuntimeTB):
             self.sources[f"tx_{CHANNELS[vc]}"].send_nowait(word)
         return boards, outbound
 
-    async def check_outbound(self, outbound, cycles=2000):
+    async def check_outbound(self, outbound, cycles=None):
+        # The wait grows with the flits (NEARTRAIN_VECTORS scales them).
+        cycles = cycles or 2000 + 20 * sum(len(flits) for flits in outbound)
         for _ in range(cycles):
             if all(len(self.switch.received[vc]) >= len(outbound[vc]) for vc in range(3)):
                 break
