@@ -55,12 +55,13 @@ class DedupeUnit(Parameterized, wiring.Component):
     o : Out(stream.Signature({"index": index_bits, "line": ..., "last": 1, "data": 512}))
         The fanned-out rows in input order; ``last`` marks the final line of a batch.
     issued, duplicates, overflows, bad_replies : Out(32)
-        Saturating counters.
+        Saturating counters (``bad_replies`` counts a reply the cycle after it arrives).
 
     Notes
     -----
     Throughput: one lookup per cycle while collecting (``req`` ready), one line per cycle of
-    fan-out while ``o`` is ready; a segment's fan-out starts once its last reply is in.
+    fan-out while ``o`` is ready; a segment's fan-out starts once its last reply is in (written
+    into the row buffer the cycle after it arrives).
     Latency: a lookup is matched against the table as it is taken from ``i``, the match is
     reduced to a hit and its entry a cycle later, and the lookup goes to ``req`` (or takes its
     position) a cycle after that.
@@ -97,6 +98,9 @@ class DedupeUnit(Parameterized, wiring.Component):
         keys = [Signal(key_layout, name=f"key{k}") for k in range(capacity)]
         count = Signal(range(capacity + 1))
         taken = Signal(range(positions + 1))
+        # In the fan-out, ``position == taken - 1``, as a flag beside ``position`` (ECP5: the compare
+        # ran on through the table's clear into the lookup's front register, 123 MHz).
+        last_position = Signal()
         batch_end = Signal()
         entry = data.StructLayout({"index": self._index_bits, "tag": tag_bits})
         m.submodules.position_list = plist = Memory(shape=entry, depth=positions, init=[])
@@ -106,18 +110,6 @@ class DedupeUnit(Parameterized, wiring.Component):
 
         state = Signal(range(len(_STATES)))
         COLLECT, FANOUT = range(len(_STATES))
-
-        # Replies, in any state: a line of an issued entry of this segment, answered once.
-        got = Signal(capacity * lines)
-        received = Signal(range(capacity * lines + 1))
-        reply = self.rep.payload
-        reply_slot = Cat(reply.line[:line_bits], reply.tag)
-        fresh = (reply.tag < count) & (reply.line < lines) & ~got.bit_select(reply_slot, 1)
-        m.d.comb += [self.rep.ready.eq(1), row_write.addr.eq(reply_slot), row_write.data.eq(reply.data),
-                     row_write.en.eq(self.rep.valid & fresh),
-                     events["bad_replies"].eq(self.rep.valid & ~fresh)]
-        with m.If(row_write.en):
-            m.d.sync += [got.eq(got | (Const(1, len(got)) << reply_slot)), received.eq(received + 1)]
 
         # Two lookup stages (ECP5: the table's compare ran on into the position list's write port,
         # 82 MHz, without a lookup stage; with one, from the input through the compares and their OR
@@ -130,6 +122,29 @@ class DedupeUnit(Parameterized, wiring.Component):
         # lookup in two stages, the compares ran on through `full` into the table's write, 122.9 MHz).
         positions_full, table_full = Signal(), Signal()
         full = positions_full | (~held_found & table_full)
+
+        # Replies, in any state: a line of an issued entry of this segment, answered once. It is
+        # checked as it arrives (``got`` is set then, so a repeat a cycle later is caught) and written
+        # into the row buffer, and counted, a cycle later (ECP5: the check ran on into the row
+        # buffer's write enable and the bad-reply counter, 114-120 MHz). "Issued" is the table's
+        # in-use flag of the reply's tag, a multiplexer instead of the compare ``tag < count``.
+        got = Signal(capacity * lines)
+        received = Signal(range(capacity * lines + 1))
+        reply = self.rep.payload
+        reply_slot = Cat(reply.line[:line_bits], reply.tag)
+        issued = table.used.bit_select(reply.tag, 1)
+        fresh = issued & (reply.line < lines) & ~got.bit_select(reply_slot, 1)
+        write, bad_reply = Signal(), Signal()
+        write_slot, write_data = Signal.like(reply_slot), Signal.like(reply.data)
+        m.d.sync += [write.eq(self.rep.valid & fresh), bad_reply.eq(self.rep.valid & ~fresh),
+                     write_slot.eq(reply_slot), write_data.eq(reply.data)]
+        m.d.comb += [self.rep.ready.eq(1), row_write.addr.eq(write_slot), row_write.data.eq(write_data),
+                     row_write.en.eq(write), events["bad_replies"].eq(bad_reply)]
+        with m.If(self.rep.valid & fresh):
+            m.d.sync += got.eq(got | (Const(1, len(got)) << reply_slot))
+        # Counted as written, so the fan-out, which starts at the last count, reads written rows.
+        with m.If(write):
+            m.d.sync += received.eq(received + 1)
 
         # Collect: the held lookup takes a position, and a new row an entry (below ``count``).
         m.d.comb += [self.req.payload.index.eq(held.index), self.req.payload.tag.eq(count[:tag_bits]),
@@ -151,6 +166,8 @@ class DedupeUnit(Parameterized, wiring.Component):
             with m.If(leaving):
                 m.d.sync += batch_end.eq(take & held.last)
                 m.d.sync += state.eq(FANOUT)
+                # The fan-out starts at position 0: the last one if a single position is taken.
+                m.d.sync += last_position.eq(Mux(take, taken == 0, taken == 1))
 
         # Fan-out: once every reply is in, each position's row lines, through the row buffer.
         position = Signal(range(positions))
@@ -159,7 +176,7 @@ class DedupeUnit(Parameterized, wiring.Component):
         ready = (state == FANOUT) & (received == count * lines)
         step = ready & o_free
         final_line = line == lines - 1 if lines > 1 else Const(1)
-        final = final_line & (position == taken - 1)
+        final = final_line & last_position
         m.d.comb += [plist_read.addr.eq(position),
                      row_read.addr.eq(Cat(line[:line_bits], plist_read.data.tag)), row_read.en.eq(step)]
         m.d.comb += self.o.payload.data.eq(row_read.data)
@@ -168,7 +185,7 @@ class DedupeUnit(Parameterized, wiring.Component):
                          self.o.payload.line.eq(line), self.o.payload.last.eq(final & batch_end)]
             m.d.sync += line.eq(line + 1)
             with m.If(final_line):
-                m.d.sync += [line.eq(0), position.eq(position + 1)]
+                m.d.sync += [line.eq(0), position.eq(position + 1), last_position.eq(position + 2 == taken)]
             with m.If(final):
                 m.d.sync += [position.eq(0), count.eq(0), taken.eq(0), got.eq(0), received.eq(0),
                              positions_full.eq(0), table_full.eq(0), state.eq(COLLECT)]

@@ -61,7 +61,6 @@ class KeyLookup:
         self._used = used = Signal(capacity)
         match = Cat(*[used[k] & (key_of(keys[k]) == key_of(incoming)) for k in range(capacity)])
         forwarded = inserting & (key_of(self.held) == key_of(incoming))
-        self._front = None
         if stages == 2:
             self._two_stages(m, i, match, forwarded, take, inserting)
             return
@@ -77,7 +76,6 @@ class KeyLookup:
         front, front_valid = Signal.like(i.payload, name="front"), Signal(name="front_valid")
         front_match, front_forwarded = Signal(len(match), name="front_match"), Signal(name="front_forwarded")
         front_tag = Signal.like(self.tag, name="front_tag")
-        self._front = (front_match, front_forwarded)
         held_free = ~self.valid | take
         front_ready = ~front_valid | held_free
         m.d.comb += i.ready.eq(front_ready)
@@ -86,11 +84,24 @@ class KeyLookup:
                          front_forwarded.eq(forwarded), front_tag.eq(count[:len(self.tag)])]
         # The held key inserted as the front lookup moves on.
         late = inserting & (key_of(self.held) == key_of(front))
+        # The front's match is gated by the entries in use rather than voided by a clear: entries
+        # are only added between clears, so the gate changes nothing else, and a clear no longer
+        # reaches into the front register (ECP5: the fan-out's end ran through the clear into
+        # ``front_match``, 123 MHz).
+        used = self._used
+        still = Signal.like(front_match, name="front_still_used")
+        m.d.comb += still.eq(front_match & used)
+        forwarded_kept = front_forwarded & used.bit_select(front_tag, 1)
         with m.If(held_free):
             m.d.sync += [self.held.eq(front), self.valid.eq(front_valid),
-                         self.found.eq(front_match.any() | front_forwarded | late),
+                         self.found.eq(still.any() | forwarded_kept | late),
                          self.tag.eq(Mux(late, count[:len(self.tag)],
                                          Mux(front_forwarded, front_tag, one_hot_index(front_match))))]
+
+    @property
+    def used(self):
+        """The entries in use, as flags (entry ``k`` is in use when ``k < count``)."""
+        return self._used
 
     def insert(self):
         """The held lookup's key goes into entry ``count`` (the block increments ``count``)."""
@@ -100,7 +111,9 @@ class KeyLookup:
                 self._m.d.sync += self._key_of(key).eq(self._key_of(self.held))
 
     def clear(self):
-        """Empty the table (the block resets ``count``)."""
+        """Empty the table (the block resets ``count``).
+
+        With two stages the front lookup's match was made against the old keys too; it is gated
+        by the entries in use as it moves on, which the clear empties.
+        """
         self._m.d.sync += [self.found.eq(0), self._used.eq(0)]
-        if self._front is not None:  # the front lookup's match was against the old keys too
-            self._m.d.sync += [signal.eq(0) for signal in self._front]
