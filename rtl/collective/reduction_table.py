@@ -81,11 +81,12 @@ class ReductionTable:
         self._complete = Array(Signal(name=f"complete{s}") for s in range(slots))
         self._count = Array(Signal(range(total + 1), name=f"count{s}") for s in range(slots))
         # ``done`` holds at most one entry per slot (a complete slot takes nothing more until it is
-        # read out). One entry more than that: a SyncFIFOBuffered refuses a write while its last
-        # entry moves to the output register, and two slots can complete on consecutive cycles
-        # (seen at NEARTRAIN_VECTORS=18: the second slot's entry was lost and the unit hung). So it
-        # never refuses a write; a refused one is flagged.
-        self.done = Queue(m, "done", range(slots) if slots > 1 else 1, slots + 1)
+        # read out). With several slots, one entry more than that: a SyncFIFOBuffered refuses a
+        # write while its last entry moves to the output register, and two slots can complete on
+        # consecutive cycles (seen at NEARTRAIN_VECTORS=18: the second slot's entry was lost and the
+        # unit hung). One slot completes again only after it is read out, so its one entry (a
+        # register, no added latency) is enough. So it never refuses a write; a refused one is flagged.
+        self.done = Queue(m, "done", range(slots) if slots > 1 else 1, slots + 1 if slots > 1 else 1)
         self.overflows = [refused(m, self.done, "done")]
         self.hold = Signal()
 
