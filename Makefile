@@ -23,11 +23,13 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/neartrain run
 
+# --dist loadgroup: tests marked with one xdist_group run on one worker (tests sharing a build or a
+# module-scoped simulation), every other test is handed out as with the default --dist load.
 test: $(STAMP)
-	$(BIN)/pytest -n auto -m "not slow" -q --durations=30
+	$(BIN)/pytest -n auto --dist loadgroup -m "not slow" -q --durations=30
 
 test-full: $(STAMP)
-	$(BIN)/pytest -n auto -q
+	$(BIN)/pytest -n auto --dist loadgroup -q
 
 # `make prove`: every formal proof (SymbiYosys on the yices solver, both from PyPI), fast and slow;
 # PROVE_JOBS proofs side by side (each SBY runs its own tasks one at a time).

@@ -38,8 +38,8 @@ def pytest_runtest_call(item):
 # The fast suite's longest tests (each a Verilator build of a composed design and minutes of CPU),
 # started first: pytest-xdist hands tests out in collection order, so a long one collected late
 # ran alone at the end of `make test` while the other core idled. A scheduling hint only: a test
-# missing from it still runs, just in its collected place. test_demo_allreduce is left where it is:
-# it shares test_gcu's 3-leaf build, and two workers on one build folder wait for each other.
+# missing from it still runs, just in its collected place. test_demo_allreduce shares test_gcu's
+# 3-leaf build; both are in one xdist group (one worker), see their modules.
 LONGEST_FIRST = (
     "testbenches/runtime/test_cluster.py::test_cluster[",
     "testbenches/runtime/test_cluster.py::test_deadlock_flood[",

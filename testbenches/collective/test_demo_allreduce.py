@@ -19,6 +19,11 @@ from scripts.cli.main import main
 from scripts.demo import allreduce as demo
 from scripts.sim import knobs
 
+# One worker for this module and test_gcu (make test's --dist loadgroup): the module-scoped demo run
+# would otherwise run once per worker that takes one of its tests, each waiting for the other on
+# the shared 3_leaves_adam build folder (11 min of a cold CI run, a core idle meanwhile).
+pytestmark = pytest.mark.xdist_group("gcu_3_leaves_adam")
+
 TORCH = "torch.optim.Adam is the demo's reference"
 SMALL = {"leaves": 3, "hidden": 6, "steps": 10}
 

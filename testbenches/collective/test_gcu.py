@@ -156,6 +156,9 @@ SHAPES = {
 SLOW_SHAPES = {"15_leaves", "7_leaves_one_chunk"}
 
 
+# On the worker of test_demo_allreduce, which simulates the 3_leaves_adam build too (make test's
+# --dist loadgroup): two workers on one build folder wait for each other.
+@pytest.mark.xdist_group("gcu_3_leaves_adam")
 @parametrize_shapes(SHAPES, SLOW_SHAPES)
 def test_gcu(shape):
     run_cocotb("gcu_cluster", __name__, params=SHAPES[shape])
