@@ -41,9 +41,7 @@ def pytest_runtest_call(item):
 # missing from it still runs, just in its collected place. test_demo_allreduce shares test_gcu's
 # 3-leaf build; both are in one xdist group (one worker), see their modules.
 LONGEST_FIRST = (
-    "testbenches/runtime/test_cluster.py::test_cluster[",
     "testbenches/runtime/test_cluster.py::test_deadlock_flood[",
-    "testbenches/collective/test_ring.py::test_ring[",
     "testbenches/optim/test_updater_kernel.py::test_stalled_elements",
     "testbenches/collective/test_gcu.py::test_gcu[",
     "testbenches/optim/test_updater_kernel.py::test_updater_kernel[",

@@ -1,12 +1,12 @@
 """``neartrain demo allreduce``: data-parallel training through the GCU with Adam in the network.
 
-Fast: bad arguments and a missing torch are one line and exit 2 without simulating; the CLI trains a
-small model (2-6-6-3, 81 parameters) on 3 leaves for 10 steps on ``test_gcu``'s ``3_leaves_adam``
-build (the same Verilog, so no build of its own): every leaf's fetched parameters bit-exact with the
-golden at every step, the loss within the bound of ``torch.optim.Adam``'s, the GCU's counters clear;
-and a result with one leaf's step off, or a loss outside the bound, fails its check and the exit
-status. Slow: the default demo (4 leaves, the 1,251-parameter model, an 8-port switch build of its own)
-and 2 leaves.
+Fast: bad arguments and a missing torch are one line and exit 2 without simulating. Slow (since CI
+ran over its 45 minutes): the CLI trains a small model (2-6-6-3, 81 parameters) on 3 leaves for 10
+steps on ``test_gcu``'s ``3_leaves_adam`` build (the same Verilog, so no build of its own): every
+leaf's fetched parameters bit-exact with the golden at every step, the loss within the bound of
+``torch.optim.Adam``'s, the GCU's counters clear; a result with one leaf's step off, or a loss
+outside the bound, fails its check and the exit status; and the default demo (4 leaves, the
+1,251-parameter model, an 8-port switch build of its own) and 2 leaves.
 """
 
 import dataclasses
@@ -67,7 +67,7 @@ def test_cluster_params_fit_the_model():
 
 
 @pytest.fixture(scope="module")
-def small_run():
+def small_run():  # make test-full only since CI ran over its 45 minutes (128 s of a core, cold)
     """The CLI's run of the small demo: its exit status and printout, and the same run's result."""
     knobs.oracle("torch", TORCH)
     capture = pytest.MonkeyPatch()
@@ -85,6 +85,7 @@ def _keeping(format_report, results):
     return wrapped
 
 
+@pytest.mark.slow
 def test_small_demo_trains_bit_exact_within_the_bound(small_run):
     status, results = small_run
     result = results[0]
@@ -99,6 +100,7 @@ def test_small_demo_trains_bit_exact_within_the_bound(small_run):
     assert report.splitlines()[-1].startswith("PASS")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change,check", [
     (lambda r: {"bit_exact": [*r.bit_exact[:-1], [True, False, True]]}, "a"),
     (lambda r: {"loss": [r.loss[0] * (1 + 2 * demo.LOSS_BOUND), *r.loss[1:]]}, "b"),
