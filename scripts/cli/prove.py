@@ -9,40 +9,43 @@ from .progress import elapsed
 __all__ = ["register"]
 
 
-def _seconds(text):
-    """``--timeout``: a whole number of seconds, at least 1 (SBY reads 0 as no limit at all)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of seconds >= 1, not {text!r}")
-    return value
+def _at_least_one(unit):
+    """An argparse type: a whole number (of ``unit``, if given) that is at least 1."""
+    what = f"a whole number of {unit}" if unit else "a whole number"
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < 1:
+            raise argparse.ArgumentTypeError(f"must be {what} >= 1, not {text!r}")
+        return value
+    return parse
 
 
-def _jobs(text):
-    """``--jobs``: a whole number of proofs run at once, at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
-    return value
+# ``--timeout``: SBY reads 0 as no limit at all. ``--jobs``: proofs run at once.
+_seconds, _jobs = _at_least_one("seconds"), _at_least_one(None)
 
 
-def _run_named(name, timeout):
-    """Run the proof called ``name`` in a worker process (proofs hold elaboration closures, so
-    the worker looks its proof up by name rather than receiving it)."""
+def _run(proof, timeout):
+    """``(result, None)`` of running ``proof``, or ``(None, message)`` when SBY could not run it."""
     from scripts.formal import record
     from scripts.formal.flow import FormalError
-    from scripts.formal.proofs import proofs_of
 
-    (proof,) = [proof for proof in proofs_of({name}) if proof.name == name]
     try:
         return record.run(proof, timeout=timeout), None
     except FormalError as error:
         return None, str(error)
+
+
+def _run_named(name, timeout):
+    """:func:`_run` in a worker process (proofs hold elaboration closures, so the worker looks its
+    proof up by name rather than receiving it)."""
+    from scripts.formal.proofs import proofs_of
+
+    (proof,) = [proof for proof in proofs_of({name}) if proof.name == name]
+    return _run(proof, timeout)
 
 
 def _results(chosen, jobs, timeout):
@@ -53,7 +56,7 @@ def _results(chosen, jobs, timeout):
     """
     if jobs == 1:
         for proof in chosen:
-            yield proof, *_run_named(proof.name, timeout)
+            yield proof, *_run(proof, timeout)
         return
     from concurrent.futures import ProcessPoolExecutor
 
