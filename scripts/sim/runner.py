@@ -110,11 +110,18 @@ def _runtime_cache_dir():
 # slower. The Verilator runtime (OPT_GLOBAL) keeps its optimisation; it is compiled once and cached.
 _PCH_ARG = "CFG_CXXFLAGS_PCH_I=-include"
 _MODEL_OPT = os.environ.get("NEARTRAIN_MODEL_OPT")
+# The model's C++ files are compiled as one translation unit (Verilator's __ALL.cpp), never one
+# file at a time: a test suite already runs one simulation per core, and the per-file build
+# compiles the precompiled header twice (fast and slow) and parses the headers once per file.
+# Measured on a 2-core machine: the 2-leaf GCU cluster's C++ in 6.4 s instead of 11.1 s, the
+# 3-lane SGD kernel's in 8.5 s instead of 11.3 s; 34 of the 146 builds of a cold `make test` were
+# split, for 677 of its 1,133 s of C++ compilation.
+_ONE_UNIT_ARG = "VM_PARALLEL_BUILDS=0"
 
 
 def _make_args(model_opt=None):
     opt = _MODEL_OPT or model_opt or "-O0"
-    return [_PCH_ARG, f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
+    return [_PCH_ARG, _ONE_UNIT_ARG, f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
 _RUNTIME_GLOB = "verilated*.o"
 
 
