@@ -13,7 +13,7 @@ from rtl.bus.axi_burst_writer import AXIBurstWriter
 from rtl.optim.credit import credit_depth, credited_pipeline
 
 from .harnesses import COUNT, queue_harness
-from .streams import stream_harness, stream_rules
+from .streams import COVER, stream_harness, stream_rules
 
 __all__ = ["burst_planner_harness", "CreditedDelay", "credit_harness", "axi_reader_harness",
            "axi_writer_harness"]
@@ -32,11 +32,13 @@ def burst_planner_harness(*, planner=AXIBurstPlanner, **params):
     **params
         ``address_width``, ``data_width``, ``max_burst``, ``length_width``, and optionally
         ``back_to_back`` (then a command may also be taken as the final burst of the one before is).
+
+    Not vacuous: it covers a stall of ``burst`` and a command covered to its final burst.
     """
     max_burst, data_width = params["max_burst"], params["data_width"]
     back_to_back = params.get("back_to_back", False)
     planner = planner(**params)
-    m, _inputs, _outputs = stream_harness(planner)
+    m, _inputs, _outputs = stream_harness(planner, cover=True)
     cmd, burst = planner.cmd, planner.burst
     address_width = len(cmd.payload.address)
     beat_bytes_log2 = (data_width // 8).bit_length() - 1
@@ -62,6 +64,7 @@ def burst_planner_harness(*, planner=AXIBurstPlanner, **params):
             Assert(burst.payload.final == (beats == left), "final marks the burst that ends the command"),
             Assert(address[:12] + span <= PAGE_BYTES, "no burst crosses a 4 KB boundary"),
         ]
+    m.d.comb += Cover(fire & burst.payload.final, "a command's final burst taken")
     # With back_to_back the model's take, written above, must win over the final burst's step.
     with m.If(fire & ~take if back_to_back else fire):
         m.d.sync += [expect.eq(expect + span), left.eq(left - beats)]
@@ -107,9 +110,10 @@ def credit_harness(*, latency, width=2):
     overflowing FIFO would drop one) or invented (an underflow would).
     """
     block = CreditedDelay(width=width, latency=latency)
-    # Covered: this proof stands in for the stream rules of the updater core's output (the same
-    # credited FIFO, 143 cycles behind its input), which no practical bound reaches.
-    return queue_harness(block, capacity=credit_depth(latency), valid_when_held=False, cover=True)
+    # Covered (as every queue harness is): this proof stands in for the stream rules of the
+    # updater core's output (the same credited FIFO, 143 cycles behind its input), which no
+    # practical bound reaches.
+    return queue_harness(block, capacity=credit_depth(latency), valid_when_held=False)
 
 
 def _address_channel(m, bus, prefix, data_width, max_burst):
@@ -118,6 +122,7 @@ def _address_channel(m, bus, prefix, data_width, max_burst):
     fields = Cat(*(getattr(bus, f"{prefix}{name}")
                    for name in ("id", "addr", "len", "size", "burst", "cache", "prot")))
     stream_rules(m, SimpleNamespace(valid=valid, ready=ready, payload=fields), f"m_axi.{prefix}", Assert)
+    m.d.comb += Cover(valid & ~ready, f"m_axi.{prefix}{COVER}")
     address, length = getattr(bus, f"{prefix}addr"), getattr(bus, f"{prefix}len")
     span = (length + 1) << (data_width // 8).bit_length() - 1
     with m.If(valid):
@@ -149,21 +154,21 @@ def _beats_of_bursts(m, valid, ready, last, name):
 def _dma_harness(component, prefix, params):
     """A DMA block in the stream harness, without cancel, its ``prefix`` address channel checked."""
     dma = component(**params)
-    m, _inputs, _outputs = stream_harness(dma)
+    m, _inputs, _outputs = stream_harness(dma, cover=True)
     m.d.comb += Assume(~dma.cancel, "no cancel")
     length, fire = _address_channel(m, dma.m_axi, prefix, params["data_width"], params["max_burst"])
     lengths, accepted = _burst_lengths(m, length, fire, prefix)
     return m, dma, dma.m_axi, lengths, accepted
 
 
-def axi_reader_harness(*, cover=True, **params):
+def axi_reader_harness(**params):
     """The AXI burst reader against a legal memory: AR keeps the AXI rules, and R is never refused.
 
     The memory answers only bursts it accepted, with ``rlast`` on the ``arlen + 1``-th beat
     (assumed); the reader's credits must then always leave buffer room for every beat
     (``rvalid`` implies ``rready``) and never let more bursts fly than ``max_outstanding``.
-    ``cancel`` stays low (a cancel discards on purpose). With ``cover``, the harness covers
-    two whole bursts (for a ``cover`` proof deep enough to reach them).
+    ``cancel`` stays low (a cancel discards on purpose). Not vacuous: the harness covers a
+    stall of AR and of ``data``, and two whole bursts read and delivered.
     """
     m, reader, bus, lengths, accepted = _dma_harness(AXIBurstReader, "ar", params)
     beat, answered = _beats_of_bursts(m, bus.rvalid, bus.rready, bus.rlast, "r")
@@ -173,23 +178,23 @@ def axi_reader_harness(*, cover=True, **params):
                      Assert(bus.rready, "an R beat is never refused (credits reserve its room)")]
     m.d.comb += Assert(accepted - answered <= params["max_outstanding"],
                        "at most max_outstanding bursts in flight")
-    # Not vacuous: a mode "cover" run shows two whole bursts read and delivered.
-    if cover:
-        m.d.comb += Cover((answered == 2) & reader.data.valid & reader.data.ready,
-                          "two bursts answered, data out")
+    m.d.comb += Cover((answered == 2) & reader.data.valid & reader.data.ready,
+                      "two bursts answered, data out")
     return m
 
 
-def axi_writer_harness(*, cover=True, **params):
+def axi_writer_harness(**params):
     """The AXI burst writer: AW and W keep the AXI rules, W bursts match ``awlen``, bursts in flight bounded.
 
     The memory responds on B only to bursts whose AW and last W beat it has seen (assumed).
-    ``cancel`` stays low. With ``cover``, the harness covers two whole bursts.
+    ``cancel`` stays low. Not vacuous: the harness covers a stall of AW and of W, and two whole
+    bursts written and answered.
     """
     m, _writer, bus, lengths, accepted = _dma_harness(AXIBurstWriter, "aw", params)
     w_channel = SimpleNamespace(valid=bus.wvalid, ready=bus.wready,
                                 payload=Cat(bus.wdata, bus.wstrb, bus.wlast))
     stream_rules(m, w_channel, "m_axi.w", Assert)
+    m.d.comb += Cover(bus.wvalid & ~bus.wready, f"m_axi.w{COVER}")
     beat, written = _beats_of_bursts(m, bus.wvalid, bus.wready, bus.wlast, "w")
     _responded = Signal(COUNT)
     with m.If(bus.bvalid & bus.bready):
@@ -205,6 +210,5 @@ def axi_writer_harness(*, cover=True, **params):
                          Assert(bus.wlast == (beat == bus.awlen), "wlast on the awlen + 1-th beat")]
     m.d.comb += Assert(accepted - _responded <= params["max_outstanding"],
                        "at most max_outstanding bursts await B")
-    if cover:
-        m.d.comb += Cover(_responded == 2, "two bursts written and answered")
+    m.d.comb += Cover(_responded == 2, "two bursts written and answered")
     return m

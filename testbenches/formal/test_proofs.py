@@ -72,6 +72,15 @@ def test_every_passing_stream_row_names_the_first_stall_of_each_output():
     assert stale == {}, f"pass rows without each output's first stall (rerun `{record.COMMAND}`): {stale}"
 
 
+def test_every_passing_row_names_the_step_of_each_cover():
+    # Every proof covers what it asserts on (an output stall, a checked transfer, a full queue,
+    # two whole bursts): a pass row without a cover, or with one never reached, is vacuous.
+    rows = json.loads((record.DATA / "formal-proofs.json").read_text())["rows"]
+    vacuous = {row[0]: row[7] for row in rows if row[6] == "pass"
+               and not all(cell.rsplit(": ", 1)[-1].isdigit() for cell in row[7].split("; "))}
+    assert vacuous == {}, f"pass rows that cover nothing (rerun `{record.COMMAND}`): {vacuous}"
+
+
 def test_record_of_named_proofs_keeps_the_other_rows(tmp_path, monkeypatch):
     # `neartrain prove --record skid_buffer` rewrites that block's rows only.
     import shutil
