@@ -99,6 +99,15 @@ def test_output_that_never_becomes_valid_fails(tmp_path):
     assert "\n" not in line and "o: valid & ~ready" in line and "never exercised" in line
 
 
+def test_token_proof_of_an_output_that_never_becomes_valid_fails(tmp_path):
+    # Nothing ever comes out, so the k-th-unit assertion never fires: the covers of the output's
+    # stall and of a checked unit are what make this fail instead of passing vacuously.
+    result = run_proof(unit_sequence_harness(NeverValid(), unit=4), folder=tmp_path, depth=8)
+    assert result.status == "fail", result.describe()
+    assert result.prop is None
+    assert sorted(result.uncovered) == ["o: a unit out checked", "o: valid & ~ready"]
+
+
 def test_environment_that_starves_the_output_fails(tmp_path):
     # A correct block under an over-constrained environment (no input ever offered) is vacuous too.
     def starve(m, dut):
