@@ -116,9 +116,12 @@ async def run_sequence(tb, rng, kernels, floats, specials=False):
     tb.b_load.send_many(line | value << 24 for line, value in tb.memory.items())
     await tb.b_load.wait_idle()
     issued = []
+    # With specials, more tasks per row turn every infinity into a NaN (inf - inf, inf * 0), so
+    # that the outputs would no longer show both: their count stays at the default.
+    count = knobs.vectors(80, limit=80 if specials else None)
     for task_id in kernels:
         weights = ("special" if specials else "float") if floats else "int"
-        tasks = random_tasks(rng, tb.rows, knobs.vectors(80), task_id, weights)
+        tasks = random_tasks(rng, tb.rows, count, task_id, weights)
         issued += tasks
         tb.task.send_many(gp.encode(task, sealed=False) for task in tasks)
     out, _ = await check_outputs(tb, issued)

@@ -31,7 +31,7 @@ from golden.runtime.tables import HOST_COUNTERS, KERNEL_COUNTERS, MEMORY_COUNTER
 from golden.runtime.workload import sparse_dense_workload
 from scripts.sim import knobs
 from scripts.sim.devices.runtime import CreditLink, FCsNHost, prepare
-from scripts.sim.runner import component_from_env, params_from_env
+from scripts.sim.runner import component_from_env, params_from_env, resolved_params_from_env
 from scripts.sim.stream import StreamSink, StreamSource, never, random_pauses
 from scripts.sim.tb import ClockedTB
 
@@ -125,6 +125,7 @@ class NodeTB(RuntimeTB):
             interface.log.setLevel(logging.WARNING)
         self.registers = {entry["name"]: entry["offset"] for entry in component_from_env().register_map()}
         self.spawn_bits = component_from_env().spawn_bits
+        self.spawn_depth = resolved_params_from_env()["spawn_depth"]
         self.memory = {}
         self.issued = []  # (cycle, task word)
         self.written = []  # (line, value)
@@ -275,9 +276,11 @@ async def line_rate_session(dut, job):
     await wait_for(lambda: len(tb.issued) >= count)
     rates["network task -> kernel"] = _rate([cycle for cycle, _ in tb.issued])
 
-    # Spawned tasks to the kernel, then spawned tasks split off to the network.
+    # Spawned tasks to the kernel, then spawned tasks split off to the network: one run of the
+    # whole Spawn_MEM at most (a larger NEARTRAIN_VECTORS would address entries it does not have).
+    spawned = min(count, tb.spawn_depth)
     for name, row in (("spawned task -> kernel", local_row), ("spawned task -> network", remote_row)):
-        for address in range(count):
+        for address in range(spawned):
             entry = gp.encode(task(mine[0], row, NODE), sealed=False)
             tb.sources["spawn_load"].send_nowait(address | entry << tb.spawn_bits)
         await tb.sources["spawn_load"].wait_idle()
@@ -285,13 +288,13 @@ async def line_rate_session(dut, job):
         tb.network.received.clear()
         await tb.write("task_id", TASK_ID)
         await tb.write("spawn_first", 0)
-        await tb.write("spawn_count", count)
+        await tb.write("spawn_count", spawned)
         await tb.write("CTRL", 1)
         if row == local_row:
-            await wait_for(lambda: len(tb.issued) >= count)
+            await wait_for(lambda: len(tb.issued) >= spawned)
             rates[name] = _rate([cycle for cycle, _ in tb.issued])
         else:
-            await wait_for(lambda: len(tb.network.received) >= count)
+            await wait_for(lambda: len(tb.network.received) >= spawned)
             rates[name] = _rate([cycle for cycle, vc, _ in tb.network.received if vc == gp.TASK])
         await tb.cycles(20)
 
