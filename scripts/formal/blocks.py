@@ -13,7 +13,7 @@ from rtl.bus.axi_burst_writer import AXIBurstWriter
 from rtl.optim.credit import credit_depth, credited_pipeline
 
 from .harnesses import COUNT, queue_harness
-from .streams import COVER, stream_harness, stream_rules
+from .streams import stream_cover, stream_harness, stream_rules
 
 __all__ = ["burst_planner_harness", "CreditedDelay", "credit_harness", "axi_reader_harness",
            "axi_writer_harness"]
@@ -121,8 +121,9 @@ def _address_channel(m, bus, prefix, data_width, max_burst):
     valid, ready = getattr(bus, f"{prefix}valid"), getattr(bus, f"{prefix}ready")
     fields = Cat(*(getattr(bus, f"{prefix}{name}")
                    for name in ("id", "addr", "len", "size", "burst", "cache", "prot")))
-    stream_rules(m, SimpleNamespace(valid=valid, ready=ready, payload=fields), f"m_axi.{prefix}", Assert)
-    m.d.comb += Cover(valid & ~ready, f"m_axi.{prefix}{COVER}")
+    channel = SimpleNamespace(valid=valid, ready=ready, payload=fields)
+    stream_rules(m, channel, f"m_axi.{prefix}", Assert)
+    stream_cover(m, channel, f"m_axi.{prefix}")
     address, length = getattr(bus, f"{prefix}addr"), getattr(bus, f"{prefix}len")
     span = (length + 1) << (data_width // 8).bit_length() - 1
     with m.If(valid):
@@ -194,7 +195,7 @@ def axi_writer_harness(**params):
     w_channel = SimpleNamespace(valid=bus.wvalid, ready=bus.wready,
                                 payload=Cat(bus.wdata, bus.wstrb, bus.wlast))
     stream_rules(m, w_channel, "m_axi.w", Assert)
-    m.d.comb += Cover(bus.wvalid & ~bus.wready, f"m_axi.w{COVER}")
+    stream_cover(m, w_channel, "m_axi.w")
     beat, written = _beats_of_bursts(m, bus.wvalid, bus.wready, bus.wlast, "w")
     _responded = Signal(COUNT)
     with m.If(bus.bvalid & bus.bready):
