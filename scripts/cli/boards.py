@@ -14,6 +14,7 @@ from scripts.flow.cache import BUILD
 
 from .common import (
     UsageError,
+    at_least_one,
     build_component,
     format_resource_table,
     lookup_block,
@@ -193,7 +194,7 @@ def command_results(args):
         with elapsed(f"results ({board.name}, {args.freq:g} MHz)"):
             path = write_results(output, board=board, frequency_mhz=args.freq,
                                  with_fmax=not args.no_fmax, only=args.blocks, families=args.families,
-                                 cached_only=args.cache_only, tables_out=tables)
+                                 cached_only=args.cache_only, tables_out=tables, jobs=args.jobs)
     except ValueError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
@@ -306,6 +307,9 @@ def register(commands):
     results.add_argument("--no-fmax", action="store_true", help="skip place and route")
     results.add_argument("--blocks", nargs="+", metavar="BLOCK", help="only these blocks")
     results.add_argument("--families", nargs="+", metavar="FAMILY", help="only blocks of these families")
+    results.add_argument("--jobs", "-j", type=at_least_one(None), default=1, metavar="N",
+                         help="block configurations measured at once, one per process (default 1; "
+                              "nextpnr and Yosys use a core each)")
     results.add_argument("--cache-only", action="store_true",
                          help="run no tool: write the cached figures, 'not measured yet' for the rest")
     results.set_defaults(handler=command_results)

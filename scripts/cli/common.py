@@ -11,7 +11,7 @@ import pathlib
 from .param_text import parse_param
 
 __all__ = ["UsageError", "Parser", "package_version", "parse_sets", "lookup_block", "build_component",
-           "writable_folder", "format_resource_table"]
+           "writable_folder", "format_resource_table", "at_least_one"]
 
 
 class UsageError(Exception):
@@ -96,3 +96,18 @@ def format_resource_table(rows, target):
             cells.append(f"{value:g}" if isinstance(value, float) else str(value))
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {resources['mapper']} |")
     return "\n".join(lines)
+
+
+def at_least_one(unit):
+    """An argparse type: a whole number (of ``unit``, if given) that is at least 1."""
+    what = f"a whole number of {unit}" if unit else "a whole number"
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < 1:
+            raise argparse.ArgumentTypeError(f"must be {what} >= 1, not {text!r}")
+        return value
+    return parse

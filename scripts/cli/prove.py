@@ -1,31 +1,15 @@
 """``neartrain prove [BLOCK|PROOF ...]``: the formal proofs (SymbiYosys), see :mod:`scripts.formal`."""
 
-import argparse
 import json
 
-from .common import UsageError
+from .common import UsageError, at_least_one
 from .progress import elapsed
 
 __all__ = ["register"]
 
 
-def _at_least_one(unit):
-    """An argparse type: a whole number (of ``unit``, if given) that is at least 1."""
-    what = f"a whole number of {unit}" if unit else "a whole number"
-
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < 1:
-            raise argparse.ArgumentTypeError(f"must be {what} >= 1, not {text!r}")
-        return value
-    return parse
-
-
 # ``--timeout``: SBY reads 0 as no limit at all. ``--jobs``: proofs run at once.
-_seconds, _jobs = _at_least_one("seconds"), _at_least_one(None)
+_seconds, _jobs = at_least_one("seconds"), at_least_one(None)
 
 
 def _run(proof, timeout):

@@ -25,6 +25,10 @@ __all__ = ["CONFIGURATIONS", "KERNELS", "ROUTER2_BLOCKS", "kernel_table", "measu
 RESULTS_DOC = "results.md"
 SUMMARY_COMMAND = ".venv/bin/python -m scripts.flow.results_table"
 _PENDING = "not measured yet"
+# A row whose seed-1 Fmax lies within this fraction of the clock is placed and routed again with
+# SECOND_SEED, and the lower Fmax counts (issue 37): a lucky placement must not pass a row.
+SEED_BAND = 0.10
+SECOND_SEED = 2
 
 # Extra rows beyond the defaults, by block name.
 CONFIGURATIONS = {
@@ -99,11 +103,40 @@ def measure_block(block, overrides, *, board, frequency_mhz, with_fmax, cached_o
     elif with_fmax:
         try:
             router = "router2" if block.name in ROUTER2_BLOCKS else DEFAULT_ROUTER
-            row["fmax"] = (measure_bitstream(block.build(overrides), board=board, frequency_mhz=frequency_mhz,
-                                             cached_only=cached_only, router=router) or {"pending": True})
+            summaries = [measure_bitstream(block.build(overrides), board=board, frequency_mhz=frequency_mhz,
+                                           cached_only=cached_only, router=router)]
+            if _near_clock(summaries[0], frequency_mhz):
+                summaries.append(measure_bitstream(block.build(overrides), board=board, seed=SECOND_SEED,
+                                                   frequency_mhz=frequency_mhz, cached_only=cached_only,
+                                                   router=router))
+            row["fmax"] = _lower_seed(summaries)
         except Exception as error:  # noqa: BLE001
             row["fmax"] = {"error": one_line(error)}
     return row
+
+
+def _achieved(summary):
+    """The lowest Fmax a routed bitstream summary reports over its clocks (None: none routed)."""
+    figures = [figures["achieved"] for figures in (summary or {}).get("fmax", {}).values()]
+    return min(figures) if figures else None
+
+
+def _near_clock(summary, frequency_mhz):
+    """Whether seed 1 routed within :data:`SEED_BAND` of the clock, so that seed 2 runs too."""
+    achieved = _achieved(summary)
+    return achieved is not None and abs(achieved - frequency_mhz) <= SEED_BAND * frequency_mhz
+
+
+def _lower_seed(summaries):
+    """The summary of the seed that routed slowest, with every seed's Fmax under ``seeds``;
+    ``{"pending": True}`` while a seed's run is not cached (``--cache-only``)."""
+    if any(summary is None for summary in summaries):
+        return {"pending": True}
+    if len(summaries) == 1:
+        return summaries[0]
+    lower = dict(min(summaries, key=_achieved))
+    lower["seeds"] = {summary.get("seed", 1): _achieved(summary) for summary in summaries}
+    return lower
 
 
 def _cells(resources, columns):
@@ -127,6 +160,9 @@ def _fmax_cell(summary):
         return reason
     cell = "; ".join(f"{figures['achieved']:.2f}" + ("" if figures["pass"] else " (fails)")
                      for figures in summary["fmax"].values())
+    if seeds := summary.get("seeds"):  # the lower seed's figure first, then each seed's
+        each = ", ".join(f"seed {seed}: {achieved:.2f}" for seed, achieved in sorted(seeds.items()))
+        cell += f" ({each})"
     # The bitstream's synthesis fell back to classic ABC (scripts.flow.bitstream), so say so.
     return cell + (" (classic ABC)" if summary.get("mapper") == "abc" else "")
 
@@ -256,7 +292,9 @@ def setup_table(*, board, frequency_mhz):
     from scripts.flow.bitstream import DEFAULT_ROUTER
 
     rows += [["ECP5 board", board.title], ["clock constraint", f"{frequency_mhz:g} MHz"],
-             ["nextpnr placer seed", 1],
+             ["nextpnr placer seed",
+              f"1; {SECOND_SEED} as well for a row within {100 * SEED_BAND:g} % of the clock "
+              "(its cell gives both, the lower first, and the lower counts)"],
              ["nextpnr router", f"{DEFAULT_ROUTER}; router2 for {', '.join(ROUTER2_BLOCKS)}"]]
     return ["tool or setting", "value"], rows, ("left", "left")
 
@@ -307,8 +345,35 @@ def _standalone_page(tables, command):
     return "\n".join(parts) + "\n"
 
 
+def _measure_named(name, overrides, options):
+    """:func:`measure_block` in a worker process, which looks the block up by name."""
+    from rtl.registry import blocks
+
+    return measure_block(blocks()[name], overrides, **options)
+
+
+def _measured_rows(runs, options, jobs, stream):
+    """The rows of ``runs`` (``(block name, overrides)``) in their order, ``jobs`` at a time.
+
+    Every synthesis and place-and-route run is independent and cached by its own key, so
+    several processes can fill the caches side by side (nextpnr uses one core each)."""
+    if jobs == 1:
+        for name, overrides in runs:
+            print(f"results: {name} {overrides or 'defaults'}", file=stream, flush=True)
+            yield _measure_named(name, overrides, options)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_measure_named, name, overrides, options) for name, overrides in runs]
+        for (name, overrides), future in zip(runs, futures, strict=True):
+            row = future.result()
+            print(f"results: {name} {overrides or 'defaults'} measured", file=stream, flush=True)
+            yield row
+
+
 def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, families=None, stream=None,
-                  cached_only=False, tables_out=None):
+                  cached_only=False, tables_out=None, jobs=1):
     """Measure the registered blocks and write their tables.
 
     With ``path`` ``docs/results.md`` the tables ``results-blocks``, ``results-setup`` and
@@ -329,6 +394,8 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
     tables_out : dict, optional
         Filled with the tables written, ``{name: {"headers": [...], "rows": [...]}}`` (for
         ``neartrain results --json``).
+    jobs : int
+        Block configurations measured at once, one per process (default 1).
 
     Raises
     ------
@@ -347,15 +414,13 @@ def write_results(path, *, board, frequency_mhz, with_fmax=True, only=None, fami
                          f"families: {', '.join(FAMILIES)})")
     names = [name for name in (only or registered)
              if families is None or registered[name].family in families]
-    measured = []
-    for name in names:
-        block = registered[name]
-        rows = []
-        for overrides in ({}, *CONFIGURATIONS.get(name, ())):
-            print(f"results: {name} {overrides or 'defaults'}", file=stream, flush=True)
-            rows.append(measure_block(block, overrides, board=board, frequency_mhz=frequency_mhz,
-                                      with_fmax=with_fmax, cached_only=cached_only))
-        measured.append((block, rows))
+    runs = [(name, overrides) for name in names for overrides in ({}, *CONFIGURATIONS.get(name, ()))]
+    options = {"board": board, "frequency_mhz": frequency_mhz, "with_fmax": with_fmax,
+               "cached_only": cached_only}
+    measured = {name: (registered[name], []) for name in names}
+    for (name, _), row in zip(runs, _measured_rows(runs, options, jobs, stream), strict=True):
+        measured[name][1].append(row)
+    measured = list(measured.values())
     command = f"neartrain results --board {board.name} --freq {frequency_mhz:g}"
     partial = bool(only or families)
     path = pathlib.Path(path)

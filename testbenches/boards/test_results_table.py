@@ -92,3 +92,76 @@ def test_the_timing_summary_reads_fails_and_stops():
     assert dict(summary) == {"rows in the table": 5, "rows that place and route (an Fmax)": 4,
                              "of those, meeting 125 MHz": "1 (25.0 %)", "of those, below 100 MHz": 1,
                              "rows too large, not placed or not routed": 1}
+
+
+def _routed(achieved, seed=1, clock=125):
+    return {"seed": seed, "critical_path": {"from": f"seed{seed}", "to": "o"},
+            "fmax": {"clk": {"achieved": achieved, "constraint": clock, "pass": achieved >= clock}}}
+
+
+def test_a_row_near_the_clock_is_routed_with_a_second_seed_and_the_lower_counts(monkeypatch):
+    """Seed 2 runs for a seed-1 Fmax within 10 % of the clock, and the cell's first figure,
+    which the pass count reads, is the lower; a row far from the clock runs seed 1 only."""
+    from scripts.flow import bitstream
+
+    class Block:
+        name = "some_block"
+
+        @staticmethod
+        def build(overrides):
+            return None
+
+    runs = []
+
+    def measure(component, *, seed=1, **kwargs):
+        runs.append(seed)
+        return figures[seed]
+
+    monkeypatch.setattr(bitstream, "measure_bitstream", measure)
+    monkeypatch.setattr("scripts.flow.synth.synthesize", lambda component, target: {"mapper": "abc9"})
+    monkeypatch.setattr(results_table, "too_large", lambda resources, board: None)
+    for figures, expected_runs, cell, passes in (
+            ({1: _routed(130.0), 2: _routed(121.5, seed=2)}, [1, 2],
+             "121.50 (fails) (seed 1: 130.00, seed 2: 121.50)", False),
+            ({1: _routed(118.0), 2: _routed(126.0, seed=2)}, [1, 2],
+             "118.00 (fails) (seed 1: 118.00, seed 2: 126.00)", False),
+            ({1: _routed(133.0), 2: _routed(128.0, seed=2)}, [1, 2],
+             "128.00 (seed 1: 133.00, seed 2: 128.00)", True),
+            ({1: _routed(150.0)}, [1], "150.00", True),
+            ({1: _routed(90.0)}, [1], "90.00 (fails)", False)):
+        runs.clear()
+        row = results_table.measure_block(Block, {}, board=None, frequency_mhz=125, with_fmax=True)
+        assert runs == expected_runs
+        assert results_table._fmax_cell(row["fmax"]) == cell
+        slowest = min(figures, key=lambda seed: figures[seed]["fmax"]["clk"]["achieved"])
+        assert row["fmax"]["critical_path"]["from"] == f"seed{slowest}"  # the slower seed's path
+        _, summary, _ = results_table.timing_summary_table([["b", "defaults", cell]], frequency_mhz=125)
+        assert dict(summary)["of those, meeting 125 MHz"] == ("1 (100.0 %)" if passes else "0 (0.0 %)")
+
+
+def test_results_jobs_measure_in_worker_processes_and_keep_the_order(tmp_path):
+    """``neartrain results --jobs 2``: the rows come back from worker processes (which look each
+    block up by name) in the order of a one-job run. ``--cache-only`` runs no tool, so the rows
+    are whatever this checkout's caches hold, the same both ways."""
+    from scripts.cli.main import main
+
+    names = ["fp_add", "skid_buffer", "memory_port"]  # fp_add and memory_port have two configurations
+    tables = {}
+    for jobs in ("1", "2"):
+        page = tmp_path / f"jobs{jobs}.md"
+        assert main(["results", "--cache-only", "--blocks", *names, "-o", str(page), "--jobs", jobs]) == 0
+        tables[jobs] = page.read_text()
+    assert tables["1"] == tables["2"]
+    rows = [line.split("|")[1:3] for line in tables["2"].splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip() in names]
+    assert [(name.strip(), params.strip()) for name, params in rows][:5] == [
+        ("fp_add", "defaults"), ("fp_add", "fmt=bf16"), ("skid_buffer", "defaults"),
+        ("memory_port", "defaults"), ("memory_port", "data_width=128")]
+
+
+def test_results_jobs_must_be_at_least_one(capsys):
+    from scripts.cli.main import main
+
+    assert main(["results", "--jobs", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--jobs" in err and "must be a whole number >= 1" in err
