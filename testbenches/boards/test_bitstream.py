@@ -187,3 +187,22 @@ def test_a_build_stopped_in_abc9_is_retried_with_classic_abc(tmp_path, monkeypat
     assert "abc -lut 4:7" not in builds[0] and "abc -lut 4:7" in builds[1]
     (fmax,) = summary["fmax"].values()
     assert fmax["achieved"] > 125
+
+
+def test_the_cache_key_follows_the_built_design_not_its_python_source():
+    """The bitstream cache key changes with the logic, seed, router and clock, and not with where
+    the Python that describes the logic lives (a subclass elsewhere: other source lines)."""
+    from boards import boards
+    from scripts.flow.bitstream import evaluation_key
+
+    class MovedSkidBuffer(SkidBuffer):
+        """The same block, written down in another file."""
+
+    board = boards()["ulx3s-85f"]
+    key = evaluation_key(SkidBuffer(width=8), board=board)
+    assert evaluation_key(MovedSkidBuffer(width=8), board=board) == key
+    others = [evaluation_key(SkidBuffer(width=4), board=board),
+              evaluation_key(SkidBuffer(width=8), board=board, seed=2),
+              evaluation_key(SkidBuffer(width=8), board=board, router="router2"),
+              evaluation_key(SkidBuffer(width=8), board=board, frequency_mhz=100)]
+    assert len({key, *others}) == 5
