@@ -10,7 +10,9 @@ renders like any table. ``--record`` with names rewrites the rows of those proof
 the others.
 """
 
+import fcntl
 import json
+import pathlib
 import re
 
 from rtl.elaborate import source_hash
@@ -36,9 +38,18 @@ def folder_of(proof):
 
 
 def run(proof, folder=None, timeout=1200):
-    """Run ``proof`` (in :func:`folder_of` unless ``folder``) and return its :class:`~.flow.ProofResult`."""
-    return run_proof(proof.build(), folder=folder or folder_of(proof), mode=proof.mode, depth=proof.depth,
-                     timeout=timeout, cover_depth=proof.cover_depth)
+    """Run ``proof`` (in :func:`folder_of` unless ``folder``) and return its :class:`~.flow.ProofResult`.
+
+    Two runs of one proof share its folder, so a second run (another ``neartrain prove``, or a
+    test on another xdist worker) waits for the first to finish instead of overwriting its SBY
+    files while SBY reads them; the lock file sits beside the folder.
+    """
+    folder = pathlib.Path(folder or folder_of(proof))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, even on an exception
+        return run_proof(proof.build(), folder=folder, mode=proof.mode, depth=proof.depth,
+                         timeout=timeout, cover_depth=proof.cover_depth)
 
 
 def covered(result):

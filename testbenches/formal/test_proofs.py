@@ -105,3 +105,30 @@ def test_record_of_named_proofs_keeps_the_other_rows(tmp_path, monkeypatch):
     others = [name for name in before if name != "skid_buffer.streams"]
     assert [after[name][:7] for name in others] == [before[name][:7] for name in others]
     assert "| skid_buffer.streams" in (tmp_path / "formal.md").read_text()
+
+
+def test_two_runs_of_one_proof_take_turns_in_its_folder(tmp_path, monkeypatch):
+    """``record.run`` of the same proof twice at once (two ``neartrain prove`` runs, or two xdist
+    workers): the second waits for the first, so neither overwrites the other's SBY files."""
+    import dataclasses
+    import threading
+    import time
+
+    inside, overlaps = [], []
+
+    def slow_proof(design, *, folder, **_):
+        inside.append(folder)
+        overlaps.append(len(inside))
+        time.sleep(0.2)
+        inside.remove(folder)
+        return record.PASSED
+
+    monkeypatch.setattr(record, "run_proof", slow_proof)
+    proof = dataclasses.replace(proofs_of({"skid_buffer"})[0], build=lambda: None)
+    threads = [threading.Thread(target=record.run, args=(proof,), kwargs={"folder": tmp_path / "run"})
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert overlaps == [1, 1, 1]
