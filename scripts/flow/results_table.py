@@ -103,10 +103,11 @@ def measure_block(block, overrides, *, board, frequency_mhz, with_fmax, cached_o
     elif with_fmax:
         try:
             router = "router2" if block.name in ROUTER2_BLOCKS else DEFAULT_ROUTER
-            summaries = [measure_bitstream(block.build(overrides), board=board, frequency_mhz=frequency_mhz,
+            component = block.build(overrides)  # one elaboration for both seeds' keys and builds
+            summaries = [measure_bitstream(component, board=board, frequency_mhz=frequency_mhz,
                                            cached_only=cached_only, router=router)]
             if _near_clock(summaries[0], frequency_mhz):
-                summaries.append(measure_bitstream(block.build(overrides), board=board, seed=SECOND_SEED,
+                summaries.append(measure_bitstream(component, board=board, seed=SECOND_SEED,
                                                    frequency_mhz=frequency_mhz, cached_only=cached_only,
                                                    router=router))
             row["fmax"] = _lower_seed(summaries)
